@@ -1,0 +1,140 @@
+// DynamicBatcher: a bounded queue plus worker threads that form batches with
+// BatchQueue's policy and hand each batch to a process function.
+//
+// Design notes and invariants
+// - Workers are the schedulers: each loops "wait until a batch is ready, take
+//   it, process it". While every worker is busy, arrivals accumulate, so the
+//   next batch is larger (natural back-pressure); with num_workers = 1 one
+//   batch runs at a time.
+// - Every task accepted by Schedule is passed to `process` exactly once,
+//   including at Shutdown, which stops accepting (UNAVAILABLE), flushes what
+//   is queued regardless of max_queue_delay, and joins the workers.
+// - `process` runs without the lock held and may take as long as it needs.
+//
+// Thread-safe.
+#ifndef INFER_BATCHING_DYNAMIC_BATCHER_H_
+#define INFER_BATCHING_DYNAMIC_BATCHER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "batching/batch_queue.h"
+#include "batching/clock.h"
+
+namespace infer {
+
+struct BatcherOptions {
+  QueueOptions queue;
+  // Threads forming and processing batches (batches in flight at once).
+  int num_workers = 1;
+  // Time source; nullptr means RealClock(). Borrowed: must outlive the batcher.
+  Clock* clock = nullptr;
+};
+
+template <typename TaskT>
+class DynamicBatcher {
+ public:
+  using ProcessFn = std::function<void(std::vector<std::unique_ptr<TaskT>>)>;
+
+  static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(
+      const BatcherOptions& options, ProcessFn process) {
+    if (absl::Status s = ValidateQueueOptions(options.queue); !s.ok()) return s;
+    if (options.num_workers < 1) {
+      return absl::InvalidArgumentError("num_workers must be >= 1");
+    }
+    if (!process) return absl::InvalidArgumentError("process function is empty");
+    return std::unique_ptr<DynamicBatcher>(
+        new DynamicBatcher(options, std::move(process)));
+  }
+
+  ~DynamicBatcher() { Shutdown(); }
+  DynamicBatcher(const DynamicBatcher&) = delete;
+  DynamicBatcher& operator=(const DynamicBatcher&) = delete;
+
+  // Ownership of *task is transferred iff OK; otherwise the caller still owns
+  // it (to answer it). UNAVAILABLE when the queue is full or shutting down.
+  absl::Status Schedule(std::unique_ptr<TaskT>* task) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return absl::UnavailableError("the server is shutting down");
+    }
+    absl::Status s = queue_.Push(task, clock_->Now());
+    if (s.ok()) cv_.SignalAll();
+    return s;
+  }
+
+  // Stops accepting, processes everything queued, joins the workers.
+  // Idempotent.
+  void Shutdown() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      cv_.SignalAll();
+    }
+    for (std::thread& t : workers_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  size_t queue_size() const {
+    absl::MutexLock lock(&mu_);
+    return queue_.size();
+  }
+
+ private:
+  DynamicBatcher(const BatcherOptions& options, ProcessFn process)
+      : clock_(options.clock != nullptr ? options.clock : RealClock()),
+        process_(std::move(process)),
+        queue_(options.queue) {
+    workers_.reserve(options.num_workers);
+    for (int i = 0; i < options.num_workers; ++i) {
+      workers_.emplace_back([this] { WorkerLoop(); });
+    }
+  }
+
+  void WorkerLoop() {
+    mu_.Lock();
+    while (true) {
+      if (stopping_ && queue_.empty()) break;
+      const absl::Time now = clock_->Now();
+      std::vector<std::unique_ptr<TaskT>> batch = queue_.PopBatch(now, stopping_);
+      if (!batch.empty()) {
+        // More may be ready for another idle worker.
+        if (!queue_.empty()) cv_.Signal();
+        mu_.Unlock();
+        process_(std::move(batch));
+        mu_.Lock();
+        continue;
+      }
+      const absl::Time deadline = queue_.NextDeadline();
+      if (deadline == absl::InfiniteFuture()) {
+        cv_.Wait(&mu_);
+      } else {
+        cv_.WaitWithTimeout(&mu_, deadline - now);
+      }
+    }
+    mu_.Unlock();
+  }
+
+  // Constant after construction.
+  Clock* const clock_;
+  const ProcessFn process_;
+  std::vector<std::thread> workers_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  BatchQueue<TaskT> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace infer
+
+#endif  // INFER_BATCHING_DYNAMIC_BATCHER_H_

@@ -1,0 +1,82 @@
+// The Model interface: what a servable model states about itself (its inputs
+// and outputs) and how a batch of requests is executed on a device.
+//
+// Ownership: a Model owns its weights on the device it was created for; the
+// Device is borrowed and outlives the model (the Engine guarantees it).
+// Thread-safety: spec() and ValidateRequest() are thread-safe; Execute() is
+// never called concurrently on one model (the engine serializes it).
+#ifndef INFER_MODELS_MODEL_H_
+#define INFER_MODELS_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "runtime/tensor.h"
+
+namespace infer {
+
+// One input or output as a model declares it. The first dimension is the
+// batch dimension; -1 marks a dimension of any size.
+struct TensorSpec {
+  std::string name;
+  DataType dtype = DataType::kFp32;
+  std::vector<int64_t> shape;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string platform;  // reported in ModelMetadata, e.g. "infer_embed_pool"
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+struct InferRequest {
+  std::string model_name;
+  std::string id;  // echoed in the response
+  std::vector<Tensor> inputs;
+  // Outputs to return, by name; empty means all of the model's outputs.
+  std::vector<std::string> requested_outputs;
+};
+
+struct InferResponse {
+  std::string model_name;
+  std::string id;
+  std::vector<Tensor> outputs;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelSpec& spec() const = 0;
+
+  // Checks beyond the spec that need the data (e.g. token ids within the
+  // vocabulary). Called before the request is queued; the spec checks
+  // (ValidateRequestAgainstSpec) have already passed.
+  virtual absl::Status ValidateRequest(const InferRequest& request) const {
+    return absl::OkStatus();
+  }
+
+  // Runs `requests` as one batch and fills responses[i] for requests[i] with
+  // every output of the spec. A non-OK status fails the whole batch.
+  virtual absl::Status Execute(absl::Span<const InferRequest* const> requests,
+                               absl::Span<InferResponse* const> responses) = 0;
+};
+
+// Checks a request against a model's spec: every input known and given once,
+// data types, ranks and fixed dimensions, byte sizes against shapes (with
+// overflow checks), one batch dimension shared by all inputs, requested
+// outputs known and unique. Every failure is INVALID_ARGUMENT naming the
+// tensor, what was wrong and what is allowed.
+absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec,
+                                        const InferRequest& request);
+
+// The batch dimension of a request that passed ValidateRequestAgainstSpec.
+int64_t RequestBatchSize(const InferRequest& request);
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_MODEL_H_

@@ -1,0 +1,33 @@
+// Built-in model implementations, created by backend name from string
+// parameters (as read from a model repository's config). Thread-safe.
+#ifndef INFER_MODELS_REGISTRY_H_
+#define INFER_MODELS_REGISTRY_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "models/model.h"
+#include "runtime/device.h"
+
+namespace infer {
+
+using ModelParams = absl::flat_hash_map<std::string, std::string>;
+
+// Creates the model `backend` serves under `name`. INVALID_ARGUMENT for an
+// unknown backend, an unknown parameter or a malformed value (each naming
+// the key and what is accepted). `device` is borrowed and must outlive the
+// model.
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
+                                                          const std::string& name,
+                                                          const ModelParams& params,
+                                                          Device* device);
+
+std::vector<std::string> BuiltinBackends();
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_REGISTRY_H_

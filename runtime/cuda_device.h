@@ -1,0 +1,37 @@
+// The CUDA device: cudaMalloc'd memory, CUDA streams and events, cuBLAS GEMMs.
+// Compiled only when the build has CUDA (INFER_WITH_CUDA). Thread-safe.
+#ifndef INFER_RUNTIME_CUDA_DEVICE_H_
+#define INFER_RUNTIME_CUDA_DEVICE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/device.h"
+
+namespace infer {
+
+// Counts usable GPUs. "No driver" (35), "stub library" (34) and "no device"
+// (100) all mean no GPU; the reason says which.
+CudaAvailability ProbeCudaDevices();
+
+absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal);
+
+// The native stream behind a Stream created by a CUDA device, for kernels.
+cudaStream_t NativeCudaStream(Stream* stream);
+
+// Converts a CUDA runtime error into a Status naming `what`; OK for success.
+absl::Status CudaStatus(cudaError_t err, absl::string_view what);
+
+}  // namespace infer
+
+#define INFER_RETURN_IF_CUDA_ERROR(expr, what)                          \
+  do {                                                                  \
+    ::absl::Status infer_cuda_status_ = ::infer::CudaStatus((expr), what); \
+    if (!infer_cuda_status_.ok()) return infer_cuda_status_;           \
+  } while (0)
+
+#endif  // INFER_RUNTIME_CUDA_DEVICE_H_

@@ -1,0 +1,146 @@
+// Device abstraction: the one interface between the layers above (models,
+// executor, batcher) and a compute device. Two implementations: the CPU
+// device (host memory, OpenBLAS) and the CUDA device (cudaMalloc, streams,
+// events, cuBLAS). Which one runs is chosen at start by a spec string
+// ("cpu", "cuda:0"); nothing above this header branches on the build.
+//
+// Ordering model (as in CUDA): work enqueued on one Stream runs in order;
+// Events order work across streams without device-wide synchronisation. On
+// the CPU device every enqueued operation has completed when the call
+// returns, which satisfies the same contract.
+//
+// Thread-safety: Device methods are thread-safe. A Stream is used by one
+// thread at a time (caller synchronizes).
+#ifndef INFER_RUNTIME_DEVICE_H_
+#define INFER_RUNTIME_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace infer {
+
+enum class DeviceKind { kCpu, kCuda };
+
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::kCpu;
+  int ordinal = 0;                 // CUDA device index; 0 for the CPU
+  std::string name;                // e.g. "NVIDIA H100 80GB HBM3" or "cpu"
+  std::string uuid;                // "GPU-..." for CUDA; empty for the CPU
+  int64_t total_memory_bytes = 0;  // device memory (host RAM for the CPU)
+};
+
+// Opaque handles; each Device implementation defines its own subclasses.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+// Row-major single-precision GEMM: C[m,n] = alpha * op(A) * op(B) + beta * C,
+// where op(A) is [m,k] and op(B) is [k,n]; lda/ldb/ldc are row strides of the
+// matrices as stored.
+struct GemmArgs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  const float* a = nullptr;
+  int64_t lda = 0;
+  const float* b = nullptr;
+  int64_t ldb = 0;
+  float beta = 0.0f;
+  float* c = nullptr;
+  int64_t ldc = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual const DeviceInfo& info() const = 0;
+  // "cpu" or "cuda:N".
+  std::string spec() const;
+
+  // Device memory, at least 256-byte aligned. RESOURCE_EXHAUSTED on failure.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* ptr) = 0;
+
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
+
+  // Asynchronous copies enqueued on `stream`. The host buffer must stay valid
+  // (and unmodified, for CopyToDevice) until the stream has passed the copy.
+  virtual absl::Status CopyToDevice(void* dst, const void* host, size_t bytes,
+                                    Stream* stream) = 0;
+  virtual absl::Status CopyToHost(void* host, const void* src, size_t bytes,
+                                  Stream* stream) = 0;
+
+  // Marks the point `stream` has reached; `waiter` will not run later work
+  // until that point has completed.
+  virtual absl::Status RecordEvent(Event* event, Stream* stream) = 0;
+  virtual absl::Status StreamWaitEvent(Stream* waiter, Event* event) = 0;
+  // Blocks the calling thread until the event / all work on the stream is done.
+  virtual absl::Status SynchronizeEvent(Event* event) = 0;
+  virtual absl::Status SynchronizeStream(Stream* stream) = 0;
+
+  // Enqueues a GEMM on `stream` (OpenBLAS on the CPU, cuBLAS on CUDA).
+  virtual absl::Status Sgemm(Stream* stream, const GemmArgs& args) = 0;
+
+ protected:
+  Device() = default;
+};
+
+// RAII owner of one device allocation. Movable, not copyable.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static absl::StatusOr<DeviceBuffer> Allocate(Device* device, size_t bytes);
+  ~DeviceBuffer() { Reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t size() const { return bytes_; }
+  void Reset();
+
+ private:
+  Device* device_ = nullptr;  // borrowed: devices outlive their buffers
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Whether a usable CUDA device exists, and why not when none does.
+struct CudaAvailability {
+  int device_count = 0;
+  std::string reason;  // empty when device_count > 0
+};
+CudaAvailability ProbeCuda();
+
+// Creates the device named by `spec`: "cpu" or "cuda:N". INVALID_ARGUMENT for
+// a malformed spec; FAILED_PRECONDITION when CUDA is not built in or the GPU
+// is not present.
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec);
+
+// "cuda:0" when a GPU is usable, else "cpu".
+std::string DefaultDeviceSpec();
+
+}  // namespace infer
+
+#endif  // INFER_RUNTIME_DEVICE_H_

@@ -1,0 +1,253 @@
+#include "server/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "batching/dynamic_batcher.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+
+struct Engine::InferTask {
+  InferRequest request;
+  DoneCallback done;
+  absl::Time arrival;
+  int64_t rows = 0;
+  int64_t size() const { return rows; }
+};
+
+struct Engine::ModelEntry {
+  std::unique_ptr<Model> model;
+  QueueOptions batching;
+
+  mutable absl::Mutex stats_mu;
+  ModelStats stats ABSL_GUARDED_BY(stats_mu);
+
+  // Declared last so it is destroyed (drained and joined) first.
+  std::unique_ptr<DynamicBatcher<InferTask>> batcher;
+};
+
+namespace {
+
+uint64_t WallMillis() { return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())); }
+
+// Keeps the requested outputs (all when none were named), in request order.
+void SelectOutputs(const std::vector<std::string>& requested, InferResponse* response) {
+  if (requested.empty()) return;
+  std::vector<Tensor> selected;
+  selected.reserve(requested.size());
+  for (const std::string& name : requested) {
+    for (Tensor& t : response->outputs) {
+      if (t.name == name) {
+        selected.push_back(std::move(t));
+        break;
+      }
+    }
+  }
+  response->outputs = std::move(selected);
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Device> device, Clock* clock)
+    : device_(std::move(device)), clock_(clock != nullptr ? clock : RealClock()) {}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  const std::string spec = options.device.empty() ? DefaultDeviceSpec() : options.device;
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice(spec));
+  return std::unique_ptr<Engine>(new Engine(std::move(device), options.clock));
+}
+
+absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching) {
+  if (model == nullptr) return absl::InvalidArgumentError("model is null");
+  const std::string name = model->spec().name;
+  if (name.empty()) return absl::InvalidArgumentError("model has an empty name");
+  INFER_RETURN_IF_ERROR(ValidateQueueOptions(batching));
+  auto entry = std::make_shared<ModelEntry>();
+  entry->model = std::move(model);
+  entry->batching = batching;
+  BatcherOptions options;
+  options.queue = batching;
+  options.clock = clock_;
+  ModelEntry* raw = entry.get();
+  // The batcher is owned by the entry and joined before the entry dies, so
+  // `this` and `raw` outlive every call of the process function.
+  INFER_ASSIGN_OR_RETURN(
+      entry->batcher,
+      DynamicBatcher<InferTask>::Create(
+          options, [this, raw](std::vector<std::unique_ptr<InferTask>> batch) {
+            ExecuteBatch(raw, std::move(batch));
+          }));
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("the engine is shutting down");
+  if (!models_.emplace(name, std::move(entry)).second) {
+    return absl::AlreadyExistsError(absl::StrCat("model '", name, "' is already loaded"));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Engine::ModelEntry> Engine::Find(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(name);
+  return it == models_.end() ? nullptr : it->second;
+}
+
+absl::Status Engine::NotFound(const std::string& name) const {
+  std::vector<std::string> names = ModelNames();
+  return absl::NotFoundError(absl::StrCat("unknown model '", name, "'; loaded models: ",
+                                          names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
+}
+
+void Engine::Submit(InferRequest request, DoneCallback done) {
+  const absl::Time arrival = clock_->Now();
+  std::shared_ptr<ModelEntry> entry = Find(request.model_name);
+  if (entry == nullptr) {
+    done(NotFound(request.model_name));
+    return;
+  }
+  auto fail = [&](absl::Status status) {
+    {
+      absl::MutexLock lock(&entry->stats_mu);
+      entry->stats.fail.Add(clock_->Now() - arrival);
+    }
+    done(std::move(status));
+  };
+  absl::Status status = ValidateRequestAgainstSpec(entry->model->spec(), request);
+  if (status.ok()) status = entry->model->ValidateRequest(request);
+  const int64_t rows = RequestBatchSize(request);
+  if (status.ok() && rows > entry->batching.max_batch_size) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "request batch size ", rows, " exceeds max_batch_size ",
+        entry->batching.max_batch_size, " of model '", request.model_name, "'"));
+  }
+  if (!status.ok()) {
+    fail(std::move(status));
+    return;
+  }
+  auto task = std::make_unique<InferTask>();
+  task->request = std::move(request);
+  task->done = std::move(done);
+  task->arrival = arrival;
+  task->rows = rows;
+  status = entry->batcher->Schedule(&task);
+  if (!status.ok()) {
+    done = std::move(task->done);  // still ours: the batcher refused it
+    fail(std::move(status));
+  }
+}
+
+absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
+  absl::Notification finished;
+  absl::StatusOr<InferResponse> result;
+  Submit(std::move(request), [&](absl::StatusOr<InferResponse> r) {
+    result = std::move(r);
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return result;
+}
+
+void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch) {
+  const absl::Time launch = clock_->Now();
+  std::vector<const InferRequest*> requests;
+  std::vector<InferResponse> responses(batch.size());
+  std::vector<InferResponse*> response_ptrs;
+  int64_t rows = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    requests.push_back(&batch[i]->request);
+    response_ptrs.push_back(&responses[i]);
+    rows += batch[i]->rows;
+  }
+  absl::Status status = entry->model->Execute(requests, response_ptrs);
+  const absl::Time end = clock_->Now();
+  if (!status.ok()) {
+    status = absl::InternalError(absl::StrCat("model '", entry->model->spec().name,
+                                              "' failed: ", status.message()));
+  }
+  {
+    absl::MutexLock lock(&entry->stats_mu);
+    ModelStats& s = entry->stats;
+    if (status.ok()) {
+      ++s.execution_count;
+      s.batch_compute_infer[static_cast<uint64_t>(rows)].Add(end - launch);
+      s.inference_count += static_cast<uint64_t>(rows);
+      s.last_inference_ms = WallMillis();
+    }
+    for (const auto& task : batch) {
+      s.queue.Add(launch - task->arrival);
+      if (status.ok()) {
+        s.compute_infer.Add(end - launch);
+        s.success.Add(end - task->arrival);
+      } else {
+        s.fail.Add(end - task->arrival);
+      }
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    InferTask& task = *batch[i];
+    if (!status.ok()) {
+      task.done(status);
+      continue;
+    }
+    InferResponse& r = responses[i];
+    r.model_name = task.request.model_name;
+    r.id = task.request.id;
+    SelectOutputs(task.request.requested_outputs, &r);
+    task.done(std::move(r));
+  }
+}
+
+absl::StatusOr<const ModelSpec*> Engine::GetModelSpec(const std::string& name) const {
+  std::shared_ptr<ModelEntry> entry = Find(name);
+  if (entry == nullptr) return NotFound(name);
+  return &entry->model->spec();  // models are never removed while the engine lives
+}
+
+absl::StatusOr<ModelStats> Engine::GetModelStats(const std::string& name) const {
+  std::shared_ptr<ModelEntry> entry = Find(name);
+  if (entry == nullptr) return NotFound(name);
+  absl::MutexLock lock(&entry->stats_mu);
+  return entry->stats;
+}
+
+absl::StatusOr<QueueOptions> Engine::GetBatchingOptions(const std::string& name) const {
+  std::shared_ptr<ModelEntry> entry = Find(name);
+  if (entry == nullptr) return NotFound(name);
+  return entry->batching;
+}
+
+std::vector<std::string> Engine::ModelNames() const {
+  std::vector<std::string> names;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, entry] : models_) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool Engine::ModelReady(const std::string& name) const {
+  return Ready() && Find(name) != nullptr;
+}
+
+bool Engine::Ready() const {
+  absl::MutexLock lock(&mu_);
+  return !shutting_down_;
+}
+
+void Engine::Shutdown() {
+  std::vector<std::shared_ptr<ModelEntry>> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (const auto& [name, entry] : models_) entries.push_back(entry);
+  }
+  for (const auto& entry : entries) entry->batcher->Shutdown();
+}
+
+}  // namespace infer

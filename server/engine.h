@@ -1,0 +1,128 @@
+// Engine: the in-process inference API. A C++ service links this library,
+// creates an Engine on a device, adds models, and submits requests; the gRPC
+// server is a thin front end over exactly this API.
+//
+//   auto engine = infer::Engine::Create({.device = "cpu"});
+//   (*engine)->AddModel(std::move(model), {.max_batch_size = 32});
+//   (*engine)->Submit(std::move(request), [](absl::StatusOr<InferResponse> r) {...});
+//
+// Each model gets its own bounded queue and dynamic batcher (see
+// batching/dynamic_batcher.h); requests are validated against the model's
+// spec before they are queued, executed in batches, and answered one by one.
+//
+// Ownership: the Engine owns its device and its models; the device outlives
+// every model. Thread-safe.
+#ifndef INFER_SERVER_ENGINE_H_
+#define INFER_SERVER_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "batching/batch_queue.h"
+#include "batching/clock.h"
+#include "models/model.h"
+#include "runtime/device.h"
+
+namespace infer {
+
+struct EngineOptions {
+  // "cpu", "cuda:N", or empty for the first usable GPU, else the CPU.
+  std::string device;
+  // Time source for queueing; nullptr means RealClock(). Borrowed.
+  Clock* clock = nullptr;
+};
+
+// Cumulative count and total duration of one kind of event.
+struct DurationStat {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+  void Add(absl::Duration d) {
+    ++count;
+    ns += static_cast<uint64_t>(absl::ToInt64Nanoseconds(d));
+  }
+};
+
+// Per-model statistics, with the meaning of KServe/Triton ModelStatistics.
+struct ModelStats {
+  uint64_t inference_count = 0;  // batch rows answered successfully
+  uint64_t execution_count = 0;  // batches executed
+  uint64_t last_inference_ms = 0;  // wall time of the last answer, ms since epoch
+  DurationStat success;        // end-to-end, successful requests
+  DurationStat fail;           // end-to-end, failed requests (incl. refused)
+  DurationStat queue;          // time from arrival to batch launch
+  DurationStat compute_infer;  // model execution, per request
+  // Executions by batch size (rows): count and time of compute.
+  std::map<uint64_t, DurationStat> batch_compute_infer;
+};
+
+class Engine {
+ public:
+  // Called exactly once per submitted request, from any thread.
+  using DoneCallback = std::function<void(absl::StatusOr<InferResponse>)>;
+
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Device* device() const { return device_.get(); }
+
+  // Serves `model` under model->spec().name with the given batching policy.
+  // ALREADY_EXISTS if the name is taken; INVALID_ARGUMENT for bad options.
+  absl::Status AddModel(std::unique_ptr<Model> model, const QueueOptions& batching);
+
+  // Validates and queues `request`; `done` receives the response or the
+  // error: NOT_FOUND (unknown model), INVALID_ARGUMENT (bad request, with
+  // the limit in the message), UNAVAILABLE (queue full or shutting down),
+  // INTERNAL (the model failed; the engine keeps serving).
+  void Submit(InferRequest request, DoneCallback done);
+
+  // Submit and wait.
+  absl::StatusOr<InferResponse> Infer(InferRequest request);
+
+  // Model lookup: NOT_FOUND naming the loaded models when unknown.
+  absl::StatusOr<const ModelSpec*> GetModelSpec(const std::string& name) const;
+  absl::StatusOr<ModelStats> GetModelStats(const std::string& name) const;
+  absl::StatusOr<QueueOptions> GetBatchingOptions(const std::string& name) const;
+  std::vector<std::string> ModelNames() const;
+  bool ModelReady(const std::string& name) const;
+  // True until Shutdown begins.
+  bool Ready() const;
+
+  // Stops accepting (UNAVAILABLE), answers every queued request, joins the
+  // batchers. Idempotent.
+  void Shutdown();
+
+ private:
+  struct ModelEntry;
+  struct InferTask;
+
+  explicit Engine(std::unique_ptr<Device> device, Clock* clock);
+  std::shared_ptr<ModelEntry> Find(const std::string& name) const;
+  absl::Status NotFound(const std::string& name) const;
+  void ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch);
+
+  // Constant after construction. device_ is declared first so it is
+  // destroyed after the models that use it.
+  const std::unique_ptr<Device> device_;
+  Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<ModelEntry>> models_
+      ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_ENGINE_H_

@@ -1,0 +1,259 @@
+#include "server/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpc_service.grpc.pb.h"
+#include "health.grpc.pb.h"
+#include "runtime/build_config.h"
+#include "server/proto_codec.h"
+#include "server/status_map.h"
+
+namespace infer {
+namespace {
+
+constexpr char kServiceName[] = "inference.GRPCInferenceService";
+constexpr char kModelVersion[] = "1";
+
+// Every model has one version, "1"; an empty version means the latest.
+absl::Status CheckVersion(const std::string& model, const std::string& version) {
+  if (version.empty() || version == kModelVersion) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("model '", model, "' has no version '",
+                                          version, "'; available versions: 1"));
+}
+
+void FillTensorMetadata(const TensorSpec& spec,
+                        inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(spec.name);
+  out->set_datatype(std::string(DataTypeName(spec.dtype)));
+  for (int64_t d : spec.shape) out->add_shape(d);
+}
+
+void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+
+class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  explicit InferenceService(Engine* engine) : engine_(engine) {}
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
+                                       const inference::ServerLiveRequest*,
+                                       inference::ServerLiveResponse* response) override {
+    response->set_live(true);
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
+                                        const inference::ServerReadyRequest*,
+                                        inference::ServerReadyResponse* response) override {
+    response->set_ready(engine_->Ready());
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override {
+    response->set_ready(CheckVersion(request->name(), request->version()).ok() &&
+                        engine_->ModelReady(request->name()));
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* ServerMetadata(
+      grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
+      inference::ServerMetadataResponse* response) override {
+    response->set_name("infer");
+    response->set_version(INFER_VERSION);
+    response->add_extensions("statistics");
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* ModelMetadata(
+      grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* request,
+      inference::ModelMetadataResponse* response) override {
+    absl::StatusOr<const ModelSpec*> spec = engine_->GetModelSpec(request->name());
+    if (!spec.ok()) return Done(ctx, spec.status());
+    if (absl::Status s = CheckVersion(request->name(), request->version()); !s.ok()) {
+      return Done(ctx, s);
+    }
+    response->set_name((*spec)->name);
+    response->add_versions(kModelVersion);
+    response->set_platform((*spec)->platform);
+    for (const TensorSpec& t : (*spec)->inputs) FillTensorMetadata(t, response->add_inputs());
+    for (const TensorSpec& t : (*spec)->outputs) {
+      FillTensorMetadata(t, response->add_outputs());
+    }
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override {
+    if (absl::Status s = CheckVersion(request->model_name(), request->model_version());
+        !s.ok()) {
+      return Done(ctx, s);
+    }
+    // gRPC hands the request as const but owns a mutable message that is not
+    // read again after this call's reactor finishes; moving the raw payloads
+    // out of it avoids copying every input.
+    auto* mutable_request = const_cast<inference::ModelInferRequest*>(request);
+    absl::StatusOr<InferRequest> converted = RequestFromProto(mutable_request);
+    if (!converted.ok()) return Done(ctx, converted.status());
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    engine_->Submit(*std::move(converted),
+                    [reactor, response](absl::StatusOr<InferResponse> result) {
+                      if (!result.ok()) {
+                        reactor->Finish(ToGrpcStatus(result.status()));
+                        return;
+                      }
+                      ResponseToProto(*std::move(result), response);
+                      reactor->Finish(grpc::Status::OK);
+                    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ModelStatistics(
+      grpc::CallbackServerContext* ctx, const inference::ModelStatisticsRequest* request,
+      inference::ModelStatisticsResponse* response) override {
+    std::vector<std::string> names;
+    if (request->name().empty()) {
+      names = engine_->ModelNames();
+    } else {
+      names.push_back(request->name());
+    }
+    for (const std::string& name : names) {
+      absl::StatusOr<ModelStats> stats = engine_->GetModelStats(name);
+      if (!stats.ok()) return Done(ctx, stats.status());
+      if (absl::Status s = CheckVersion(name, request->version()); !s.ok()) {
+        return Done(ctx, s);
+      }
+      inference::ModelStatistics* out = response->add_model_stats();
+      out->set_name(name);
+      out->set_version(kModelVersion);
+      out->set_last_inference(stats->last_inference_ms);
+      out->set_inference_count(stats->inference_count);
+      out->set_execution_count(stats->execution_count);
+      inference::InferStatistics* infer = out->mutable_inference_stats();
+      FillDuration(stats->success, infer->mutable_success());
+      FillDuration(stats->fail, infer->mutable_fail());
+      FillDuration(stats->queue, infer->mutable_queue());
+      FillDuration(stats->compute_infer, infer->mutable_compute_infer());
+      for (const auto& [size, d] : stats->batch_compute_infer) {
+        inference::InferBatchStatistics* b = out->add_batch_stats();
+        b->set_batch_size(size);
+        FillDuration(d, b->mutable_compute_infer());
+      }
+    }
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* RepositoryIndex(
+      grpc::CallbackServerContext* ctx, const inference::RepositoryIndexRequest*,
+      inference::RepositoryIndexResponse* response) override {
+    const bool ready = engine_->Ready();
+    for (const std::string& name : engine_->ModelNames()) {
+      auto* m = response->add_models();
+      m->set_name(name);
+      m->set_version(kModelVersion);
+      m->set_state(ready ? "READY" : "UNAVAILABLE");
+    }
+    return Done(ctx, absl::OkStatus());
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                        const absl::Status& status) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+
+  Engine* const engine_;  // borrowed; outlives the server
+};
+
+class HealthService final : public grpc::health::v1::Health::CallbackService {
+ public:
+  explicit HealthService(Engine* engine) : engine_(engine) {}
+
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
+                                  const grpc::health::v1::HealthCheckRequest* request,
+                                  grpc::health::v1::HealthCheckResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!request->service().empty() && request->service() != kServiceName) {
+      reactor->Finish(grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("unknown service '", request->service(), "'; this server has '",
+                       kServiceName, "' (or '' for the whole server)")));
+      return reactor;
+    }
+    response->set_status(engine_->Ready()
+                             ? grpc::health::v1::HealthCheckResponse::SERVING
+                             : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  Engine* const engine_;  // borrowed; outlives the server
+};
+
+}  // namespace
+
+class GrpcServer::Impl {
+ public:
+  explicit Impl(Engine* engine) : inference_(engine), health_(engine) {}
+
+  InferenceService inference_;
+  HealthService health_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+GrpcServer::GrpcServer(std::unique_ptr<Impl> impl, int port)
+    : impl_(std::move(impl)), port_(port) {}
+
+GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const GrpcServerOptions& options, Engine* engine) {
+  if (options.max_receive_message_bytes < 1 ||
+      options.max_receive_message_bytes > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_receive_message_bytes must be in [1, ", std::numeric_limits<int>::max(),
+        "], got ", options.max_receive_message_bytes));
+  }
+  auto impl = std::make_unique<Impl>(engine);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
+  builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+  builder.RegisterService(&impl->inference_);
+  builder.RegisterService(&impl->health_);
+  impl->server_ = builder.BuildAndStart();
+  if (impl->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on '", options.address,
+        "' (address in use, malformed, or not permitted)"));
+  }
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl), port));
+}
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (impl_->shut_down_) return;
+    impl_->shut_down_ = true;
+  }
+  impl_->server_->Shutdown(std::chrono::system_clock::now() +
+                           absl::ToChronoNanoseconds(std::max(grace, absl::ZeroDuration())));
+  impl_->server_->Wait();
+}
+
+}  // namespace infer

@@ -1,0 +1,136 @@
+// infer-server: serves the models of a model repository over the KServe v2
+// gRPC protocol. See --help.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_join.h"
+#include "models/embed_pool.h"
+#include "runtime/build_config.h"
+#include "server/engine.h"
+#include "server/grpc_server.h"
+#include "server/model_repository.h"
+
+namespace {
+
+struct Flags {
+  std::string grpc_address = "127.0.0.1:8001";
+  std::string device;
+  std::string model_repository;
+  int64_t max_receive_message_bytes = 64 << 20;
+  double shutdown_grace_s = 10.0;
+  std::string log_level = "info";
+};
+
+int Run(const Flags& flags, const sigset_t& signals) {
+  infer::EngineOptions engine_options;
+  engine_options.device = flags.device;
+  absl::StatusOr<std::unique_ptr<infer::Engine>> engine =
+      infer::Engine::Create(engine_options);
+  if (!engine.ok()) {
+    spdlog::critical("cannot open device: {}", engine.status().ToString());
+    return 1;
+  }
+  const infer::DeviceInfo& dev = (*engine)->device()->info();
+  spdlog::info("device {} ({}{})", (*engine)->device()->spec(), dev.name,
+               dev.uuid.empty() ? "" : ", " + dev.uuid);
+  if (dev.kind == infer::DeviceKind::kCpu) {
+    spdlog::info("CUDA: {}", infer::ProbeCuda().device_count > 0
+                                 ? "available, but --device cpu was chosen"
+                                 : infer::ProbeCuda().reason);
+  }
+
+  if (flags.model_repository.empty()) {
+    // No repository: serve the bundled demo model with its defaults.
+    infer::EmbedPoolOptions demo;
+    auto model = infer::EmbedPoolModel::Create(demo, (*engine)->device());
+    absl::Status s = model.ok() ? (*engine)->AddModel(*std::move(model), infer::QueueOptions{})
+                                : model.status();
+    if (!s.ok()) {
+      spdlog::critical("cannot load the demo model: {}", s.ToString());
+      return 1;
+    }
+  } else {
+    auto loaded = infer::LoadModelRepository(flags.model_repository, engine->get());
+    if (!loaded.ok()) {
+      spdlog::critical("cannot load model repository: {}", loaded.status().ToString());
+      return 1;
+    }
+    if (loaded->empty()) {
+      spdlog::warn("model repository '{}' holds no model folders", flags.model_repository);
+    }
+  }
+  for (const std::string& name : (*engine)->ModelNames()) {
+    const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
+    spdlog::info("model '{}' ready: max_batch_size {}, max_queue_delay_us {}, "
+                 "max_queue_size {}",
+                 name, q.max_batch_size, absl::ToInt64Microseconds(q.max_queue_delay),
+                 q.max_queue_size);
+  }
+
+  infer::GrpcServerOptions server_options;
+  server_options.address = flags.grpc_address;
+  server_options.max_receive_message_bytes = flags.max_receive_message_bytes;
+  auto server = infer::GrpcServer::Start(server_options, engine->get());
+  if (!server.ok()) {
+    spdlog::critical("{}", server.status().ToString());
+    return 1;
+  }
+  // Tests and scripts wait for this exact line to learn the bound port.
+  const std::string host = flags.grpc_address.substr(0, flags.grpc_address.rfind(':'));
+  spdlog::info("infer-server listening on {}:{}", host, (*server)->port());
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received signal {}; draining", sig);
+  (*engine)->Shutdown();  // refuse new requests, answer every queued one
+  (*server)->Shutdown(absl::Seconds(flags.shutdown_grace_s));
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{
+      "infer-server: serves models over the KServe v2 / Triton gRPC inference protocol "
+      "(inference.GRPCInferenceService) and grpc.health.v1, with dynamic batching "
+      "on a bounded queue per model.\n\n"
+      "With no --model-repository it serves the bundled demo model 'embed_pool' "
+      "(INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).",
+      "infer-server"};
+  app.add_option("--grpc-address", flags.grpc_address,
+                 "host:port to listen on (port 0 picks a free port)")
+      ->capture_default_str();
+  app.add_option("--device", flags.device,
+                 "cpu or cuda:N (default: cuda:0 when a GPU is usable, else cpu)");
+  app.add_option("--model-repository", flags.model_repository,
+                 "folder with one sub-folder per model, each holding a config.pbtxt "
+                 "(default: serve the bundled demo model)");
+  app.add_option("--max-receive-message-bytes", flags.max_receive_message_bytes,
+                 "largest gRPC request accepted; larger ones get RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
+  app.add_option("--shutdown-grace-s", flags.shutdown_grace_s,
+                 "on SIGINT/SIGTERM: seconds to let in-flight RPCs finish")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.set_version_flag("--version", std::string(INFER_VERSION));
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+
+  // Block the stop signals in every thread; main waits for them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return Run(flags, signals);
+}

@@ -1,0 +1,121 @@
+#include "server/model_repository.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "models/registry.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+namespace {
+
+// Collects TextFormat's errors so they can be returned instead of logged.
+class ErrorCollector final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (error_.empty()) {
+      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+    }
+  }
+  void AddWarning(int, int, const std::string&) override {}
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+}  // namespace
+
+absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
+                                                     const std::string& text) {
+  config::ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", errors.error()));
+  }
+  auto bad = [&](absl::string_view field, auto value, absl::string_view rule) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": field '", field, "' = ", value, " ", rule));
+  };
+  if (config.max_batch_size() < 0) {
+    return bad("max_batch_size", config.max_batch_size(), "must be >= 1 (or unset)");
+  }
+  if (config.dynamic_batching().max_queue_delay_microseconds() > 60'000'000) {
+    return bad("dynamic_batching.max_queue_delay_microseconds",
+               config.dynamic_batching().max_queue_delay_microseconds(),
+               "must be at most 60000000 (one minute)");
+  }
+  if (config.backend().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": field 'backend' is required"));
+  }
+  return config;
+}
+
+QueueOptions BatchingFromConfig(const config::ModelConfig& config) {
+  QueueOptions q;
+  q.max_batch_size = config.max_batch_size() > 0 ? config.max_batch_size()
+                                                  : kDefaultMaxBatchSize;
+  q.max_queue_delay = absl::Microseconds(
+      config.has_dynamic_batching()
+          ? static_cast<int64_t>(config.dynamic_batching().max_queue_delay_microseconds())
+          : kDefaultMaxQueueDelayUs);
+  const uint32_t queue = config.dynamic_batching().default_queue_policy().max_queue_size();
+  q.max_queue_size = queue > 0 ? queue : kDefaultMaxQueueSize;
+  return q;
+}
+
+absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
+                                                             Engine* engine) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("model repository '", dir, "' is not a directory"));
+  }
+  std::vector<fs::path> folders;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_directory()) folders.push_back(e.path());
+  }
+  std::sort(folders.begin(), folders.end());
+  std::vector<std::string> loaded;
+  for (const fs::path& folder : folders) {
+    const fs::path config_path = folder / "config.pbtxt";
+    std::ifstream in(config_path);
+    if (!in) {
+      return absl::NotFoundError(
+          absl::StrCat(config_path.string(), ": cannot read the model's config"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    INFER_ASSIGN_OR_RETURN(config::ModelConfig config,
+                           ParseModelConfig(config_path.string(), text.str()));
+    const std::string name = folder.filename().string();
+    if (!config.name().empty() && config.name() != name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config_path.string(), ": field 'name' = '", config.name(),
+                       "' differs from the folder name '", name, "'"));
+    }
+    ModelParams params;
+    for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        CreateBuiltinModel(config.backend(), name, params, engine->device());
+    if (!model.ok()) {
+      return absl::Status(model.status().code(),
+                          absl::StrCat(config_path.string(), ": ", model.status().message()));
+    }
+    INFER_RETURN_IF_ERROR(engine->AddModel(*std::move(model), BatchingFromConfig(config)));
+    loaded.push_back(name);
+  }
+  return loaded;
+}
+
+}  // namespace infer

@@ -1,0 +1,27 @@
+// Conversion between KServe v2 protobuf messages and the engine's request and
+// response types. All sizes a client declares are checked (overflow-safe)
+// against the bytes actually received before anything proportional to them
+// is allocated. Thread-compatible (plain functions).
+#ifndef INFER_SERVER_PROTO_CODEC_H_
+#define INFER_SERVER_PROTO_CODEC_H_
+
+#include "absl/status/statusor.h"
+#include "grpc_service.pb.h"
+#include "models/model.h"
+
+namespace infer {
+
+// Converts a ModelInferRequest. Raw input payloads are moved out of `proto`
+// (not copied), so `proto` is left partly emptied. Errors are
+// INVALID_ARGUMENT naming the input and the expected size or type:
+// unknown datatype, negative or overflowing dims, raw_input_contents count
+// or size mismatch, contents mixed with raw_input_contents, typed contents
+// of the wrong length or kind, values out of the datatype's range.
+absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* proto);
+
+// Fills `proto` with `response`, outputs as raw_output_contents.
+void ResponseToProto(InferResponse response, inference::ModelInferResponse* proto);
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_PROTO_CODEC_H_
