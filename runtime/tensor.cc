@@ -55,15 +55,19 @@ int64_t DataTypeSize(DataType dtype) { return Info(dtype).size; }
 
 absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape,
                                      absl::string_view what) {
-  int64_t count = 1;
+  bool has_zero = false;
   for (size_t i = 0; i < shape.size(); ++i) {
-    const int64_t dim = shape[i];
-    if (dim < 0) {
+    if (shape[i] < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " has negative dimension ", dim, " at index ", i,
+          absl::StrCat(what, " has negative dimension ", shape[i], " at index ", i,
                        " of shape ", ShapeToString(shape)));
     }
-    if (dim != 0 && count > std::numeric_limits<int64_t>::max() / dim) {
+    has_zero |= shape[i] == 0;
+  }
+  if (has_zero) return 0;  // however large the other dimensions are
+  int64_t count = 1;
+  for (const int64_t dim : shape) {
+    if (count > std::numeric_limits<int64_t>::max() / dim) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " shape ", ShapeToString(shape),
                        " overflows a 64-bit element count"));

@@ -1,0 +1,120 @@
+#include "batching/dynamic_batcher.h"
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+
+struct Task {
+  int id = 0;
+  int64_t size() const { return 1; }
+};
+
+// Records the batches it is given.
+struct Recorder {
+  absl::Mutex mu;
+  std::vector<std::vector<int>> batches ABSL_GUARDED_BY(mu);
+  void Process(std::vector<std::unique_ptr<Task>> batch) {
+    std::vector<int> ids;
+    for (const auto& t : batch) ids.push_back(t->id);
+    absl::MutexLock lock(&mu);
+    batches.push_back(std::move(ids));
+  }
+};
+
+BatcherOptions Options(int64_t max_batch, absl::Duration delay, int64_t max_queue) {
+  BatcherOptions o;
+  o.queue.max_batch_size = max_batch;
+  o.queue.max_queue_delay = delay;
+  o.queue.max_queue_size = max_queue;
+  return o;
+}
+
+TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
+  Recorder rec;
+  auto batcher = DynamicBatcher<Task>::Create(
+      Options(8, absl::Milliseconds(50), 1000),
+      [&](std::vector<std::unique_ptr<Task>> b) { rec.Process(std::move(b)); });
+  ASSERT_TRUE(batcher.ok());
+  constexpr int kTasks = 64;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTasks / 8; ++i) {
+        auto task = std::make_unique<Task>();
+        task->id = t * 100 + i;
+        ASSERT_THAT((*batcher)->Schedule(&task), IsOk());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  (*batcher)->Shutdown();
+  absl::MutexLock lock(&rec.mu);
+  std::multiset<int> seen;
+  for (const auto& b : rec.batches) {
+    EXPECT_LE(b.size(), 8u);
+    seen.insert(b.begin(), b.end());
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kTasks));
+  for (int id : seen) EXPECT_EQ(seen.count(id), 1u) << id;
+  // 64 tasks arriving within the 50 ms window form full batches of 8.
+  EXPECT_LT(rec.batches.size(), static_cast<size_t>(kTasks));
+}
+
+TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
+  absl::Notification done;
+  std::atomic<int> size{0};
+  auto batcher = DynamicBatcher<Task>::Create(
+      Options(32, absl::Milliseconds(20), 100),
+      [&](std::vector<std::unique_ptr<Task>> b) {
+        size = static_cast<int>(b.size());
+        done.Notify();
+      });
+  ASSERT_TRUE(batcher.ok());
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 3; ++i) {
+    auto task = std::make_unique<Task>();
+    ASSERT_THAT((*batcher)->Schedule(&task), IsOk());
+  }
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(size.load(), 3);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(19)) << "launched before the delay";
+}
+
+TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
+  absl::Notification release, entered;
+  auto batcher = DynamicBatcher<Task>::Create(
+      Options(1, absl::ZeroDuration(), 2), [&](std::vector<std::unique_ptr<Task>>) {
+        if (!entered.HasBeenNotified()) entered.Notify();
+        release.WaitForNotification();
+      });
+  ASSERT_TRUE(batcher.ok());
+  auto first = std::make_unique<Task>();
+  ASSERT_THAT((*batcher)->Schedule(&first), IsOk());
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // The worker is busy; two more fill the queue; the next is refused.
+  for (int i = 0; i < 2; ++i) {
+    auto t = std::make_unique<Task>();
+    ASSERT_THAT((*batcher)->Schedule(&t), IsOk());
+  }
+  auto extra = std::make_unique<Task>();
+  EXPECT_THAT((*batcher)->Schedule(&extra),
+              StatusIs(absl::StatusCode::kUnavailable, "queue is full"));
+  EXPECT_NE(extra, nullptr);
+  release.Notify();
+  (*batcher)->Shutdown();
+  EXPECT_EQ((*batcher)->queue_size(), 0u) << "shutdown drains the queue";
+  EXPECT_THAT((*batcher)->Schedule(&extra),
+              StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
+}
+
+}  // namespace
+}  // namespace infer

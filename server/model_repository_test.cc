@@ -1,0 +1,107 @@
+#include "server/model_repository.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+namespace fs = std::filesystem;
+
+class RepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("infer_repo_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void Write(const std::string& model, const std::string& text) {
+    fs::create_directories(dir_ / model);
+    std::ofstream(dir_ / model / "config.pbtxt") << text;
+  }
+  fs::path dir_;
+};
+
+TEST_F(RepositoryTest, LoadsModelsWithTheirBatchingPolicy) {
+  Write("small", R"(
+    backend: "embed_pool"
+    max_batch_size: 8
+    dynamic_batching { max_queue_delay_microseconds: 2500
+                       default_queue_policy { max_queue_size: 3 } }
+    parameters { key: "vocab_size" value { string_value: "100" } }
+    parameters { key: "embedding_size" value { string_value: "16" } }
+  )");
+  Write("defaults", R"(backend: "embed_pool")");
+  auto engine = Engine::Create({.device = "cpu"});
+  auto loaded = LoadModelRepository(dir_.string(), engine->get());
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(*loaded, (std::vector<std::string>{"defaults", "small"}));
+  const QueueOptions q = *(*engine)->GetBatchingOptions("small");
+  EXPECT_EQ(q.max_batch_size, 8);
+  EXPECT_EQ(q.max_queue_delay, absl::Microseconds(2500));
+  EXPECT_EQ(q.max_queue_size, 3);
+  EXPECT_EQ((*(*engine)->GetModelSpec("small"))->outputs[0].shape,
+            (std::vector<int64_t>{-1, 16}));
+  const QueueOptions d = *(*engine)->GetBatchingOptions("defaults");
+  EXPECT_EQ(d.max_batch_size, kDefaultMaxBatchSize);
+  EXPECT_EQ(d.max_queue_delay, absl::Microseconds(kDefaultMaxQueueDelayUs));
+  EXPECT_EQ(d.max_queue_size, kDefaultMaxQueueSize);
+}
+
+TEST_F(RepositoryTest, SyntaxErrorNamesFileAndLine) {
+  Write("bad", "backend: \"embed_pool\"\nmax_batch_size: eight\n");
+  auto engine = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "bad/config.pbtxt: line 2"));
+}
+
+TEST_F(RepositoryTest, UnknownFieldBackendAndParameterAreNamed) {
+  Write("a", "backend: \"embed_pool\"\nmax_batch: 4\n");
+  auto engine = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "max_batch"));
+  fs::remove_all(dir_ / "a");
+  Write("b", "backend: \"onnx\"\n");
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "b/config.pbtxt: unknown backend 'onnx'; built-in backends: embed_pool"));
+  fs::remove_all(dir_ / "b");
+  Write("c", R"(backend: "embed_pool"
+               parameters { key: "hidden" value { string_value: "3" } })");
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown parameter 'hidden'"));
+  fs::remove_all(dir_ / "c");
+  Write("d", R"(backend: "embed_pool"
+               parameters { key: "seed" value { string_value: "x1" } })");
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "parameter 'seed' = 'x1' is not an integer"));
+}
+
+TEST_F(RepositoryTest, MissingConfigBackendOrMismatchedName) {
+  fs::create_directories(dir_ / "empty");
+  auto engine = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kNotFound, "empty/config.pbtxt: cannot read"));
+  fs::remove_all(dir_ / "empty");
+  Write("nobackend", "max_batch_size: 4\n");
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "field 'backend' is required"));
+  fs::remove_all(dir_ / "nobackend");
+  Write("x", "name: \"y\"\nbackend: \"embed_pool\"\n");
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "field 'name' = 'y' differs from the folder name 'x'"));
+  EXPECT_THAT(LoadModelRepository((dir_ / "none").string(), engine->get()),
+              StatusIs(absl::StatusCode::kNotFound, "is not a directory"));
+}
+
+}  // namespace
+}  // namespace infer
