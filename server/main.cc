@@ -88,6 +88,9 @@ int Run(const Flags& flags, const sigset_t& signals) {
   spdlog::info("received signal {}; draining", sig);
   (*engine)->Shutdown();  // refuse new requests, answer every queued one
   (*server)->Shutdown(absl::Seconds(flags.shutdown_grace_s));
+  // The server goes before the engine it borrows.
+  server->reset();
+  engine->reset();
   spdlog::info("stopped");
   return 0;
 }
