@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the project builds and tests with. Skips apt
+# entirely when everything is already installed. Uses sudo when not root.
+# The CUDA toolkit is optional and not installed here: when nvcc is present
+# (e.g. /usr/local/cuda/bin/nvcc) the CUDA backend is built as well.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ccache git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
+  libopenblas-dev libcli11-dev
+  python3 python3-venv
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,195 @@
+"""Compatibility of infer-server with Triton's own Python client.
+
+`tritonclient[grpc]` is code we did not write: if it can call every RPC we
+implement and get the answers a Triton server would give, existing KServe v2
+clients work against us. The expected embeddings come from an independent
+NumPy re-implementation of the embed_pool model (weights regenerated from the
+same seed with the same splitmix64 generator).
+
+Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
+"""
+
+import functools
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+VOCAB, HIDDEN, DIM, SEED, MAX_BATCH = 1000, 16, 32, 11, 8
+
+CONFIG = f"""
+backend: "embed_pool"
+max_batch_size: {MAX_BATCH}
+dynamic_batching {{ max_queue_delay_microseconds: 5000 }}
+parameters {{ key: "vocab_size" value {{ string_value: "{VOCAB}" }} }}
+parameters {{ key: "hidden_size" value {{ string_value: "{HIDDEN}" }} }}
+parameters {{ key: "embedding_size" value {{ string_value: "{DIM}" }} }}
+parameters {{ key: "seed" value {{ string_value: "{SEED}" }} }}
+"""
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix_uniform(state, n, scale):
+    """n values uniform in [-scale, scale), exactly as models/embed_pool.cc."""
+    out = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        u = float(z >> 11) * 2.0**-53
+        out[i] = np.float32((2.0 * u - 1.0) * float(scale))
+    return state, out
+
+
+@functools.lru_cache(maxsize=None)
+def reference_weights(seed):
+    state = seed
+    state, table = splitmix_uniform(state, VOCAB * HIDDEN, np.float32(1.0))
+    dense_scale = np.float32(1.0) / np.sqrt(np.float32(HIDDEN))
+    state, dense = splitmix_uniform(state, HIDDEN * DIM, dense_scale)
+    state, bias = splitmix_uniform(state, DIM, np.float32(0.1))
+    return (table.reshape(VOCAB, HIDDEN).astype(np.float64),
+            dense.reshape(HIDDEN, DIM).astype(np.float64), bias.astype(np.float64))
+
+
+def reference_embeddings(ids, pad_id=0, seed=SEED):
+    table, dense, bias = reference_weights(seed)
+    out = np.zeros((ids.shape[0], DIM))
+    for b, row in enumerate(ids):
+        tokens = [t for t in row if t != pad_id]
+        if tokens:
+            out[b] = np.tanh(table[tokens] @ dense + bias).mean(axis=0)
+    return out
+
+
+class TritonClientCompatibilityTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp(prefix="infer_tc_repo_")
+        os.makedirs(os.path.join(cls.repo, "tiny"))
+        with open(os.path.join(cls.repo, "tiny", "config.pbtxt"), "w") as f:
+            f.write(CONFIG)
+        binary = os.environ["INFER_SERVER_BINARY"]
+        cls.proc = subprocess.Popen(
+            [binary, "--grpc-address", "127.0.0.1:0", "--device", "cpu",
+             "--model-repository", cls.repo],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cls.log = []
+        port = None
+        for line in cls.proc.stdout:
+            cls.log.append(line)
+            m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+                break
+        if port is None:
+            raise RuntimeError("infer-server did not start:\n" + "".join(cls.log))
+        # Keep draining the server's output so it never blocks on a full pipe.
+        threading.Thread(target=lambda: cls.log.extend(cls.proc.stdout), daemon=True).start()
+        cls.client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.proc.send_signal(signal.SIGTERM)
+        code = cls.proc.wait(timeout=60)
+        shutil.rmtree(cls.repo, ignore_errors=True)
+        assert code == 0, f"infer-server exited {code}:\n" + "".join(cls.log)
+
+    def infer_input(self, ids, dtype="INT64"):
+        inp = grpcclient.InferInput("input_ids", list(ids.shape), dtype)
+        inp.set_data_from_numpy(ids)
+        return inp
+
+    def test_health_and_metadata(self):
+        self.assertTrue(self.client.is_server_live())
+        self.assertTrue(self.client.is_server_ready())
+        self.assertTrue(self.client.is_model_ready("tiny"))
+        self.assertFalse(self.client.is_model_ready("absent"))
+        server = self.client.get_server_metadata(as_json=True)
+        self.assertEqual(server["name"], "infer")
+        meta = self.client.get_model_metadata("tiny", as_json=True)
+        self.assertEqual(meta["name"], "tiny")
+        self.assertEqual(meta["inputs"][0]["name"], "input_ids")
+        self.assertEqual(meta["inputs"][0]["datatype"], "INT64")
+        self.assertEqual([int(d) for d in meta["inputs"][0]["shape"]], [-1, -1])
+        self.assertEqual(meta["outputs"][0]["datatype"], "FP32")
+        self.assertEqual([int(d) for d in meta["outputs"][0]["shape"]], [-1, DIM])
+        index = self.client.get_model_repository_index(as_json=True)
+        self.assertEqual([m["name"] for m in index["models"]], ["tiny"])
+
+    def test_embeddings_match_independent_numpy_reference(self):
+        ids = np.array([[101, 7, 42, 999, 102], [101, 5, 102, 0, 0]], dtype=np.int64)
+        result = self.client.infer(
+            "tiny", [self.infer_input(ids)],
+            outputs=[grpcclient.InferRequestedOutput("embedding")], request_id="r-1")
+        got = result.as_numpy("embedding")
+        self.assertEqual(got.dtype, np.float32)
+        self.assertEqual(got.shape, (2, DIM))
+        np.testing.assert_allclose(got, reference_embeddings(ids), atol=2e-5)
+        self.assertEqual(result.get_response().id, "r-1")
+
+    def test_errors_carry_the_exact_status(self):
+        with self.assertRaises(InferenceServerException) as e:
+            self.client.infer("absent", [self.infer_input(np.ones((1, 2), np.int64))])
+        self.assertEqual(e.exception.status(), "StatusCode.NOT_FOUND")
+        self.assertIn("unknown model 'absent'", e.exception.message())
+
+        with self.assertRaises(InferenceServerException) as e:
+            self.client.infer("tiny", [self.infer_input(np.ones((1, 2), np.int32), "INT32")])
+        self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+        self.assertIn("expects INT64", e.exception.message())
+
+        with self.assertRaises(InferenceServerException) as e:
+            self.client.infer("tiny", [self.infer_input(np.full((1, 3), VOCAB, np.int64))])
+        self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+        self.assertIn(f"accepts ids in [0, {VOCAB})", e.exception.message())
+
+        with self.assertRaises(InferenceServerException) as e:
+            self.client.infer("tiny", [self.infer_input(np.ones((MAX_BATCH + 1, 2), np.int64))])
+        self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+        self.assertIn(f"exceeds max_batch_size {MAX_BATCH}", e.exception.message())
+
+    def test_concurrent_requests_are_batched(self):
+        def stats():
+            s = self.client.get_inference_statistics("tiny", as_json=True)["model_stats"][0]
+            return int(s.get("inference_count", 0)), int(s.get("execution_count", 0))
+
+        before = stats()
+        n = 128
+        done = threading.Semaphore(0)
+        results = [None] * n
+        rng = np.random.default_rng(0)
+        inputs = [rng.integers(1, VOCAB, size=(1, 6), dtype=np.int64) for _ in range(n)]
+
+        def callback(i):
+            def cb(result, error):
+                results[i] = error if error else result.as_numpy("embedding")
+                done.release()
+            return cb
+
+        for i in range(n):
+            self.client.async_infer("tiny", [self.infer_input(inputs[i])], callback(i))
+        for _ in range(n):
+            self.assertTrue(done.acquire(timeout=60))
+        for i in range(n):
+            self.assertIsInstance(results[i], np.ndarray, f"request {i}: {results[i]}")
+            np.testing.assert_allclose(results[i], reference_embeddings(inputs[i]), atol=2e-5)
+        after = stats()
+        self.assertEqual(after[0] - before[0], n)
+        self.assertLess(after[1] - before[1], n // 2, "requests were not batched")
+
+
+if __name__ == "__main__":
+    unittest.main()
