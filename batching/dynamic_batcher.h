@@ -11,12 +11,15 @@
 //   is queued regardless of max_queue_delay, and joins the workers.
 // - `process` runs without the lock held and may take as long as it needs.
 //
-// Thread-safe.
+// Thread-safe. (std::mutex rather than absl::Mutex: Debian's Abseil is not
+// built with ThreadSanitizer, which then cannot see absl::Mutex at all.)
 #ifndef INFER_BATCHING_DYNAMIC_BATCHER_H_
 #define INFER_BATCHING_DYNAMIC_BATCHER_H_
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -25,7 +28,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "batching/batch_queue.h"
 #include "batching/clock.h"
 
@@ -62,22 +64,22 @@ class DynamicBatcher {
   // Ownership of *task is transferred iff OK; otherwise the caller still owns
   // it (to answer it). UNAVAILABLE when the queue is full or shutting down.
   absl::Status Schedule(std::unique_ptr<TaskT>* task) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
       return absl::UnavailableError("the server is shutting down");
     }
     absl::Status s = queue_.Push(task, clock_->Now());
-    if (s.ok()) cv_.SignalAll();
+    if (s.ok()) cv_.notify_all();
     return s;
   }
 
   // Stops accepting, processes everything queued, joins the workers.
-  // Idempotent.
+  // Idempotent; not to be called concurrently with itself.
   void Shutdown() {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
-      cv_.SignalAll();
+      cv_.notify_all();
     }
     for (std::thread& t : workers_) {
       if (t.joinable()) t.join();
@@ -85,7 +87,7 @@ class DynamicBatcher {
   }
 
   size_t queue_size() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return queue_.size();
   }
 
@@ -101,27 +103,26 @@ class DynamicBatcher {
   }
 
   void WorkerLoop() {
-    mu_.Lock();
+    std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       if (stopping_ && queue_.empty()) break;
       const absl::Time now = clock_->Now();
       std::vector<std::unique_ptr<TaskT>> batch = queue_.PopBatch(now, stopping_);
       if (!batch.empty()) {
         // More may be ready for another idle worker.
-        if (!queue_.empty()) cv_.Signal();
-        mu_.Unlock();
+        if (!queue_.empty()) cv_.notify_one();
+        lock.unlock();
         process_(std::move(batch));
-        mu_.Lock();
+        lock.lock();
         continue;
       }
       const absl::Time deadline = queue_.NextDeadline();
       if (deadline == absl::InfiniteFuture()) {
-        cv_.Wait(&mu_);
+        cv_.wait(lock);
       } else {
-        cv_.WaitWithTimeout(&mu_, deadline - now);
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(deadline - now));
       }
     }
-    mu_.Unlock();
   }
 
   // Constant after construction.
@@ -129,8 +130,8 @@ class DynamicBatcher {
   const ProcessFn process_;
   std::vector<std::thread> workers_;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
   BatchQueue<TaskT> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -1,10 +1,11 @@
 #include "batching/dynamic_batcher.h"
 
 #include <atomic>
+#include <mutex>
 #include <set>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -20,12 +21,12 @@ struct Task {
 
 // Records the batches it is given.
 struct Recorder {
-  absl::Mutex mu;
+  std::mutex mu;
   std::vector<std::vector<int>> batches ABSL_GUARDED_BY(mu);
   void Process(std::vector<std::unique_ptr<Task>> batch) {
     std::vector<int> ids;
     for (const auto& t : batch) ids.push_back(t->id);
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     batches.push_back(std::move(ids));
   }
 };
@@ -57,7 +58,7 @@ TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
   }
   for (auto& th : threads) th.join();
   (*batcher)->Shutdown();
-  absl::MutexLock lock(&rec.mu);
+  std::lock_guard<std::mutex> lock(rec.mu);
   std::multiset<int> seen;
   for (const auto& b : rec.batches) {
     EXPECT_LE(b.size(), 8u);
@@ -70,7 +71,7 @@ TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
 }
 
 TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
-  absl::Notification done;
+  ::infer::testing::Notification done;
   std::atomic<int> size{0};
   auto batcher = DynamicBatcher<Task>::Create(
       Options(32, absl::Milliseconds(20), 100),
@@ -90,7 +91,7 @@ TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
 }
 
 TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
-  absl::Notification release, entered;
+  ::infer::testing::Notification release, entered;
   auto batcher = DynamicBatcher<Task>::Create(
       Options(1, absl::ZeroDuration(), 2), [&](std::vector<std::unique_ptr<Task>>) {
         if (!entered.HasBeenNotified()) entered.Notify();

@@ -1,11 +1,11 @@
 #include "server/engine.h"
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
 #include "batching/dynamic_batcher.h"
 #include "runtime/status_macros.h"
 
@@ -23,7 +23,7 @@ struct Engine::ModelEntry {
   std::unique_ptr<Model> model;
   QueueOptions batching;
 
-  mutable absl::Mutex stats_mu;
+  mutable std::mutex stats_mu;
   ModelStats stats ABSL_GUARDED_BY(stats_mu);
 
   // Declared last so it is destroyed (drained and joined) first.
@@ -83,7 +83,7 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
           options, [this, raw](std::vector<std::unique_ptr<InferTask>> batch) {
             ExecuteBatch(raw, std::move(batch));
           }));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) return absl::UnavailableError("the engine is shutting down");
   if (!models_.emplace(name, std::move(entry)).second) {
     return absl::AlreadyExistsError(absl::StrCat("model '", name, "' is already loaded"));
@@ -92,7 +92,7 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
 }
 
 std::shared_ptr<Engine::ModelEntry> Engine::Find(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(name);
   return it == models_.end() ? nullptr : it->second;
 }
@@ -112,7 +112,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   }
   auto fail = [&](absl::Status status) {
     {
-      absl::MutexLock lock(&entry->stats_mu);
+      std::lock_guard<std::mutex> lock(entry->stats_mu);
       entry->stats.fail.Add(clock_->Now() - arrival);
     }
     done(std::move(status));
@@ -142,14 +142,11 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
 }
 
 absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
-  absl::Notification finished;
-  absl::StatusOr<InferResponse> result;
-  Submit(std::move(request), [&](absl::StatusOr<InferResponse> r) {
-    result = std::move(r);
-    finished.Notify();
-  });
-  finished.WaitForNotification();
-  return result;
+  std::promise<absl::StatusOr<InferResponse>> promise;
+  std::future<absl::StatusOr<InferResponse>> result = promise.get_future();
+  Submit(std::move(request),
+         [&promise](absl::StatusOr<InferResponse> r) { promise.set_value(std::move(r)); });
+  return result.get();
 }
 
 void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch) {
@@ -170,7 +167,7 @@ void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTa
                                               "' failed: ", status.message()));
   }
   {
-    absl::MutexLock lock(&entry->stats_mu);
+    std::lock_guard<std::mutex> lock(entry->stats_mu);
     ModelStats& s = entry->stats;
     if (status.ok()) {
       ++s.execution_count;
@@ -211,7 +208,7 @@ absl::StatusOr<const ModelSpec*> Engine::GetModelSpec(const std::string& name) c
 absl::StatusOr<ModelStats> Engine::GetModelStats(const std::string& name) const {
   std::shared_ptr<ModelEntry> entry = Find(name);
   if (entry == nullptr) return NotFound(name);
-  absl::MutexLock lock(&entry->stats_mu);
+  std::lock_guard<std::mutex> lock(entry->stats_mu);
   return entry->stats;
 }
 
@@ -224,7 +221,7 @@ absl::StatusOr<QueueOptions> Engine::GetBatchingOptions(const std::string& name)
 std::vector<std::string> Engine::ModelNames() const {
   std::vector<std::string> names;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, entry] : models_) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
@@ -236,14 +233,14 @@ bool Engine::ModelReady(const std::string& name) const {
 }
 
 bool Engine::Ready() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return !shutting_down_;
 }
 
 void Engine::Shutdown() {
   std::vector<std::shared_ptr<ModelEntry>> entries;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
     for (const auto& [name, entry] : models_) entries.push_back(entry);
   }

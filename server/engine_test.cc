@@ -3,7 +3,7 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "tests/testing/notification.h"
 #include "models/embed_pool.h"
 #include "tests/testing/status_matchers.h"
 
@@ -114,7 +114,7 @@ TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
   ASSERT_THAT(engine->AddModel(*std::move(model), Batching(16, absl::Milliseconds(20))), IsOk());
   constexpr int kRequests = 128;
   std::atomic<int> answered{0}, ok{0};
-  absl::Notification all;
+  ::infer::testing::Notification all;
   for (int i = 0; i < kRequests; ++i) {
     engine->Submit(Ids("embed_pool", {101, 1000 + i, 102}),
                    [&](absl::StatusOr<InferResponse> r) {

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "runtime/build_config.h"
@@ -211,7 +211,7 @@ class GrpcServer::Impl {
   InferenceService inference_;
   HealthService health_;
   std::unique_ptr<grpc::Server> server_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -247,7 +247,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
 
 void GrpcServer::Shutdown(absl::Duration grace) {
   {
-    absl::MutexLock lock(&impl_->mu_);
+    std::lock_guard<std::mutex> lock(impl_->mu_);
     if (impl_->shut_down_) return;
     impl_->shut_down_ = true;
   }

@@ -5,12 +5,12 @@
 #include <signal.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "models/embed_pool.h"
@@ -296,7 +296,8 @@ std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
   };
   std::vector<std::unique_ptr<Call>> calls;
   std::vector<grpc::StatusCode> codes(n);
-  absl::Mutex mu;
+  std::mutex mu;
+  std::condition_variable cv;
   int remaining = n;
   for (int i = 0; i < n; ++i) {
     calls.push_back(std::make_unique<Call>());
@@ -308,13 +309,13 @@ std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
       if (s.ok() && (c->resp.id() != std::to_string(i) || c->resp.raw_output_contents_size() != 1)) {
         ++*bad_outputs;
       }
-      absl::MutexLock lock(&mu);
+      std::lock_guard<std::mutex> lock(mu);
       codes[i] = s.error_code();
-      --remaining;
+      if (--remaining == 0) cv.notify_all();
     });
   }
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(+[](int* r) { return *r == 0; }, &remaining));
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return remaining == 0; });
   return codes;
 }
 

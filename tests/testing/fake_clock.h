@@ -2,7 +2,9 @@
 #ifndef INFER_TESTS_TESTING_FAKE_CLOCK_H_
 #define INFER_TESTS_TESTING_FAKE_CLOCK_H_
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
 #include "batching/clock.h"
 
 namespace infer::testing {
@@ -11,16 +13,16 @@ class FakeClock final : public Clock {
  public:
   explicit FakeClock(absl::Time start = absl::UnixEpoch()) : now_(start) {}
   absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return now_;
   }
   void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     now_ += d;
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
