@@ -57,6 +57,13 @@ EmbedPoolOptions SmallOptions() {
   return o;
 }
 
+// The server binary: $INFER_SERVER_BINARY if set (e.g. when the tests run from
+// a copied bundle), else the one this build produced.
+std::string ServerBinary() {
+  const char* env = std::getenv("INFER_SERVER_BINARY");
+  return env != nullptr && *env != '\0' ? env : INFER_SERVER_BINARY;
+}
+
 fs::path WriteRepository() {
   const fs::path dir = fs::temp_directory_path() / ("infer_it_repo_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -88,7 +95,7 @@ class GrpcServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     repo_ = new fs::path(WriteRepository());
-    auto server = ServerProcess::Start(INFER_SERVER_BINARY,
+    auto server = ServerProcess::Start(ServerBinary(),
                                        {"--device", "cpu", "--model-repository", repo_->string(),
                                         "--max-receive-message-bytes", "1048576"});
     ASSERT_TRUE(server.ok()) << server.status();
@@ -366,7 +373,7 @@ TEST_F(GrpcServerTest, FullQueueRefusesWithUnavailable) {
 }
 
 TEST(GrpcServerLifecycleTest, SigtermDrainsAndExitsZero) {
-  auto server = ServerProcess::Start(INFER_SERVER_BINARY, {"--device", "cpu", "--shutdown-grace-s", "0.5"});
+  auto server = ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--shutdown-grace-s", "0.5"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = GRPCInferenceService::NewStub(
       grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
@@ -383,7 +390,7 @@ TEST(GrpcServerLifecycleTest, BadRepositoryFailsAtStartWithTheReason) {
   const fs::path dir = fs::temp_directory_path() / ("infer_bad_repo_" + std::to_string(getpid()));
   fs::create_directories(dir / "m");
   std::ofstream(dir / "m" / "config.pbtxt") << "backend: \"embed_pool\"\nmax_batch_size: -3\n";
-  auto server = ServerProcess::Start(INFER_SERVER_BINARY,
+  auto server = ServerProcess::Start(ServerBinary(),
                                      {"--device", "cpu", "--model-repository", dir.string()});
   fs::remove_all(dir);
   ASSERT_FALSE(server.ok());
@@ -393,7 +400,7 @@ TEST(GrpcServerLifecycleTest, BadRepositoryFailsAtStartWithTheReason) {
 
 TEST(GrpcServerLifecycleTest, UnavailableGpuFailsAtStartWithTheReason) {
   if (ProbeCuda().device_count > 0) GTEST_SKIP() << "a GPU is present";
-  auto server = ServerProcess::Start(INFER_SERVER_BINARY, {"--device", "cuda:0"});
+  auto server = ServerProcess::Start(ServerBinary(), {"--device", "cuda:0"});
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("device 'cuda:0' requested but"), std::string::npos)
       << server.status();

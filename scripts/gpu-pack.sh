@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine needs into .device/bundle.tar.xz (git-ignored): the
+# built binaries and test binaries (debug info stripped), and the shared
+# libraries they link that such a machine may lack (gRPC, protobuf, Abseil,
+# spdlog, OpenBLAS...), xz-compressed to stay small enough to copy over. The
+# CUDA libraries (libcudart, libcublas*, libcuda) are not packed: the GPU
+# machine has its own CUDA 13. There, scripts/gpu-run.sh unpacks and runs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/bin" "$STAGE/tests" "$STAGE/lib"
+find build/bin -maxdepth 1 -type f -executable -exec cp {} "$STAGE/bin/" \;
+find build/tests -maxdepth 1 -type f -executable -exec cp {} "$STAGE/tests/" \;
+strip --strip-debug "$STAGE"/bin/* "$STAGE"/tests/*
+for f in "$STAGE"/bin/* "$STAGE"/tests/*; do
+  ldd "$f" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*) ;;
+    libcuda.so*|libcudart.so*|libcublas*.so*) ;;
+    *) cp -L "$lib" "$STAGE/lib/" ;;
+  esac
+done
+rm -rf .device
+mkdir -p .device
+tar -C "$STAGE" -cJf .device/bundle.tar.xz bin tests lib
+du -sh .device/bundle.tar.xz
