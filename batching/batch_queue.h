@@ -54,15 +54,14 @@ class BatchQueue {
   absl::Status Push(std::unique_ptr<TaskT>* task, absl::Time now) {
     const int64_t rows = (*task)->size();
     if (rows < 1 || rows > options_.max_batch_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request batch size ", rows, " is outside [1, ",
-                       options_.max_batch_size, "] (max_batch_size)"));
+      return absl::InvalidArgumentError(absl::StrCat("request batch size ", rows,
+                                                     " is outside [1, ", options_.max_batch_size,
+                                                     "] (max_batch_size)"));
     }
     if (static_cast<int64_t>(entries_.size()) >= options_.max_queue_size) {
-      return absl::UnavailableError(
-          absl::StrCat("queue is full: ", entries_.size(),
-                       " requests waiting (max_queue_size ",
-                       options_.max_queue_size, "); retry later"));
+      return absl::UnavailableError(absl::StrCat("queue is full: ", entries_.size(),
+                                                 " requests waiting (max_queue_size ",
+                                                 options_.max_queue_size, "); retry later"));
     }
     entries_.push_back(Entry{std::move(*task), now});
     queued_rows_ += rows;

@@ -46,15 +46,14 @@ class DynamicBatcher {
  public:
   using ProcessFn = std::function<void(std::vector<std::unique_ptr<TaskT>>)>;
 
-  static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(
-      const BatcherOptions& options, ProcessFn process) {
+  static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(const BatcherOptions& options,
+                                                                ProcessFn process) {
     if (absl::Status s = ValidateQueueOptions(options.queue); !s.ok()) return s;
     if (options.num_workers < 1) {
       return absl::InvalidArgumentError("num_workers must be >= 1");
     }
     if (!process) return absl::InvalidArgumentError("process function is empty");
-    return std::unique_ptr<DynamicBatcher>(
-        new DynamicBatcher(options, std::move(process)));
+    return std::unique_ptr<DynamicBatcher>(new DynamicBatcher(options, std::move(process)));
   }
 
   ~DynamicBatcher() { Shutdown(); }

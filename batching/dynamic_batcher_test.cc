@@ -73,12 +73,11 @@ TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
 TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
   ::infer::testing::Notification done;
   std::atomic<int> size{0};
-  auto batcher = DynamicBatcher<Task>::Create(
-      Options(32, absl::Milliseconds(20), 100),
-      [&](std::vector<std::unique_ptr<Task>> b) {
-        size = static_cast<int>(b.size());
-        done.Notify();
-      });
+  auto batcher = DynamicBatcher<Task>::Create(Options(32, absl::Milliseconds(20), 100),
+                                              [&](std::vector<std::unique_ptr<Task>> b) {
+                                                size = static_cast<int>(b.size());
+                                                done.Notify();
+                                              });
   ASSERT_TRUE(batcher.ok());
   const absl::Time start = absl::Now();
   for (int i = 0; i < 3; ++i) {
@@ -92,11 +91,11 @@ TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
 
 TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
   ::infer::testing::Notification release, entered;
-  auto batcher = DynamicBatcher<Task>::Create(
-      Options(1, absl::ZeroDuration(), 2), [&](std::vector<std::unique_ptr<Task>>) {
-        if (!entered.HasBeenNotified()) entered.Notify();
-        release.WaitForNotification();
-      });
+  auto batcher = DynamicBatcher<Task>::Create(Options(1, absl::ZeroDuration(), 2),
+                                              [&](std::vector<std::unique_ptr<Task>>) {
+                                                if (!entered.HasBeenNotified()) entered.Notify();
+                                                release.WaitForNotification();
+                                              });
   ASSERT_TRUE(batcher.ok());
   auto first = std::make_unique<Task>();
   ASSERT_THAT((*batcher)->Schedule(&first), IsOk());

@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
   for (std::thread& t : threads) t.join();
 
   std::printf("device: %s\n", (*engine)->device()->spec().c_str());
-  std::printf("embedding of request 0 (first 4 of %zu): %.4f %.4f %.4f %.4f\n",
-              first[0].size(), first[0][0], first[0][1], first[0][2], first[0][3]);
+  std::printf("embedding of request 0 (first 4 of %zu): %.4f %.4f %.4f %.4f\n", first[0].size(),
+              first[0][0], first[0][1], first[0][2], first[0][3]);
   const infer::ModelStats stats = *(*engine)->GetModelStats("embed_pool");
   std::printf("requests answered: %llu in %llu batched executions\n",
               static_cast<unsigned long long>(stats.inference_count),

@@ -46,8 +46,8 @@ absl::Status CheckOptions(const EmbedPoolOptions& o) {
     return absl::InvalidArgumentError("embed_pool: sizes too large");
   }
   if (o.pad_id < 0 || o.pad_id >= o.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "embed_pool: pad_id ", o.pad_id, " is outside [0, ", o.vocab_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("embed_pool: pad_id ", o.pad_id, " is outside [0, ", o.vocab_size, ")"));
   }
   return absl::OkStatus();
 }
@@ -56,15 +56,14 @@ absl::StatusOr<DeviceBuffer> Upload(Device* device, Stream* stream,
                                     const std::vector<float>& host) {
   INFER_ASSIGN_OR_RETURN(DeviceBuffer buffer,
                          DeviceBuffer::Allocate(device, host.size() * sizeof(float)));
-  INFER_RETURN_IF_ERROR(device->CopyToDevice(buffer.get(), host.data(),
-                                             host.size() * sizeof(float), stream));
+  INFER_RETURN_IF_ERROR(
+      device->CopyToDevice(buffer.get(), host.data(), host.size() * sizeof(float), stream));
   return buffer;
 }
 
 }  // namespace
 
-EmbedPoolModel::HostWeights EmbedPoolModel::GenerateWeights(
-    const EmbedPoolOptions& o) {
+EmbedPoolModel::HostWeights EmbedPoolModel::GenerateWeights(const EmbedPoolOptions& o) {
   HostWeights w;
   uint64_t state = o.seed;
   w.table.resize(o.vocab_size * o.hidden_size);
@@ -103,17 +102,17 @@ absl::StatusOr<std::unique_ptr<EmbedPoolModel>> EmbedPoolModel::Create(
 absl::Status EmbedPoolModel::ValidateRequest(const InferRequest& request) const {
   const Tensor& ids = request.inputs.front();  // the only input (spec-checked)
   if (ids.shape[1] > options_.max_sequence_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input 'input_ids' has ", ids.shape[1], " tokens; model '", spec_.name,
-        "' allows ", options_.max_sequence_length));
+    return absl::InvalidArgumentError(absl::StrCat("input 'input_ids' has ", ids.shape[1],
+                                                   " tokens; model '", spec_.name, "' allows ",
+                                                   options_.max_sequence_length));
   }
   const int64_t n = ids.shape[0] * ids.shape[1];
   const int64_t* v = ids.as<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (v[i] < 0 || v[i] >= options_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input 'input_ids' holds token id ", v[i], " at flat index ", i,
-          "; model '", spec_.name, "' accepts ids in [0, ", options_.vocab_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input 'input_ids' holds token id ", v[i], " at flat index ", i, "; model '",
+                       spec_.name, "' accepts ids in [0, ", options_.vocab_size, ")"));
     }
   }
   return absl::OkStatus();
@@ -152,8 +151,8 @@ absl::Status EmbedPoolModel::Execute(absl::Span<const InferRequest* const> reque
     Stream* s = stream_.get();
     INFER_RETURN_IF_ERROR(
         device_->CopyToDevice(d_ids.get(), ids.data(), tokens * sizeof(int64_t), s));
-    INFER_RETURN_IF_ERROR(kernels_->Gather(s, d_ids.as<int64_t>(), tokens,
-                                           table_.as<float>(), hidden, d_x.as<float>()));
+    INFER_RETURN_IF_ERROR(kernels_->Gather(s, d_ids.as<int64_t>(), tokens, table_.as<float>(),
+                                           hidden, d_x.as<float>()));
     GemmArgs g;
     g.m = tokens;
     g.n = dim;
@@ -165,9 +164,9 @@ absl::Status EmbedPoolModel::Execute(absl::Span<const InferRequest* const> reque
     g.c = d_y.as<float>();
     g.ldc = dim;
     INFER_RETURN_IF_ERROR(device_->Sgemm(s, g));
-    INFER_RETURN_IF_ERROR(kernels_->BiasTanhMeanPool(
-        s, d_y.as<float>(), bias_.as<float>(), d_ids.as<int64_t>(), rows, seq, dim,
-        options_.pad_id, d_out.as<float>()));
+    INFER_RETURN_IF_ERROR(kernels_->BiasTanhMeanPool(s, d_y.as<float>(), bias_.as<float>(),
+                                                     d_ids.as<int64_t>(), rows, seq, dim,
+                                                     options_.pad_id, d_out.as<float>()));
     INFER_RETURN_IF_ERROR(
         device_->CopyToHost(pooled.data(), d_out.get(), rows * dim * sizeof(float), s));
     // The device buffers and `ids` die with this scope: wait for the stream.

@@ -37,15 +37,15 @@ struct EmbedPoolOptions {
   int64_t embedding_size = 384;  // output width
   int64_t pad_id = 0;            // token id that marks padding
   int64_t max_sequence_length = 512;
-  uint64_t seed = 42;            // weights are a function of the seed only
+  uint64_t seed = 42;  // weights are a function of the seed only
 };
 
 class EmbedPoolModel final : public Model {
  public:
   // Generates the weights and uploads them to `device`, which is borrowed
   // and must outlive the model.
-  static absl::StatusOr<std::unique_ptr<EmbedPoolModel>> Create(
-      const EmbedPoolOptions& options, Device* device);
+  static absl::StatusOr<std::unique_ptr<EmbedPoolModel>> Create(const EmbedPoolOptions& options,
+                                                                Device* device);
 
   const ModelSpec& spec() const override { return spec_; }
   absl::Status ValidateRequest(const InferRequest& request) const override;

@@ -18,14 +18,13 @@ class EmbedPoolKernels {
   virtual ~EmbedPoolKernels() = default;
 
   // out[i, :] = table[ids[i], :] for i < n; every id is in range (validated).
-  virtual absl::Status Gather(Stream* stream, const int64_t* ids, int64_t n,
-                              const float* table, int64_t hidden, float* out) = 0;
+  virtual absl::Status Gather(Stream* stream, const int64_t* ids, int64_t n, const float* table,
+                              int64_t hidden, float* out) = 0;
 
   // For each sequence b: out[b, :] = mean over positions s with
   // ids[b, s] != pad_id of tanh(y[b, s, :] + bias); zeros if none.
-  virtual absl::Status BiasTanhMeanPool(Stream* stream, const float* y,
-                                        const float* bias, const int64_t* ids,
-                                        int64_t batch, int64_t seq, int64_t dim,
+  virtual absl::Status BiasTanhMeanPool(Stream* stream, const float* y, const float* bias,
+                                        const int64_t* ids, int64_t batch, int64_t seq, int64_t dim,
                                         int64_t pad_id, float* out) = 0;
 };
 

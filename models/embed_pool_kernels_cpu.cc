@@ -9,17 +9,17 @@ namespace {
 
 class CpuEmbedPoolKernels final : public EmbedPoolKernels {
  public:
-  absl::Status Gather(Stream*, const int64_t* ids, int64_t n, const float* table,
-                      int64_t hidden, float* out) override {
+  absl::Status Gather(Stream*, const int64_t* ids, int64_t n, const float* table, int64_t hidden,
+                      float* out) override {
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(out + i * hidden, table + ids[i] * hidden, hidden * sizeof(float));
     }
     return absl::OkStatus();
   }
 
-  absl::Status BiasTanhMeanPool(Stream*, const float* y, const float* bias,
-                                const int64_t* ids, int64_t batch, int64_t seq,
-                                int64_t dim, int64_t pad_id, float* out) override {
+  absl::Status BiasTanhMeanPool(Stream*, const float* y, const float* bias, const int64_t* ids,
+                                int64_t batch, int64_t seq, int64_t dim, int64_t pad_id,
+                                float* out) override {
     for (int64_t b = 0; b < batch; ++b) {
       float* o = out + b * dim;
       std::memset(o, 0, dim * sizeof(float));

@@ -9,12 +9,11 @@
 
 namespace infer::cuda {
 
-cudaError_t LaunchGather(cudaStream_t stream, const int64_t* ids, int64_t n,
-                         const float* table, int64_t hidden, float* out);
+cudaError_t LaunchGather(cudaStream_t stream, const int64_t* ids, int64_t n, const float* table,
+                         int64_t hidden, float* out);
 
-cudaError_t LaunchBiasTanhMeanPool(cudaStream_t stream, const float* y,
-                                   const float* bias, const int64_t* ids,
-                                   int64_t batch, int64_t seq, int64_t dim,
+cudaError_t LaunchBiasTanhMeanPool(cudaStream_t stream, const float* y, const float* bias,
+                                   const int64_t* ids, int64_t batch, int64_t seq, int64_t dim,
                                    int64_t pad_id, float* out);
 
 }  // namespace infer::cuda

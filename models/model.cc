@@ -27,9 +27,9 @@ absl::Status CheckBytesLayout(const Tensor& t, int64_t count, const std::string&
   size_t offset = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (t.data.size() - offset < 4) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " holds ", i, " BYTES elements; its shape ",
-          ShapeToString(t.shape), " needs ", count));
+      return absl::InvalidArgumentError(absl::StrCat(what, " holds ", i,
+                                                     " BYTES elements; its shape ",
+                                                     ShapeToString(t.shape), " needs ", count));
     }
     uint32_t len = 0;
     for (int b = 3; b >= 0; --b) {
@@ -37,53 +37,49 @@ absl::Status CheckBytesLayout(const Tensor& t, int64_t count, const std::string&
     }
     offset += 4;
     if (t.data.size() - offset < len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " element ", i, " declares ", len, " bytes but only ",
-          t.data.size() - offset, " remain"));
+      return absl::InvalidArgumentError(absl::StrCat(what, " element ", i, " declares ", len,
+                                                     " bytes but only ", t.data.size() - offset,
+                                                     " remain"));
     }
     offset += len;
   }
   if (offset != t.data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " has ", t.data.size() - offset, " bytes after its ", count,
-        " BYTES elements"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", t.data.size() - offset,
+                                                   " bytes after its ", count, " BYTES elements"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec,
-                                        const InferRequest& request) {
+absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request) {
   absl::flat_hash_set<std::string> seen;
   int64_t batch = -1;
   for (const Tensor& t : request.inputs) {
     const std::string what = absl::StrCat("input '", t.name, "'");
     const TensorSpec* s = Find(spec.inputs, t.name);
     if (s == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown ", what, " for model '", spec.name, "'; expected inputs: ",
-          Names(spec.inputs)));
+      return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " for model '", spec.name,
+                                                     "'; expected inputs: ", Names(spec.inputs)));
     }
     if (!seen.insert(t.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(what, " is given more than once"));
     }
     if (t.dtype != s->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has datatype ", DataTypeName(t.dtype), "; model '", spec.name,
-          "' expects ", DataTypeName(s->dtype)));
+      return absl::InvalidArgumentError(absl::StrCat(what, " has datatype ", DataTypeName(t.dtype),
+                                                     "; model '", spec.name, "' expects ",
+                                                     DataTypeName(s->dtype)));
     }
     if (t.shape.size() != s->shape.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " has shape ", ShapeToString(t.shape), " (rank ", t.shape.size(),
-          "); model '", spec.name, "' expects rank ", s->shape.size(), " ",
-          ShapeToString(s->shape)));
+          what, " has shape ", ShapeToString(t.shape), " (rank ", t.shape.size(), "); model '",
+          spec.name, "' expects rank ", s->shape.size(), " ", ShapeToString(s->shape)));
     }
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (s->shape[d] >= 0 && t.shape[d] != s->shape[d]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " has shape ", ShapeToString(t.shape), "; model '", spec.name,
-            "' expects ", ShapeToString(s->shape)));
+        return absl::InvalidArgumentError(absl::StrCat(what, " has shape ", ShapeToString(t.shape),
+                                                       "; model '", spec.name, "' expects ",
+                                                       ShapeToString(s->shape)));
       }
     }
     INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, what));
@@ -93,33 +89,31 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec,
       INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
       if (static_cast<int64_t>(t.data.size()) != bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
-            what, " has ", t.data.size(), " bytes of data; its shape ",
-            ShapeToString(t.shape), " and datatype ", DataTypeName(t.dtype),
-            " need ", bytes));
+            what, " has ", t.data.size(), " bytes of data; its shape ", ShapeToString(t.shape),
+            " and datatype ", DataTypeName(t.dtype), " need ", bytes));
       }
     }
     if (!t.shape.empty()) {
       if (batch >= 0 && t.shape[0] != batch) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " has batch dimension ", t.shape[0], " but another input has ",
-            batch));
+        return absl::InvalidArgumentError(absl::StrCat(what, " has batch dimension ", t.shape[0],
+                                                       " but another input has ", batch));
       }
       batch = t.shape[0];
     }
   }
   for (const TensorSpec& s : spec.inputs) {
     if (!seen.contains(s.name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "missing input '", s.name, "' for model '", spec.name,
-          "'; expected inputs: ", Names(spec.inputs)));
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", s.name, "' for model '",
+                                                     spec.name,
+                                                     "'; expected inputs: ", Names(spec.inputs)));
     }
   }
   absl::flat_hash_set<std::string> outputs;
   for (const std::string& name : request.requested_outputs) {
     if (Find(spec.outputs, name) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown output '", name, "' requested from model '", spec.name,
-          "'; available outputs: ", Names(spec.outputs)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown output '", name, "' requested from model '", spec.name,
+                       "'; available outputs: ", Names(spec.outputs)));
     }
     if (!outputs.insert(name).second) {
       return absl::InvalidArgumentError(

@@ -71,8 +71,7 @@ class Model {
 // overflow checks), one batch dimension shared by all inputs, requested
 // outputs known and unique. Every failure is INVALID_ARGUMENT naming the
 // tensor, what was wrong and what is allowed.
-absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec,
-                                        const InferRequest& request);
+absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request);
 
 // The batch dimension of a request that passed ValidateRequestAgainstSpec.
 int64_t RequestBatchSize(const InferRequest& request);

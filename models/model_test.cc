@@ -52,15 +52,15 @@ TEST(ValidateRequestTest, UnknownInput) {
   InferRequest r = Valid();
   r.inputs.push_back(Make("extra", DataType::kFp32, {2}));
   EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
-              StatusIs(kInvalid, "unknown input 'extra' for model 'm'; expected inputs: "
-                                 "'ids', 'mask'"));
+              StatusIs(kInvalid,
+                       "unknown input 'extra' for model 'm'; expected inputs: "
+                       "'ids', 'mask'"));
 }
 
 TEST(ValidateRequestTest, MissingInput) {
   InferRequest r = Valid();
   r.inputs.pop_back();
-  EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
-              StatusIs(kInvalid, "missing input 'mask'"));
+  EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r), StatusIs(kInvalid, "missing input 'mask'"));
 }
 
 TEST(ValidateRequestTest, DuplicateInput) {
@@ -81,8 +81,9 @@ TEST(ValidateRequestTest, WrongRank) {
   InferRequest r = Valid();
   r.inputs[0] = Make("ids", DataType::kInt64, {10});
   EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
-              StatusIs(kInvalid, "input 'ids' has shape [10] (rank 1); model 'm' expects "
-                                 "rank 2 [-1,-1]"));
+              StatusIs(kInvalid,
+                       "input 'ids' has shape [10] (rank 1); model 'm' expects "
+                       "rank 2 [-1,-1]"));
 }
 
 TEST(ValidateRequestTest, WrongFixedDimension) {
@@ -113,8 +114,9 @@ TEST(ValidateRequestTest, ByteSizeMismatch) {
   InferRequest r = Valid();
   r.inputs[0].data.resize(79);
   EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
-              StatusIs(kInvalid, "input 'ids' has 79 bytes of data; its shape [2,5] and "
-                                 "datatype INT64 need 80"));
+              StatusIs(kInvalid,
+                       "input 'ids' has 79 bytes of data; its shape [2,5] and "
+                       "datatype INT64 need 80"));
 }
 
 TEST(ValidateRequestTest, InconsistentBatchDimension) {
@@ -128,8 +130,9 @@ TEST(ValidateRequestTest, UnknownAndDuplicateOutputs) {
   InferRequest r = Valid();
   r.requested_outputs = {"nope"};
   EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
-              StatusIs(kInvalid, "unknown output 'nope' requested from model 'm'; "
-                                 "available outputs: 'out', 'aux'"));
+              StatusIs(kInvalid,
+                       "unknown output 'nope' requested from model 'm'; "
+                       "available outputs: 'out', 'aux'"));
   r.requested_outputs = {"out", "out"};
   EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
               StatusIs(kInvalid, "output 'out' is requested more than once"));

@@ -16,22 +16,21 @@ absl::Status ParseParam(const ModelParams& params, const std::string& key, T* ou
   auto it = params.find(key);
   if (it == params.end()) return absl::OkStatus();
   if (!absl::SimpleAtoi(it->second, out)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parameter '", key, "' = '", it->second, "' is not an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", key, "' = '", it->second, "' is not an integer"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
-                                                       const ModelParams& params,
-                                                       Device* device) {
-  static const char* const kKeys[] = {"vocab_size", "hidden_size", "embedding_size",
-                                      "pad_id", "max_sequence_length", "seed"};
+                                                       const ModelParams& params, Device* device) {
+  static const char* const kKeys[] = {"vocab_size", "hidden_size",         "embedding_size",
+                                      "pad_id",     "max_sequence_length", "seed"};
   for (const auto& [key, value] : params) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown parameter '", key, "' for backend 'embed_pool'; known: ",
-                       absl::StrJoin(kKeys, ", ")));
+          absl::StrCat("unknown parameter '", key,
+                       "' for backend 'embed_pool'; known: ", absl::StrJoin(kKeys, ", ")));
     }
   }
   EmbedPoolOptions o;
@@ -42,8 +41,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
   INFER_RETURN_IF_ERROR(ParseParam(params, "pad_id", &o.pad_id));
   INFER_RETURN_IF_ERROR(ParseParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_RETURN_IF_ERROR(ParseParam(params, "seed", &o.seed));
-  INFER_ASSIGN_OR_RETURN(std::unique_ptr<EmbedPoolModel> model,
-                         EmbedPoolModel::Create(o, device));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<EmbedPoolModel> model, EmbedPoolModel::Create(o, device));
   return std::unique_ptr<Model>(std::move(model));
 }
 
@@ -54,9 +52,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view back
                                                           const ModelParams& params,
                                                           Device* device) {
   if (backend == "embed_pool") return CreateEmbedPool(name, params, device);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown backend '", backend, "'; built-in backends: ",
-      absl::StrJoin(BuiltinBackends(), ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown backend '", backend,
+                   "'; built-in backends: ", absl::StrJoin(BuiltinBackends(), ", ")));
 }
 
 std::vector<std::string> BuiltinBackends() { return {"embed_pool"}; }

@@ -34,8 +34,7 @@ class CpuDevice final : public Device {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
     if (ptr == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+      return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
     return ptr;
   }
@@ -48,13 +47,11 @@ class CpuDevice final : public Device {
     return std::make_unique<CpuEvent>();
   }
 
-  absl::Status CopyToDevice(void* dst, const void* host, size_t bytes,
-                            Stream*) override {
+  absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream*) override {
     if (bytes > 0) std::memcpy(dst, host, bytes);
     return absl::OkStatus();
   }
-  absl::Status CopyToHost(void* host, const void* src, size_t bytes,
-                          Stream*) override {
+  absl::Status CopyToHost(void* host, const void* src, size_t bytes, Stream*) override {
     if (bytes > 0) std::memcpy(host, src, bytes);
     return absl::OkStatus();
   }
@@ -62,9 +59,7 @@ class CpuDevice final : public Device {
   // Every CPU operation completes before its call returns, so events and
   // stream waits have nothing left to order.
   absl::Status RecordEvent(Event*, Stream*) override { return absl::OkStatus(); }
-  absl::Status StreamWaitEvent(Stream*, Event*) override {
-    return absl::OkStatus();
-  }
+  absl::Status StreamWaitEvent(Stream*, Event*) override { return absl::OkStatus(); }
   absl::Status SynchronizeEvent(Event*) override { return absl::OkStatus(); }
   absl::Status SynchronizeStream(Stream*) override { return absl::OkStatus(); }
 
@@ -72,9 +67,8 @@ class CpuDevice final : public Device {
     if (g.m == 0 || g.n == 0) return absl::OkStatus();
     cblas_sgemm(CblasRowMajor, g.transpose_a ? CblasTrans : CblasNoTrans,
                 g.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(g.m),
-                static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, g.a,
-                static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta,
-                g.c, static_cast<int>(g.ldc));
+                static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, g.a, static_cast<int>(g.lda),
+                g.b, static_cast<int>(g.ldb), g.beta, g.c, static_cast<int>(g.ldc));
     return absl::OkStatus();
   }
 

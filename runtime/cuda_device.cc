@@ -14,22 +14,19 @@ namespace {
 
 absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": cuBLAS error ",
-                                          static_cast<int>(st)));
+  return absl::InternalError(absl::StrCat(what, ": cuBLAS error ", static_cast<int>(st)));
 }
 
 std::string UuidString(const cudaUUID_t& uuid) {
   const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  return absl::StrFormat(
-      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-      b[12], b[13], b[14], b[15]);
+  return absl::StrFormat("GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                         b[12], b[13], b[14], b[15]);
 }
 
 class CudaStream final : public Stream {
  public:
-  CudaStream(cudaStream_t stream, cublasHandle_t cublas)
-      : stream_(stream), cublas_(cublas) {}
+  CudaStream(cudaStream_t stream, cublasHandle_t cublas) : stream_(stream), cublas_(cublas) {}
   ~CudaStream() override {
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
@@ -67,9 +64,8 @@ class CudaDevice final : public Device {
     const cudaError_t err = cudaMalloc(&ptr, bytes == 0 ? 1 : bytes);
     if (err != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state
-      return absl::ResourceExhaustedError(absl::StrCat(
-          spec(), ": cudaMalloc of ", bytes, " bytes failed: ",
-          cudaGetErrorString(err)));
+      return absl::ResourceExhaustedError(absl::StrCat(spec(), ": cudaMalloc of ", bytes,
+                                                       " bytes failed: ", cudaGetErrorString(err)));
     }
     return ptr;
   }
@@ -82,9 +78,8 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     cudaStream_t stream = nullptr;
-    INFER_RETURN_IF_CUDA_ERROR(
-        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-        "cudaStreamCreate");
+    INFER_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                               "cudaStreamCreate");
     cublasHandle_t handle = nullptr;
     absl::Status st = CublasStatus(cublasCreate(&handle), "cublasCreate");
     if (st.ok()) st = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream");
@@ -99,21 +94,19 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     cudaEvent_t event = nullptr;
-    INFER_RETURN_IF_CUDA_ERROR(
-        cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    INFER_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                               "cudaEventCreate");
     return std::make_unique<CudaEvent>(event);
   }
 
-  absl::Status CopyToDevice(void* dst, const void* host, size_t bytes,
-                            Stream* stream) override {
+  absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream* stream) override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     INFER_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, Native(stream)),
         "cudaMemcpyAsync H2D");
     return absl::OkStatus();
   }
-  absl::Status CopyToHost(void* host, const void* src, size_t bytes,
-                          Stream* stream) override {
+  absl::Status CopyToHost(void* host, const void* src, size_t bytes, Stream* stream) override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     INFER_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, Native(stream)),
@@ -123,8 +116,7 @@ class CudaDevice final : public Device {
 
   absl::Status RecordEvent(Event* event, Stream* stream) override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
-    INFER_RETURN_IF_CUDA_ERROR(cudaEventRecord(Native(event), Native(stream)),
-                               "cudaEventRecord");
+    INFER_RETURN_IF_CUDA_ERROR(cudaEventRecord(Native(event), Native(stream)), "cudaEventRecord");
     return absl::OkStatus();
   }
   absl::Status StreamWaitEvent(Stream* waiter, Event* event) override {
@@ -134,13 +126,11 @@ class CudaDevice final : public Device {
     return absl::OkStatus();
   }
   absl::Status SynchronizeEvent(Event* event) override {
-    INFER_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(Native(event)),
-                               "cudaEventSynchronize");
+    INFER_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(Native(event)), "cudaEventSynchronize");
     return absl::OkStatus();
   }
   absl::Status SynchronizeStream(Stream* stream) override {
-    INFER_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(Native(stream)),
-                               "cudaStreamSynchronize");
+    INFER_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(Native(stream)), "cudaStreamSynchronize");
     return absl::OkStatus();
   }
 
@@ -152,18 +142,15 @@ class CudaDevice final : public Device {
     cublasHandle_t handle = static_cast<CudaStream*>(stream)->cublas();
     return CublasStatus(
         cublasSgemm(handle, g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    static_cast<int>(g.n), static_cast<int>(g.m),
-                    static_cast<int>(g.k), &g.alpha, g.b, static_cast<int>(g.ldb),
-                    g.a, static_cast<int>(g.lda), &g.beta, g.c,
+                    g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
+                    static_cast<int>(g.m), static_cast<int>(g.k), &g.alpha, g.b,
+                    static_cast<int>(g.ldb), g.a, static_cast<int>(g.lda), &g.beta, g.c,
                     static_cast<int>(g.ldc)),
         "cublasSgemm");
   }
 
  private:
-  absl::Status SetDevice() {
-    return CudaStatus(cudaSetDevice(info_.ordinal), "cudaSetDevice");
-  }
+  absl::Status SetDevice() { return CudaStatus(cudaSetDevice(info_.ordinal), "cudaSetDevice"); }
 
   const DeviceInfo info_;
 };
@@ -197,15 +184,14 @@ CudaAvailability ProbeCudaDevices() {
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
   const CudaAvailability avail = ProbeCudaDevices();
   if (ordinal >= avail.device_count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device 'cuda:", ordinal, "' requested but ",
-        avail.device_count == 0 ? avail.reason
-                                : absl::StrCat("only ", avail.device_count,
-                                               " CUDA device(s) exist")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("device 'cuda:", ordinal, "' requested but ",
+                     avail.device_count == 0
+                         ? avail.reason
+                         : absl::StrCat("only ", avail.device_count, " CUDA device(s) exist")));
   }
   cudaDeviceProp prop;
-  INFER_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, ordinal),
-                             "cudaGetDeviceProperties");
+  INFER_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
   DeviceInfo info;
   info.kind = DeviceKind::kCuda;
   info.ordinal = ordinal;

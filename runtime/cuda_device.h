@@ -6,10 +6,10 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/device.h"
 
 namespace infer {
@@ -28,10 +28,10 @@ absl::Status CudaStatus(cudaError_t err, absl::string_view what);
 
 }  // namespace infer
 
-#define INFER_RETURN_IF_CUDA_ERROR(expr, what)                          \
-  do {                                                                  \
+#define INFER_RETURN_IF_CUDA_ERROR(expr, what)                             \
+  do {                                                                     \
     ::absl::Status infer_cuda_status_ = ::infer::CudaStatus((expr), what); \
-    if (!infer_cuda_status_.ok()) return infer_cuda_status_;           \
+    if (!infer_cuda_status_.ok()) return infer_cuda_status_;               \
   } while (0)
 
 #endif  // INFER_RUNTIME_CUDA_DEVICE_H_

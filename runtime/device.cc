@@ -57,10 +57,8 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec) {
   if (spec == "cpu") return CreateCpuDevice();
   absl::string_view rest = spec;
   int ordinal = -1;
-  if (!absl::ConsumePrefix(&rest, "cuda:") || !absl::SimpleAtoi(rest, &ordinal) ||
-      ordinal < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device '", spec, "' is not 'cpu' or 'cuda:N'"));
+  if (!absl::ConsumePrefix(&rest, "cuda:") || !absl::SimpleAtoi(rest, &ordinal) || ordinal < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device '", spec, "' is not 'cpu' or 'cuda:N'"));
   }
 #if INFER_WITH_CUDA
   return CreateCudaDevice(ordinal);
@@ -70,8 +68,6 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec) {
 #endif
 }
 
-std::string DefaultDeviceSpec() {
-  return ProbeCuda().device_count > 0 ? "cuda:0" : "cpu";
-}
+std::string DefaultDeviceSpec() { return ProbeCuda().device_count > 0 ? "cuda:0" : "cpu"; }
 
 }  // namespace infer

@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace infer {
 
@@ -81,10 +81,8 @@ class Device {
 
   // Asynchronous copies enqueued on `stream`. The host buffer must stay valid
   // (and unmodified, for CopyToDevice) until the stream has passed the copy.
-  virtual absl::Status CopyToDevice(void* dst, const void* host, size_t bytes,
-                                    Stream* stream) = 0;
-  virtual absl::Status CopyToHost(void* host, const void* src, size_t bytes,
-                                  Stream* stream) = 0;
+  virtual absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream* stream) = 0;
+  virtual absl::Status CopyToHost(void* host, const void* src, size_t bytes, Stream* stream) = 0;
 
   // Marks the point `stream` has reached; `waiter` will not run later work
   // until that point has completed.

@@ -11,16 +11,16 @@ using ::infer::testing::StatusIs;
 
 TEST(DeviceTest, CreateRejectsMalformedSpecs) {
   for (const char* spec : {"gpu", "cuda", "cuda:", "cuda:-1", "cuda:x", "CPU"}) {
-    EXPECT_THAT(CreateDevice(spec), StatusIs(absl::StatusCode::kInvalidArgument,
-                                             "is not 'cpu' or 'cuda:N'"))
+    EXPECT_THAT(CreateDevice(spec),
+                StatusIs(absl::StatusCode::kInvalidArgument, "is not 'cpu' or 'cuda:N'"))
         << spec;
   }
 }
 
 TEST(DeviceTest, MissingGpuIsAFailedPreconditionWithAReason) {
   if (ProbeCuda().device_count > 0) GTEST_SKIP() << "a GPU is present";
-  EXPECT_THAT(CreateDevice("cuda:0"), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                               "device 'cuda:0' requested but"));
+  EXPECT_THAT(CreateDevice("cuda:0"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "device 'cuda:0' requested but"));
   EXPECT_EQ(DefaultDeviceSpec(), "cpu");
   EXPECT_FALSE(ProbeCuda().reason.empty());
 }

@@ -9,10 +9,10 @@
 #define INFER_CONCAT_(a, b) INFER_CONCAT_INNER_(a, b)
 
 // Returns from the current function if `expr` (an absl::Status) is not OK.
-#define INFER_RETURN_IF_ERROR(expr)                  \
-  do {                                               \
-    ::absl::Status infer_status_ = (expr);           \
-    if (!infer_status_.ok()) return infer_status_;   \
+#define INFER_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status infer_status_ = (expr);         \
+    if (!infer_status_.ok()) return infer_status_; \
   } while (0)
 
 // `lhs = value of expr` where expr is an absl::StatusOr<T>; returns its status

@@ -53,14 +53,13 @@ std::optional<DataType> DataTypeFromName(absl::string_view name) {
 
 int64_t DataTypeSize(DataType dtype) { return Info(dtype).size; }
 
-absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape,
-                                     absl::string_view what) {
+absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape, absl::string_view what) {
   bool has_zero = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has negative dimension ", shape[i], " at index ", i,
-                       " of shape ", ShapeToString(shape)));
+      return absl::InvalidArgumentError(absl::StrCat(what, " has negative dimension ", shape[i],
+                                                     " at index ", i, " of shape ",
+                                                     ShapeToString(shape)));
     }
     has_zero |= shape[i] == 0;
   }
@@ -69,8 +68,7 @@ absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape,
   for (const int64_t dim : shape) {
     if (count > std::numeric_limits<int64_t>::max() / dim) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " shape ", ShapeToString(shape),
-                       " overflows a 64-bit element count"));
+          absl::StrCat(what, " shape ", ShapeToString(shape), " overflows a 64-bit element count"));
     }
     count *= dim;
   }
@@ -83,8 +81,8 @@ absl::StatusOr<int64_t> ByteSize(DataType dtype, absl::Span<const int64_t> shape
   if (!count.ok()) return count.status();
   const int64_t size = DataTypeSize(dtype);
   if (size > 0 && *count > std::numeric_limits<int64_t>::max() / size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " shape ", ShapeToString(shape), " overflows a 64-bit byte size"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " shape ", ShapeToString(shape), " overflows a 64-bit byte size"));
   }
   return *count * size;
 }

@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace infer {
@@ -45,8 +45,7 @@ int64_t DataTypeSize(DataType dtype);
 
 // Product of `shape` with overflow and sign checks. Errors are
 // INVALID_ARGUMENT naming `what` (e.g. "input 'input_ids'").
-absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape,
-                                     absl::string_view what);
+absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape, absl::string_view what);
 // ElementCount(shape) * DataTypeSize(dtype), overflow-checked. Fixed-size
 // types only.
 absl::StatusOr<int64_t> ByteSize(DataType dtype, absl::Span<const int64_t> shape,

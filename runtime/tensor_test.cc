@@ -11,8 +11,8 @@ using ::infer::testing::StatusIs;
 using ::testing::Eq;
 
 TEST(DataTypeTest, NamesRoundTrip) {
-  for (const char* name : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
-                           "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES"}) {
+  for (const char* name : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
+                           "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES"}) {
     std::optional<DataType> t = DataTypeFromName(name);
     ASSERT_TRUE(t.has_value()) << name;
     EXPECT_EQ(DataTypeName(*t), name);

@@ -77,12 +77,11 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   ModelEntry* raw = entry.get();
   // The batcher is owned by the entry and joined before the entry dies, so
   // `this` and `raw` outlive every call of the process function.
-  INFER_ASSIGN_OR_RETURN(
-      entry->batcher,
-      DynamicBatcher<InferTask>::Create(
-          options, [this, raw](std::vector<std::unique_ptr<InferTask>> batch) {
-            ExecuteBatch(raw, std::move(batch));
-          }));
+  INFER_ASSIGN_OR_RETURN(entry->batcher,
+                         DynamicBatcher<InferTask>::Create(
+                             options, [this, raw](std::vector<std::unique_ptr<InferTask>> batch) {
+                               ExecuteBatch(raw, std::move(batch));
+                             }));
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) return absl::UnavailableError("the engine is shutting down");
   if (!models_.emplace(name, std::move(entry)).second) {
@@ -121,9 +120,9 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   if (status.ok()) status = entry->model->ValidateRequest(request);
   const int64_t rows = RequestBatchSize(request);
   if (status.ok() && rows > entry->batching.max_batch_size) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "request batch size ", rows, " exceeds max_batch_size ",
-        entry->batching.max_batch_size, " of model '", request.model_name, "'"));
+    status = absl::InvalidArgumentError(
+        absl::StrCat("request batch size ", rows, " exceeds max_batch_size ",
+                     entry->batching.max_batch_size, " of model '", request.model_name, "'"));
   }
   if (!status.ok()) {
     fail(std::move(status));
@@ -163,8 +162,8 @@ void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTa
   absl::Status status = entry->model->Execute(requests, response_ptrs);
   const absl::Time end = clock_->Now();
   if (!status.ok()) {
-    status = absl::InternalError(absl::StrCat("model '", entry->model->spec().name,
-                                              "' failed: ", status.message()));
+    status = absl::InternalError(
+        absl::StrCat("model '", entry->model->spec().name, "' failed: ", status.message()));
   }
   {
     std::lock_guard<std::mutex> lock(entry->stats_mu);
@@ -228,9 +227,7 @@ std::vector<std::string> Engine::ModelNames() const {
   return names;
 }
 
-bool Engine::ModelReady(const std::string& name) const {
-  return Ready() && Find(name) != nullptr;
-}
+bool Engine::ModelReady(const std::string& name) const { return Ready() && Find(name) != nullptr; }
 
 bool Engine::Ready() const {
   std::lock_guard<std::mutex> lock(mu_);

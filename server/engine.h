@@ -55,13 +55,13 @@ struct DurationStat {
 
 // Per-model statistics, with the meaning of KServe/Triton ModelStatistics.
 struct ModelStats {
-  uint64_t inference_count = 0;  // batch rows answered successfully
-  uint64_t execution_count = 0;  // batches executed
+  uint64_t inference_count = 0;    // batch rows answered successfully
+  uint64_t execution_count = 0;    // batches executed
   uint64_t last_inference_ms = 0;  // wall time of the last answer, ms since epoch
-  DurationStat success;        // end-to-end, successful requests
-  DurationStat fail;           // end-to-end, failed requests (incl. refused)
-  DurationStat queue;          // time from arrival to batch launch
-  DurationStat compute_infer;  // model execution, per request
+  DurationStat success;            // end-to-end, successful requests
+  DurationStat fail;               // end-to-end, failed requests (incl. refused)
+  DurationStat queue;              // time from arrival to batch launch
+  DurationStat compute_infer;      // model execution, per request
   // Executions by batch size (rows): count and time of compute.
   std::map<uint64_t, DurationStat> batch_compute_infer;
 };
@@ -119,8 +119,7 @@ class Engine {
   Clock* const clock_;
 
   mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<ModelEntry>> models_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<ModelEntry>> models_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -3,8 +3,8 @@
 #include <atomic>
 #include <thread>
 
-#include "tests/testing/notification.h"
 #include "models/embed_pool.h"
+#include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -116,14 +116,12 @@ TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
   std::atomic<int> answered{0}, ok{0};
   ::infer::testing::Notification all;
   for (int i = 0; i < kRequests; ++i) {
-    engine->Submit(Ids("embed_pool", {101, 1000 + i, 102}),
-                   [&](absl::StatusOr<InferResponse> r) {
-                     if (r.ok() && r->outputs.size() == 1 &&
-                         r->outputs[0].shape == std::vector<int64_t>{1, 384}) {
-                       ++ok;
-                     }
-                     if (++answered == kRequests) all.Notify();
-                   });
+    engine->Submit(Ids("embed_pool", {101, 1000 + i, 102}), [&](absl::StatusOr<InferResponse> r) {
+      if (r.ok() && r->outputs.size() == 1 && r->outputs[0].shape == std::vector<int64_t>{1, 384}) {
+        ++ok;
+      }
+      if (++answered == kRequests) all.Notify();
+    });
   }
   ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_EQ(ok.load(), kRequests);
@@ -143,9 +141,9 @@ TEST(EngineTest, ModelFailureIsInternalAndServingContinues) {
   auto engine = CpuEngine();
   ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(1), Batching(4, absl::ZeroDuration())),
               IsOk());
-  EXPECT_THAT(engine->Infer(Ids("flaky", {1, 2})),
-              StatusIs(absl::StatusCode::kInternal,
-                       "model 'flaky' failed: simulated kernel failure"));
+  EXPECT_THAT(
+      engine->Infer(Ids("flaky", {1, 2})),
+      StatusIs(absl::StatusCode::kInternal, "model 'flaky' failed: simulated kernel failure"));
   auto r = engine->Infer(Ids("flaky", {1, 2, 3, 4}, 2));
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(*r->outputs[0].as<int64_t>(), 2);

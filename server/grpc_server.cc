@@ -22,8 +22,8 @@ constexpr char kModelVersion[] = "1";
 // Every model has one version, "1"; an empty version means the latest.
 absl::Status CheckVersion(const std::string& model, const std::string& version) {
   if (version.empty() || version == kModelVersion) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat("model '", model, "' has no version '",
-                                          version, "'; available versions: 1"));
+  return absl::NotFoundError(
+      absl::StrCat("model '", model, "' has no version '", version, "'; available versions: 1"));
 }
 
 void FillTensorMetadata(const TensorSpec& spec,
@@ -64,18 +64,18 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     return Done(ctx, absl::OkStatus());
   }
 
-  grpc::ServerUnaryReactor* ServerMetadata(
-      grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
-      inference::ServerMetadataResponse* response) override {
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const inference::ServerMetadataRequest*,
+                                           inference::ServerMetadataResponse* response) override {
     response->set_name("infer");
     response->set_version(INFER_VERSION);
     response->add_extensions("statistics");
     return Done(ctx, absl::OkStatus());
   }
 
-  grpc::ServerUnaryReactor* ModelMetadata(
-      grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* request,
-      inference::ModelMetadataResponse* response) override {
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override {
     absl::StatusOr<const ModelSpec*> spec = engine_->GetModelSpec(request->name());
     if (!spec.ok()) return Done(ctx, spec.status());
     if (absl::Status s = CheckVersion(request->name(), request->version()); !s.ok()) {
@@ -94,8 +94,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
-    if (absl::Status s = CheckVersion(request->model_name(), request->model_version());
-        !s.ok()) {
+    if (absl::Status s = CheckVersion(request->model_name(), request->model_version()); !s.ok()) {
       return Done(ctx, s);
     }
     // gRPC hands the request as const but owns a mutable message that is not
@@ -117,9 +116,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* ModelStatistics(
-      grpc::CallbackServerContext* ctx, const inference::ModelStatisticsRequest* request,
-      inference::ModelStatisticsResponse* response) override {
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override {
     std::vector<std::string> names;
     if (request->name().empty()) {
       names = engine_->ModelNames();
@@ -152,9 +151,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     return Done(ctx, absl::OkStatus());
   }
 
-  grpc::ServerUnaryReactor* RepositoryIndex(
-      grpc::CallbackServerContext* ctx, const inference::RepositoryIndexRequest*,
-      inference::RepositoryIndexResponse* response) override {
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const inference::RepositoryIndexRequest*,
+                                            inference::RepositoryIndexResponse* response) override {
     const bool ready = engine_->Ready();
     for (const std::string& name : engine_->ModelNames()) {
       auto* m = response->add_models();
@@ -185,15 +184,14 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
                                   grpc::health::v1::HealthCheckResponse* response) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     if (!request->service().empty() && request->service() != kServiceName) {
-      reactor->Finish(grpc::Status(
-          grpc::StatusCode::NOT_FOUND,
-          absl::StrCat("unknown service '", request->service(), "'; this server has '",
-                       kServiceName, "' (or '' for the whole server)")));
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::NOT_FOUND,
+                       absl::StrCat("unknown service '", request->service(), "'; this server has '",
+                                    kServiceName, "' (or '' for the whole server)")));
       return reactor;
     }
-    response->set_status(engine_->Ready()
-                             ? grpc::health::v1::HealthCheckResponse::SERVING
-                             : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    response->set_status(engine_->Ready() ? grpc::health::v1::HealthCheckResponse::SERVING
+                                          : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
@@ -220,13 +218,13 @@ GrpcServer::GrpcServer(std::unique_ptr<Impl> impl, int port)
 
 GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
 
-absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
-    const GrpcServerOptions& options, Engine* engine) {
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
+                                                              Engine* engine) {
   if (options.max_receive_message_bytes < 1 ||
       options.max_receive_message_bytes > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_receive_message_bytes must be in [1, ", std::numeric_limits<int>::max(),
-        "], got ", options.max_receive_message_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("max_receive_message_bytes must be in [1, ",
+                                                   std::numeric_limits<int>::max(), "], got ",
+                                                   options.max_receive_message_bytes));
   }
   auto impl = std::make_unique<Impl>(engine);
   grpc::ServerBuilder builder;
@@ -238,9 +236,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.RegisterService(&impl->health_);
   impl->server_ = builder.BuildAndStart();
   if (impl->server_ == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on '", options.address,
-        "' (address in use, malformed, or not permitted)"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", options.address,
+                                               "' (address in use, malformed, or not permitted)"));
   }
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl), port));
 }

@@ -29,8 +29,8 @@ struct GrpcServerOptions {
 class GrpcServer {
  public:
   // Starts serving. UNAVAILABLE naming the address when it cannot listen.
-  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
-      const GrpcServerOptions& options, Engine* engine);
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
+                                                           Engine* engine);
   ~GrpcServer();
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;

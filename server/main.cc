@@ -1,11 +1,11 @@
 // infer-server: serves the models of a model repository over the KServe v2
 // gRPC protocol. See --help.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_join.h"
 #include "models/embed_pool.h"
@@ -28,8 +28,7 @@ struct Flags {
 int Run(const Flags& flags, const sigset_t& signals) {
   infer::EngineOptions engine_options;
   engine_options.device = flags.device;
-  absl::StatusOr<std::unique_ptr<infer::Engine>> engine =
-      infer::Engine::Create(engine_options);
+  absl::StatusOr<std::unique_ptr<infer::Engine>> engine = infer::Engine::Create(engine_options);
   if (!engine.ok()) {
     spdlog::critical("cannot open device: {}", engine.status().ToString());
     return 1;
@@ -47,8 +46,8 @@ int Run(const Flags& flags, const sigset_t& signals) {
     // No repository: serve the bundled demo model with its defaults.
     infer::EmbedPoolOptions demo;
     auto model = infer::EmbedPoolModel::Create(demo, (*engine)->device());
-    absl::Status s = model.ok() ? (*engine)->AddModel(*std::move(model), infer::QueueOptions{})
-                                : model.status();
+    absl::Status s =
+        model.ok() ? (*engine)->AddModel(*std::move(model), infer::QueueOptions{}) : model.status();
     if (!s.ok()) {
       spdlog::critical("cannot load the demo model: {}", s.ToString());
       return 1;
@@ -65,10 +64,10 @@ int Run(const Flags& flags, const sigset_t& signals) {
   }
   for (const std::string& name : (*engine)->ModelNames()) {
     const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
-    spdlog::info("model '{}' ready: max_batch_size {}, max_queue_delay_us {}, "
-                 "max_queue_size {}",
-                 name, q.max_batch_size, absl::ToInt64Microseconds(q.max_queue_delay),
-                 q.max_queue_size);
+    spdlog::info(
+        "model '{}' ready: max_batch_size {}, max_queue_delay_us {}, "
+        "max_queue_size {}",
+        name, q.max_batch_size, absl::ToInt64Microseconds(q.max_queue_delay), q.max_queue_size);
   }
 
   infer::GrpcServerOptions server_options;

@@ -54,16 +54,14 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
                "must be at most 60000000 (one minute)");
   }
   if (config.backend().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": field 'backend' is required"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": field 'backend' is required"));
   }
   return config;
 }
 
 QueueOptions BatchingFromConfig(const config::ModelConfig& config) {
   QueueOptions q;
-  q.max_batch_size = config.max_batch_size() > 0 ? config.max_batch_size()
-                                                  : kDefaultMaxBatchSize;
+  q.max_batch_size = config.max_batch_size() > 0 ? config.max_batch_size() : kDefaultMaxBatchSize;
   q.max_queue_delay = absl::Microseconds(
       config.has_dynamic_batching()
           ? static_cast<int64_t>(config.dynamic_batching().max_queue_delay_microseconds())
@@ -78,8 +76,7 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("model repository '", dir, "' is not a directory"));
+    return absl::NotFoundError(absl::StrCat("model repository '", dir, "' is not a directory"));
   }
   std::vector<fs::path> folders;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {

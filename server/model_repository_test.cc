@@ -47,8 +47,7 @@ TEST_F(RepositoryTest, LoadsModelsWithTheirBatchingPolicy) {
   EXPECT_EQ(q.max_batch_size, 8);
   EXPECT_EQ(q.max_queue_delay, absl::Microseconds(2500));
   EXPECT_EQ(q.max_queue_size, 3);
-  EXPECT_EQ((*(*engine)->GetModelSpec("small"))->outputs[0].shape,
-            (std::vector<int64_t>{-1, 16}));
+  EXPECT_EQ((*(*engine)->GetModelSpec("small"))->outputs[0].shape, (std::vector<int64_t>{-1, 16}));
   const QueueOptions d = *(*engine)->GetBatchingOptions("defaults");
   EXPECT_EQ(d.max_batch_size, kDefaultMaxBatchSize);
   EXPECT_EQ(d.max_queue_delay, absl::Microseconds(kDefaultMaxQueueDelayUs));
@@ -80,9 +79,9 @@ TEST_F(RepositoryTest, UnknownFieldBackendAndParameterAreNamed) {
   fs::remove_all(dir_ / "c");
   Write("d", R"(backend: "embed_pool"
                parameters { key: "seed" value { string_value: "x1" } })");
-  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "parameter 'seed' = 'x1' is not an integer"));
+  EXPECT_THAT(
+      LoadModelRepository(dir_.string(), engine->get()),
+      StatusIs(absl::StatusCode::kInvalidArgument, "parameter 'seed' = 'x1' is not an integer"));
 }
 
 TEST_F(RepositoryTest, MissingConfigBackendOrMismatchedName) {

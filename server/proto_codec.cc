@@ -2,10 +2,10 @@
 
 #include <cstring>
 #include <limits>
-#include "absl/strings/string_view.h"
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -16,13 +16,12 @@ using InputProto = inference::ModelInferRequest::InferInputTensor;
 // Copies a repeated typed field into tensor bytes as `Dst`, checking its
 // length against the shape and every value against Dst's range.
 template <typename Dst, typename Repeated>
-absl::Status CopyTyped(const Repeated& field, absl::string_view field_name,
-                       int64_t count, const std::string& what, Tensor* t) {
+absl::Status CopyTyped(const Repeated& field, absl::string_view field_name, int64_t count,
+                       const std::string& what, Tensor* t) {
   if (static_cast<int64_t>(field.size()) != count) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " has ", field.size(), " values in contents.", field_name,
-        "; its shape ", ShapeToString(t->shape), " and datatype ",
-        DataTypeName(t->dtype), " need ", count));
+        what, " has ", field.size(), " values in contents.", field_name, "; its shape ",
+        ShapeToString(t->shape), " and datatype ", DataTypeName(t->dtype), " need ", count));
   }
   t->data.resize(static_cast<size_t>(count) * sizeof(Dst));
   Dst* out = t->mutable_as<Dst>();
@@ -33,9 +32,8 @@ absl::Status CopyTyped(const Repeated& field, absl::string_view field_name,
                   sizeof(Dst) < sizeof(Src)) {
       if (v < static_cast<Src>(std::numeric_limits<Dst>::min()) ||
           v > static_cast<Src>(std::numeric_limits<Dst>::max())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " value ", v, " at index ", i, " does not fit ",
-            DataTypeName(t->dtype)));
+        return absl::InvalidArgumentError(absl::StrCat(what, " value ", v, " at index ", i,
+                                                       " does not fit ", DataTypeName(t->dtype)));
       }
     }
     out[i] = static_cast<Dst>(v);
@@ -44,13 +42,12 @@ absl::Status CopyTyped(const Repeated& field, absl::string_view field_name,
 }
 
 // BYTES elements in the raw KServe layout: 4-byte little-endian length, data.
-absl::Status CopyBytes(const InputProto& input, int64_t count, const std::string& what,
-                       Tensor* t) {
+absl::Status CopyBytes(const InputProto& input, int64_t count, const std::string& what, Tensor* t) {
   const auto& field = input.contents().bytes_contents();
   if (static_cast<int64_t>(field.size()) != count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " has ", field.size(), " values in contents.bytes_contents; its shape ",
-        ShapeToString(t->shape), " needs ", count));
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", field.size(),
+                                                   " values in contents.bytes_contents; its shape ",
+                                                   ShapeToString(t->shape), " needs ", count));
   }
   for (const std::string& s : field) {
     if (s.size() > std::numeric_limits<uint32_t>::max()) {
@@ -58,16 +55,15 @@ absl::Status CopyBytes(const InputProto& input, int64_t count, const std::string
     }
     const uint32_t n = static_cast<uint32_t>(s.size());
     const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                         static_cast<char>((n >> 16) & 0xff),
-                         static_cast<char>((n >> 24) & 0xff)};
+                         static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
     t->data.append(len, 4);
     t->data.append(s);
   }
   return absl::OkStatus();
 }
 
-absl::Status FromTypedContents(const InputProto& input, int64_t count,
-                               const std::string& what, Tensor* t) {
+absl::Status FromTypedContents(const InputProto& input, int64_t count, const std::string& what,
+                               Tensor* t) {
   const inference::InferTensorContents& c = input.contents();
   switch (t->dtype) {
     case DataType::kBool:
@@ -98,9 +94,9 @@ absl::Status FromTypedContents(const InputProto& input, int64_t count,
     case DataType::kBf16:
       break;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " has datatype ", DataTypeName(t->dtype),
-      ", which has no typed contents field; send it in raw_input_contents"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " has datatype ", DataTypeName(t->dtype),
+                   ", which has no typed contents field; send it in raw_input_contents"));
 }
 
 }  // namespace
@@ -113,9 +109,9 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
   const int num_raw = proto->raw_input_contents_size();
   const bool use_raw = num_raw > 0;
   if (use_raw && num_raw != num_inputs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request has ", num_raw, " raw_input_contents entries for ", num_inputs,
-        " inputs; it must have exactly one per input, in input order"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", num_raw, " raw_input_contents entries for ", num_inputs,
+                     " inputs; it must have exactly one per input, in input order"));
   }
   request.inputs.reserve(num_inputs);
   for (int i = 0; i < num_inputs; ++i) {
@@ -125,19 +121,20 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
     t.name = input.name();
     std::optional<DataType> dtype = DataTypeFromName(input.datatype());
     if (!dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has unknown datatype '", input.datatype(),
-          "'; KServe v2 datatypes are BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
-          "INT16, INT32, INT64, FP16, BF16, FP32, FP64, BYTES"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has unknown datatype '", input.datatype(),
+                       "'; KServe v2 datatypes are BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
+                       "INT16, INT32, INT64, FP16, BF16, FP32, FP64, BYTES"));
     }
     t.dtype = *dtype;
     t.shape.assign(input.shape().begin(), input.shape().end());
     INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, what));
     if (use_raw) {
       if (input.has_contents()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " sets 'contents' but the request uses raw_input_contents; "
-                  "use one or the other"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what,
+                         " sets 'contents' but the request uses raw_input_contents; "
+                         "use one or the other"));
       }
       std::string* raw = proto->mutable_raw_input_contents(i);
       if (t.dtype != DataType::kBytes) {
@@ -145,8 +142,7 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
         if (static_cast<int64_t>(raw->size()) != bytes) {
           return absl::InvalidArgumentError(absl::StrCat(
               what, " has ", raw->size(), " bytes in raw_input_contents; its shape ",
-              ShapeToString(t.shape), " and datatype ", DataTypeName(t.dtype),
-              " need ", bytes));
+              ShapeToString(t.shape), " and datatype ", DataTypeName(t.dtype), " need ", bytes));
         }
       }
       t.data.swap(*raw);

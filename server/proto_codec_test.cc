@@ -76,8 +76,9 @@ TEST(ProtoCodecTest, RawCountMismatch) {
 TEST(ProtoCodecTest, RawSizeMismatch) {
   inference::ModelInferRequest p = RawRequest({1, 2, 3}, {1, 4});
   EXPECT_THAT(RequestFromProto(&p),
-              StatusIs(kInvalid, "input 'input_ids' has 24 bytes in raw_input_contents; its "
-                                 "shape [1,4] and datatype INT64 need 32"));
+              StatusIs(kInvalid,
+                       "input 'input_ids' has 24 bytes in raw_input_contents; its "
+                       "shape [1,4] and datatype INT64 need 32"));
 }
 
 TEST(ProtoCodecTest, ContentsMixedWithRaw) {
@@ -113,15 +114,15 @@ TEST(ProtoCodecTest, TypedContentsOfWrongLengthOrKind) {
   in->mutable_contents()->add_int64_contents(1);
   in->mutable_contents()->add_int64_contents(2);
   EXPECT_THAT(RequestFromProto(&p),
-              StatusIs(kInvalid, "input 'a' has 2 values in contents.int64_contents; its "
-                                 "shape [1000000000] and datatype INT64 need 1000000000"));
+              StatusIs(kInvalid,
+                       "input 'a' has 2 values in contents.int64_contents; its "
+                       "shape [1000000000] and datatype INT64 need 1000000000"));
   in->clear_shape();
   in->add_shape(2);
   in->clear_contents();
   in->mutable_contents()->add_fp32_contents(1.0f);  // wrong field for INT64
   in->mutable_contents()->add_fp32_contents(2.0f);
-  EXPECT_THAT(RequestFromProto(&p),
-              StatusIs(kInvalid, "has 0 values in contents.int64_contents"));
+  EXPECT_THAT(RequestFromProto(&p), StatusIs(kInvalid, "has 0 values in contents.int64_contents"));
 }
 
 TEST(ProtoCodecTest, NarrowTypesAreRangeChecked) {

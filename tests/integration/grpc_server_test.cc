@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 
 #include "grpc_service.grpc.pb.h"
@@ -21,8 +21,8 @@ namespace infer {
 namespace {
 
 namespace fs = std::filesystem;
-using inference::GRPCInferenceService;
 using ::infer::testing::ServerProcess;
+using inference::GRPCInferenceService;
 
 constexpr char kSmallConfig[] = R"(
   backend: "embed_pool"
@@ -67,8 +67,8 @@ std::string ServerBinary() {
 fs::path WriteRepository() {
   const fs::path dir = fs::temp_directory_path() / ("infer_it_repo_" + std::to_string(getpid()));
   fs::remove_all(dir);
-  for (const auto& [name, text] : {std::pair{"small", kSmallConfig},
-                                   std::pair{"tiny_queue", kTinyQueueConfig}}) {
+  for (const auto& [name, text] :
+       {std::pair{"small", kSmallConfig}, std::pair{"tiny_queue", kTinyQueueConfig}}) {
     fs::create_directories(dir / name);
     std::ofstream(dir / name / "config.pbtxt") << text;
   }
@@ -117,8 +117,7 @@ class GrpcServerTest : public ::testing::Test {
     stub_ = GRPCInferenceService::NewStub(channel_);
   }
 
-  grpc::Status Infer(const inference::ModelInferRequest& req,
-                     inference::ModelInferResponse* resp) {
+  grpc::Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     return stub_->ModelInfer(&ctx, req, resp);
@@ -313,7 +312,8 @@ std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
     c->req.set_id(std::to_string(i));
     c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     stub->async()->ModelInfer(&c->ctx, &c->req, &c->resp, [&, c, i](grpc::Status s) {
-      if (s.ok() && (c->resp.id() != std::to_string(i) || c->resp.raw_output_contents_size() != 1)) {
+      if (s.ok() &&
+          (c->resp.id() != std::to_string(i) || c->resp.raw_output_contents_size() != 1)) {
         ++*bad_outputs;
       }
       std::lock_guard<std::mutex> lock(mu);
@@ -373,7 +373,8 @@ TEST_F(GrpcServerTest, FullQueueRefusesWithUnavailable) {
 }
 
 TEST(GrpcServerLifecycleTest, SigtermDrainsAndExitsZero) {
-  auto server = ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--shutdown-grace-s", "0.5"});
+  auto server =
+      ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--shutdown-grace-s", "0.5"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = GRPCInferenceService::NewStub(
       grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
@@ -390,8 +391,8 @@ TEST(GrpcServerLifecycleTest, BadRepositoryFailsAtStartWithTheReason) {
   const fs::path dir = fs::temp_directory_path() / ("infer_bad_repo_" + std::to_string(getpid()));
   fs::create_directories(dir / "m");
   std::ofstream(dir / "m" / "config.pbtxt") << "backend: \"embed_pool\"\nmax_batch_size: -3\n";
-  auto server = ServerProcess::Start(ServerBinary(),
-                                     {"--device", "cpu", "--model-repository", dir.string()});
+  auto server =
+      ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--model-repository", dir.string()});
   fs::remove_all(dir);
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("field 'max_batch_size' = -3"), std::string::npos)
