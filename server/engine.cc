@@ -1,6 +1,7 @@
 #include "server/engine.h"
 
 #include <algorithm>
+#include <exception>
 #include <future>
 #include <utility>
 
@@ -159,7 +160,14 @@ void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTa
     response_ptrs.push_back(&responses[i]);
     rows += batch[i]->rows;
   }
-  absl::Status status = entry->model->Execute(requests, response_ptrs);
+  absl::Status status;
+  try {
+    status = entry->model->Execute(requests, response_ptrs);
+  } catch (const std::exception& e) {
+    // A model must not take the process down: its exception fails only
+    // this batch.
+    status = absl::InternalError(absl::StrCat("exception: ", e.what()));
+  }
   const absl::Time end = clock_->Now();
   if (!status.ok()) {
     status = absl::InternalError(

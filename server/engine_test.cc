@@ -37,6 +37,9 @@ class FlakyModel final : public Model {
   const ModelSpec& spec() const override { return spec_; }
   absl::Status Execute(absl::Span<const InferRequest* const> requests,
                        absl::Span<InferResponse* const> responses) override {
+    if (throw_next_.exchange(false)) {
+      throw std::runtime_error("simulated exception");
+    }
     if (failures_-- > 0) return absl::InternalError("simulated kernel failure");
     for (size_t i = 0; i < requests.size(); ++i) {
       for (const char* name : {"rows", "unused"}) {
@@ -52,9 +55,12 @@ class FlakyModel final : public Model {
     return absl::OkStatus();
   }
 
+  void ThrowNext() { throw_next_ = true; }
+
  private:
   ModelSpec spec_;
   int failures_;
+  std::atomic<bool> throw_next_{false};
 };
 
 std::unique_ptr<Engine> CpuEngine() {
@@ -147,6 +153,17 @@ TEST(EngineTest, ModelFailureIsInternalAndServingContinues) {
   auto r = engine->Infer(Ids("flaky", {1, 2, 3, 4}, 2));
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(*r->outputs[0].as<int64_t>(), 2);
+}
+
+TEST(EngineTest, ModelExceptionIsInternalAndServingContinues) {
+  auto engine = CpuEngine();
+  auto model = std::make_unique<FlakyModel>(0);
+  FlakyModel* flaky = model.get();
+  ASSERT_THAT(engine->AddModel(std::move(model), Batching(4, absl::ZeroDuration())), IsOk());
+  flaky->ThrowNext();  // no request is in flight: the engine's worker is idle
+  EXPECT_THAT(engine->Infer(Ids("flaky", {1})),
+              StatusIs(absl::StatusCode::kInternal, "exception: simulated exception"));
+  EXPECT_THAT(engine->Infer(Ids("flaky", {1})), IsOk());
 }
 
 TEST(EngineTest, ReturnsOnlyRequestedOutputsInRequestOrder) {
