@@ -19,6 +19,7 @@ import tempfile
 import threading
 import unittest
 
+import grpc
 import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
@@ -97,7 +98,8 @@ class TritonClientCompatibilityTest(unittest.TestCase):
             raise RuntimeError("infer-server did not start:\n" + "".join(cls.log))
         # Keep draining the server's output so it never blocks on a full pipe.
         threading.Thread(target=lambda: cls.log.extend(cls.proc.stdout), daemon=True).start()
-        cls.client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+        cls.address = f"127.0.0.1:{port}"
+        cls.client = grpcclient.InferenceServerClient(cls.address)
 
     @classmethod
     def tearDownClass(cls):
@@ -128,6 +130,19 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual([int(d) for d in meta["outputs"][0]["shape"]], [-1, DIM])
         index = self.client.get_model_repository_index(as_json=True)
         self.assertEqual([m["name"] for m in index["models"]], ["tiny"])
+
+    def test_grpc_health_check(self):
+        # grpc.health.v1.Health/Check with hand-encoded messages: an empty
+        # HealthCheckRequest, and HealthCheckResponse{status: SERVING (1)}
+        # is the two bytes 08 01.
+        with grpc.insecure_channel(self.address) as channel:
+            check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                        request_serializer=lambda b: b,
+                                        response_deserializer=lambda b: b)
+            self.assertEqual(check(b"", timeout=10), b"\x08\x01")
+            with self.assertRaises(grpc.RpcError) as e:
+                check(b"\x0a\x03foo", timeout=10)  # service "foo"
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_embeddings_match_independent_numpy_reference(self):
         ids = np.array([[101, 7, 42, 999, 102], [101, 5, 102, 0, 0]], dtype=np.int64)
