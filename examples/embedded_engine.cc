@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());
     return 1;
   }
-  auto model = infer::EmbedPoolModel::Create(infer::EmbedPoolOptions{}, (*engine)->device());
+  auto model = infer::EmbedPoolModel::Create(infer::EmbedPoolOptions{}, (*engine)->context());
   if (!model.ok()) {
     std::fprintf(stderr, "model: %s\n", model.status().ToString().c_str());
     return 1;

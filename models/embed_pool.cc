@@ -52,10 +52,11 @@ absl::Status CheckOptions(const EmbedPoolOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<DeviceBuffer> Upload(Device* device, Stream* stream,
+absl::StatusOr<DeviceBuffer> Upload(const DeviceContext& ctx, Stream* stream,
                                     const std::vector<float>& host) {
+  Device* device = ctx.device;
   INFER_ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                         DeviceBuffer::Allocate(device, host.size() * sizeof(float)));
+                         DeviceBuffer::Allocate(ctx.allocator, host.size() * sizeof(float), stream));
   INFER_RETURN_IF_ERROR(
       device->CopyToDevice(buffer.get(), host.data(), host.size() * sizeof(float), stream));
   return buffer;
@@ -75,8 +76,8 @@ EmbedPoolModel::HostWeights EmbedPoolModel::GenerateWeights(const EmbedPoolOptio
   return w;
 }
 
-EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, Device* device)
-    : options_(options), device_(device) {
+EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, const DeviceContext& context)
+    : options_(options), device_(context.device), allocator_(context.allocator) {
   spec_.name = options.name;
   spec_.platform = "infer_embed_pool";
   spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
@@ -84,16 +85,20 @@ EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, Device* device)
 }
 
 absl::StatusOr<std::unique_ptr<EmbedPoolModel>> EmbedPoolModel::Create(
-    const EmbedPoolOptions& options, Device* device) {
+    const EmbedPoolOptions& options, const DeviceContext& context) {
   INFER_RETURN_IF_ERROR(CheckOptions(options));
-  std::unique_ptr<EmbedPoolModel> model(new EmbedPoolModel(options, device));
+  if (context.device == nullptr || context.allocator == nullptr) {
+    return absl::InvalidArgumentError("embed_pool: the device context is incomplete");
+  }
+  Device* device = context.device;
+  std::unique_ptr<EmbedPoolModel> model(new EmbedPoolModel(options, context));
   model->kernels_ = CreateEmbedPoolKernels(*device);
   INFER_ASSIGN_OR_RETURN(model->stream_, device->CreateStream());
   const HostWeights w = GenerateWeights(options);
   Stream* stream = model->stream_.get();
-  INFER_ASSIGN_OR_RETURN(model->table_, Upload(device, stream, w.table));
-  INFER_ASSIGN_OR_RETURN(model->dense_, Upload(device, stream, w.dense));
-  INFER_ASSIGN_OR_RETURN(model->bias_, Upload(device, stream, w.bias));
+  INFER_ASSIGN_OR_RETURN(model->table_, Upload(context, stream, w.table));
+  INFER_ASSIGN_OR_RETURN(model->dense_, Upload(context, stream, w.dense));
+  INFER_ASSIGN_OR_RETURN(model->bias_, Upload(context, stream, w.bias));
   // The host vectors die with this scope: wait for the copies.
   INFER_RETURN_IF_ERROR(device->SynchronizeStream(stream));
   return model;
@@ -141,13 +146,13 @@ absl::Status EmbedPoolModel::Execute(absl::Span<const InferRequest* const> reque
     }
     const int64_t tokens = rows * seq;
     INFER_ASSIGN_OR_RETURN(DeviceBuffer d_ids,
-                           DeviceBuffer::Allocate(device_, tokens * sizeof(int64_t)));
+                           DeviceBuffer::Allocate(allocator_, tokens * sizeof(int64_t), stream_.get()));
     INFER_ASSIGN_OR_RETURN(DeviceBuffer d_x,
-                           DeviceBuffer::Allocate(device_, tokens * hidden * sizeof(float)));
+                           DeviceBuffer::Allocate(allocator_, tokens * hidden * sizeof(float), stream_.get()));
     INFER_ASSIGN_OR_RETURN(DeviceBuffer d_y,
-                           DeviceBuffer::Allocate(device_, tokens * dim * sizeof(float)));
+                           DeviceBuffer::Allocate(allocator_, tokens * dim * sizeof(float), stream_.get()));
     INFER_ASSIGN_OR_RETURN(DeviceBuffer d_out,
-                           DeviceBuffer::Allocate(device_, rows * dim * sizeof(float)));
+                           DeviceBuffer::Allocate(allocator_, rows * dim * sizeof(float), stream_.get()));
     Stream* s = stream_.get();
     INFER_RETURN_IF_ERROR(
         device_->CopyToDevice(d_ids.get(), ids.data(), tokens * sizeof(int64_t), s));

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "models/embed_pool_kernels.h"
 #include "models/model.h"
-#include "runtime/device.h"
+#include "runtime/device_context.h"
 
 namespace infer {
 
@@ -42,10 +42,11 @@ struct EmbedPoolOptions {
 
 class EmbedPoolModel final : public Model {
  public:
-  // Generates the weights and uploads them to `device`, which is borrowed
-  // and must outlive the model.
+  // Generates the weights and uploads them to the context's device; all
+  // device memory (weights, activations) comes from the context's allocator.
+  // The context's members are borrowed and must outlive the model.
   static absl::StatusOr<std::unique_ptr<EmbedPoolModel>> Create(const EmbedPoolOptions& options,
-                                                                Device* device);
+                                                                const DeviceContext& context);
 
   const ModelSpec& spec() const override { return spec_; }
   absl::Status ValidateRequest(const InferRequest& request) const override;
@@ -63,12 +64,13 @@ class EmbedPoolModel final : public Model {
   static HostWeights GenerateWeights(const EmbedPoolOptions& options);
 
  private:
-  EmbedPoolModel(const EmbedPoolOptions& options, Device* device);
+  EmbedPoolModel(const EmbedPoolOptions& options, const DeviceContext& context);
 
   // Constant after Create.
   const EmbedPoolOptions options_;
   ModelSpec spec_;
   Device* const device_;
+  CachingAllocator* const allocator_;
   std::unique_ptr<EmbedPoolKernels> kernels_;
   std::unique_ptr<Stream> stream_;
   DeviceBuffer table_, dense_, bias_;

@@ -5,12 +5,14 @@
 #include <random>
 
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_device.h"
 
 namespace infer {
 namespace {
 
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
+using ::infer::testing::TestDevice;
 
 EmbedPoolOptions Small() {
   EmbedPoolOptions o;
@@ -86,8 +88,8 @@ std::vector<std::string> Devices() {
 }
 
 TEST(EmbedPoolTest, SpecDeclaresInputsAndOutputs) {
-  auto device = CreateDevice("cpu");
-  auto model = EmbedPoolModel::Create(Small(), device->get());
+  auto device = TestDevice::Create("cpu");
+  auto model = EmbedPoolModel::Create(Small(), (*device)->context());
   ASSERT_TRUE(model.ok());
   const ModelSpec& s = (*model)->spec();
   EXPECT_EQ(s.name, "ep");
@@ -101,9 +103,9 @@ TEST(EmbedPoolTest, SpecDeclaresInputsAndOutputs) {
 TEST(EmbedPoolTest, MatchesNaiveReferenceOnEveryDevice) {
   for (const std::string& spec : Devices()) {
     SCOPED_TRACE(spec);
-    auto device = CreateDevice(spec);
+    auto device = TestDevice::Create(spec);
     ASSERT_TRUE(device.ok());
-    auto model = EmbedPoolModel::Create(Small(), device->get());
+    auto model = EmbedPoolModel::Create(Small(), (*device)->context());
     ASSERT_TRUE(model.ok()) << model.status();
     const std::vector<std::vector<int64_t>> rows = {{3, 9, 27, 0, 0}, {1, 2, 3, 4, 5}};
     std::vector<InferRequest> requests = {Ids(rows)};
@@ -119,8 +121,8 @@ TEST(EmbedPoolTest, MatchesNaiveReferenceOnEveryDevice) {
 }
 
 TEST(EmbedPoolTest, BatchMatesAndPaddingDoNotChangeAnEmbedding) {
-  auto device = CreateDevice("cpu");
-  auto model = EmbedPoolModel::Create(Small(), device->get());
+  auto device = TestDevice::Create("cpu");
+  auto model = EmbedPoolModel::Create(Small(), (*device)->context());
   ASSERT_TRUE(model.ok());
   std::vector<InferRequest> alone = {Ids({{5, 6, 7}})};
   const std::vector<float> solo = Row(ExecuteAll(**model, alone)[0], 0);
@@ -132,8 +134,8 @@ TEST(EmbedPoolTest, BatchMatesAndPaddingDoNotChangeAnEmbedding) {
 }
 
 TEST(EmbedPoolTest, AllPaddingGivesZeros) {
-  auto device = CreateDevice("cpu");
-  auto model = EmbedPoolModel::Create(Small(), device->get());
+  auto device = TestDevice::Create("cpu");
+  auto model = EmbedPoolModel::Create(Small(), (*device)->context());
   std::vector<InferRequest> r = {Ids({{0, 0, 0}})};
   for (float v : Row(ExecuteAll(**model, r)[0], 0)) EXPECT_EQ(v, 0.0f);
 }
@@ -148,8 +150,8 @@ TEST(EmbedPoolTest, SameSeedSameWeights) {
 }
 
 TEST(EmbedPoolTest, RejectsOutOfRangeIdsAndLongSequences) {
-  auto device = CreateDevice("cpu");
-  auto model = EmbedPoolModel::Create(Small(), device->get());
+  auto device = TestDevice::Create("cpu");
+  auto model = EmbedPoolModel::Create(Small(), (*device)->context());
   EXPECT_THAT((*model)->ValidateRequest(Ids({{1, 50}})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "token id 50 at flat index 1; model 'ep' accepts ids in [0, 50)"));
@@ -162,14 +164,14 @@ TEST(EmbedPoolTest, RejectsOutOfRangeIdsAndLongSequences) {
 }
 
 TEST(EmbedPoolTest, CreateRejectsBadOptions) {
-  auto device = CreateDevice("cpu");
+  auto device = TestDevice::Create("cpu");
   EmbedPoolOptions o = Small();
   o.hidden_size = 0;
-  EXPECT_THAT(EmbedPoolModel::Create(o, device->get()),
+  EXPECT_THAT(EmbedPoolModel::Create(o, (*device)->context()),
               StatusIs(absl::StatusCode::kInvalidArgument, "hidden_size must be >= 1"));
   o = Small();
   o.pad_id = 50;
-  EXPECT_THAT(EmbedPoolModel::Create(o, device->get()),
+  EXPECT_THAT(EmbedPoolModel::Create(o, (*device)->context()),
               StatusIs(absl::StatusCode::kInvalidArgument, "pad_id 50 is outside [0, 50)"));
 }
 
@@ -177,11 +179,11 @@ TEST(EmbedPoolTest, GpuMatchesCpu) {
   const CudaAvailability cuda = ProbeCuda();
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
   EmbedPoolOptions o;  // the served defaults
-  auto cpu = CreateDevice("cpu");
-  auto gpu = CreateDevice("cuda:0");
+  auto cpu = TestDevice::Create("cpu");
+  auto gpu = TestDevice::Create("cuda:0");
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto cpu_model = EmbedPoolModel::Create(o, cpu->get());
-  auto gpu_model = EmbedPoolModel::Create(o, gpu->get());
+  auto cpu_model = EmbedPoolModel::Create(o, (*cpu)->context());
+  auto gpu_model = EmbedPoolModel::Create(o, (*gpu)->context());
   ASSERT_TRUE(gpu_model.ok()) << gpu_model.status();
   std::mt19937 rng(3);
   std::vector<std::vector<int64_t>> rows(32, std::vector<int64_t>(128));

@@ -23,7 +23,7 @@ absl::Status ParseParam(const ModelParams& params, const std::string& key, T* ou
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
-                                                       const ModelParams& params, Device* device) {
+                                                       const ModelParams& params, const DeviceContext& context) {
   static const char* const kKeys[] = {"vocab_size", "hidden_size",         "embedding_size",
                                       "pad_id",     "max_sequence_length", "seed"};
   for (const auto& [key, value] : params) {
@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
   INFER_RETURN_IF_ERROR(ParseParam(params, "pad_id", &o.pad_id));
   INFER_RETURN_IF_ERROR(ParseParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_RETURN_IF_ERROR(ParseParam(params, "seed", &o.seed));
-  INFER_ASSIGN_OR_RETURN(std::unique_ptr<EmbedPoolModel> model, EmbedPoolModel::Create(o, device));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<EmbedPoolModel> model, EmbedPoolModel::Create(o, context));
   return std::unique_ptr<Model>(std::move(model));
 }
 
@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
                                                           const std::string& name,
                                                           const ModelParams& params,
-                                                          Device* device) {
-  if (backend == "embed_pool") return CreateEmbedPool(name, params, device);
+                                                          const DeviceContext& context) {
+  if (backend == "embed_pool") return CreateEmbedPool(name, params, context);
   return absl::InvalidArgumentError(
       absl::StrCat("unknown backend '", backend,
                    "'; built-in backends: ", absl::StrJoin(BuiltinBackends(), ", ")));

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "models/model.h"
-#include "runtime/device.h"
+#include "runtime/device_context.h"
 
 namespace infer {
 
@@ -19,12 +19,12 @@ using ModelParams = absl::flat_hash_map<std::string, std::string>;
 
 // Creates the model `backend` serves under `name`. INVALID_ARGUMENT for an
 // unknown backend, an unknown parameter or a malformed value (each naming
-// the key and what is accepted). `device` is borrowed and must outlive the
-// model.
+// the key and what is accepted). The context is borrowed and must outlive
+// the model.
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
                                                           const std::string& name,
                                                           const ModelParams& params,
-                                                          Device* device);
+                                                          const DeviceContext& context);
 
 std::vector<std::string> BuiltinBackends();
 

@@ -40,6 +40,9 @@ class CpuDevice final : public Device {
   }
   void Free(void* ptr) override { std::free(ptr); }
 
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override { return Allocate(bytes); }
+  void FreeHost(void* ptr) override { std::free(ptr); }
+
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
     return std::make_unique<CpuStream>();
   }
@@ -62,6 +65,7 @@ class CpuDevice final : public Device {
   absl::Status StreamWaitEvent(Stream*, Event*) override { return absl::OkStatus(); }
   absl::Status SynchronizeEvent(Event*) override { return absl::OkStatus(); }
   absl::Status SynchronizeStream(Stream*) override { return absl::OkStatus(); }
+  absl::StatusOr<bool> QueryEvent(Event*) override { return true; }
 
   absl::Status Sgemm(Stream*, const GemmArgs& g) override {
     if (g.m == 0 || g.n == 0) return absl::OkStatus();

@@ -75,6 +75,21 @@ class CudaDevice final : public Device {
     cudaFree(ptr);
   }
 
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override {
+    if (absl::Status s = SetDevice(); !s.ok()) return s;
+    void* ptr = nullptr;
+    const cudaError_t err = cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          spec(), ": cudaHostAlloc of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+    }
+    return ptr;
+  }
+  void FreeHost(void* ptr) override {
+    if (ptr != nullptr) cudaFreeHost(ptr);
+  }
+
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     cudaStream_t stream = nullptr;
@@ -132,6 +147,16 @@ class CudaDevice final : public Device {
   absl::Status SynchronizeStream(Stream* stream) override {
     INFER_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(Native(stream)), "cudaStreamSynchronize");
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> QueryEvent(Event* event) override {
+    const cudaError_t err = cudaEventQuery(Native(event));
+    if (err == cudaSuccess) return true;
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();  // not-ready is not an error; clear it
+      return false;
+    }
+    return CudaStatus(err, "cudaEventQuery");
   }
 
   absl::Status Sgemm(Stream* stream, const GemmArgs& g) override {

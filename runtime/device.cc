@@ -1,7 +1,5 @@
 #include "runtime/device.h"
 
-#include <utility>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -16,33 +14,6 @@ namespace infer {
 std::string Device::spec() const {
   const DeviceInfo& i = info();
   return i.kind == DeviceKind::kCpu ? "cpu" : absl::StrCat("cuda:", i.ordinal);
-}
-
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(Device* device, size_t bytes) {
-  absl::StatusOr<void*> ptr = device->Allocate(bytes);
-  if (!ptr.ok()) return ptr.status();
-  DeviceBuffer buffer;
-  buffer.device_ = device;
-  buffer.ptr_ = *ptr;
-  buffer.bytes_ = bytes;
-  return buffer;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    device_ = std::exchange(other.device_, nullptr);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void DeviceBuffer::Reset() {
-  if (ptr_ != nullptr) device_->Free(ptr_);
-  device_ = nullptr;
-  ptr_ = nullptr;
-  bytes_ = 0;
 }
 
 CudaAvailability ProbeCuda() {

@@ -72,9 +72,17 @@ class Device {
   // "cpu" or "cuda:N".
   std::string spec() const;
 
-  // Device memory, at least 256-byte aligned. RESOURCE_EXHAUSTED on failure.
+  // Raw device memory, at least 256-byte aligned; RESOURCE_EXHAUSTED on
+  // failure. Only the CachingAllocator (runtime/caching_allocator.h) should
+  // call these: everything else allocates through it, under its budget.
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
+
+  // Host memory the device copies from and to asynchronously: page-locked
+  // (cudaHostAlloc) on CUDA, aligned heap memory on the CPU. Used through the
+  // HostStagingPool (runtime/staging_pool.h).
+  virtual absl::StatusOr<void*> AllocateHost(size_t bytes) = 0;
+  virtual void FreeHost(void* ptr) = 0;
 
   virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
   virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
@@ -91,37 +99,15 @@ class Device {
   // Blocks the calling thread until the event / all work on the stream is done.
   virtual absl::Status SynchronizeEvent(Event* event) = 0;
   virtual absl::Status SynchronizeStream(Stream* stream) = 0;
+  // True when the work before the event's last record has completed (an
+  // event never recorded counts as complete). Does not block.
+  virtual absl::StatusOr<bool> QueryEvent(Event* event) = 0;
 
   // Enqueues a GEMM on `stream` (OpenBLAS on the CPU, cuBLAS on CUDA).
   virtual absl::Status Sgemm(Stream* stream, const GemmArgs& args) = 0;
 
  protected:
   Device() = default;
-};
-
-// RAII owner of one device allocation. Movable, not copyable.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  static absl::StatusOr<DeviceBuffer> Allocate(Device* device, size_t bytes);
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t size() const { return bytes_; }
-  void Reset();
-
- private:
-  Device* device_ = nullptr;  // borrowed: devices outlive their buffers
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 // Whether a usable CUDA device exists, and why not when none does.

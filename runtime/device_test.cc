@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include "runtime/caching_allocator.h"
+
 #include <vector>
 
 #include "tests/testing/status_matchers.h"
@@ -47,11 +49,13 @@ TEST(DeviceTest, CopiesRoundTripAndGemmMatchesReference) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
         for (int k = 0; k < 4; ++k) expect[i * 3 + j] += a[i * 4 + k] * b[k * 3 + j];
-    auto da = DeviceBuffer::Allocate(d, a.size() * 4);
-    auto db = DeviceBuffer::Allocate(d, b.size() * 4);
-    auto dc = DeviceBuffer::Allocate(d, 6 * 4);
-    ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
+    auto alloc = CachingAllocator::Create(d, CachingAllocatorOptions{});
+    ASSERT_TRUE(alloc.ok());
     Stream* s = stream->get();
+    auto da = DeviceBuffer::Allocate(alloc->get(), a.size() * 4, s);
+    auto db = DeviceBuffer::Allocate(alloc->get(), b.size() * 4, s);
+    auto dc = DeviceBuffer::Allocate(alloc->get(), 6 * 4, s);
+    ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
     ASSERT_TRUE(d->CopyToDevice(da->get(), a.data(), a.size() * 4, s).ok());
     ASSERT_TRUE(d->CopyToDevice(db->get(), b.data(), b.size() * 4, s).ok());
     GemmArgs g;

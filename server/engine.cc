@@ -53,15 +53,21 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<Device> device, Clock* clock)
-    : device_(std::move(device)), clock_(clock != nullptr ? clock : RealClock()) {}
+Engine::Engine(std::unique_ptr<Device> device, std::unique_ptr<CachingAllocator> allocator,
+               Clock* clock)
+    : device_(std::move(device)),
+      allocator_(std::move(allocator)),
+      clock_(clock != nullptr ? clock : RealClock()) {}
 
 Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   const std::string spec = options.device.empty() ? DefaultDeviceSpec() : options.device;
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice(spec));
-  return std::unique_ptr<Engine>(new Engine(std::move(device), options.clock));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<CachingAllocator> allocator,
+                         CachingAllocator::Create(device.get(), options.memory));
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(device), std::move(allocator), options.clock));
 }
 
 absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching) {

@@ -32,7 +32,9 @@
 #include "batching/batch_queue.h"
 #include "batching/clock.h"
 #include "models/model.h"
+#include "runtime/caching_allocator.h"
 #include "runtime/device.h"
+#include "runtime/device_context.h"
 
 namespace infer {
 
@@ -41,6 +43,8 @@ struct EngineOptions {
   std::string device;
   // Time source for queueing; nullptr means RealClock(). Borrowed.
   Clock* clock = nullptr;
+  // The device memory budget every model allocates under.
+  CachingAllocatorOptions memory;
 };
 
 // Cumulative count and total duration of one kind of event.
@@ -77,6 +81,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   Device* device() const { return device_.get(); }
+  CachingAllocator* allocator() const { return allocator_.get(); }
+  // What models for this engine are created with.
+  DeviceContext context() const { return {device_.get(), allocator_.get()}; }
 
   // Serves `model` under model->spec().name with the given batching policy.
   // ALREADY_EXISTS if the name is taken; INVALID_ARGUMENT for bad options.
@@ -108,14 +115,16 @@ class Engine {
   struct ModelEntry;
   struct InferTask;
 
-  explicit Engine(std::unique_ptr<Device> device, Clock* clock);
+  Engine(std::unique_ptr<Device> device, std::unique_ptr<CachingAllocator> allocator,
+         Clock* clock);
   std::shared_ptr<ModelEntry> Find(const std::string& name) const;
   absl::Status NotFound(const std::string& name) const;
   void ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch);
 
-  // Constant after construction. device_ is declared first so it is
-  // destroyed after the models that use it.
+  // Constant after construction. The device, then the allocator, are
+  // declared first so they are destroyed after the models that use them.
   const std::unique_ptr<Device> device_;
+  const std::unique_ptr<CachingAllocator> allocator_;
   Clock* const clock_;
 
   mutable std::mutex mu_;

@@ -98,7 +98,7 @@ TEST(EngineTest, InvalidRequestsAreRefusedBeforeQueueing) {
   auto engine = CpuEngine();
   EmbedPoolOptions o;
   o.vocab_size = 100;
-  auto model = EmbedPoolModel::Create(o, engine->device());
+  auto model = EmbedPoolModel::Create(o, engine->context());
   ASSERT_THAT(engine->AddModel(*std::move(model), Batching(4, absl::ZeroDuration())), IsOk());
   EXPECT_THAT(engine->Infer(Ids("embed_pool", {1, 2, 100})),
               StatusIs(absl::StatusCode::kInvalidArgument, "accepts ids in [0, 100)"));
@@ -116,7 +116,7 @@ TEST(EngineTest, InvalidRequestsAreRefusedBeforeQueueing) {
 
 TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
   auto engine = CpuEngine();
-  auto model = EmbedPoolModel::Create(EmbedPoolOptions{}, engine->device());
+  auto model = EmbedPoolModel::Create(EmbedPoolOptions{}, engine->context());
   ASSERT_THAT(engine->AddModel(*std::move(model), Batching(16, absl::Milliseconds(20))), IsOk());
   constexpr int kRequests = 128;
   std::atomic<int> answered{0}, ok{0};
@@ -184,7 +184,7 @@ TEST(EngineTest, ReturnsOnlyRequestedOutputsInRequestOrder) {
 
 TEST(EngineTest, ShutdownAnswersQueuedRequestsAndRefusesNewOnes) {
   auto engine = CpuEngine();
-  auto model = EmbedPoolModel::Create(EmbedPoolOptions{}, engine->device());
+  auto model = EmbedPoolModel::Create(EmbedPoolOptions{}, engine->context());
   // A long delay: requests sit in the queue until shutdown flushes them.
   ASSERT_THAT(engine->AddModel(*std::move(model), Batching(64, absl::Seconds(30))), IsOk());
   std::atomic<int> ok{0};

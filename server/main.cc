@@ -45,7 +45,7 @@ int Run(const Flags& flags, const sigset_t& signals) {
   if (flags.model_repository.empty()) {
     // No repository: serve the bundled demo model with its defaults.
     infer::EmbedPoolOptions demo;
-    auto model = infer::EmbedPoolModel::Create(demo, (*engine)->device());
+    auto model = infer::EmbedPoolModel::Create(demo, (*engine)->context());
     absl::Status s =
         model.ok() ? (*engine)->AddModel(*std::move(model), infer::QueueOptions{}) : model.status();
     if (!s.ok()) {

@@ -16,6 +16,7 @@
 #include "models/embed_pool.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_device.h"
 
 namespace infer {
 namespace {
@@ -207,8 +208,9 @@ TEST_F(GrpcServerTest, InferenceMatchesTheInProcessModel) {
   ASSERT_EQ(resp.raw_output_contents_size(), 1);
   ASSERT_EQ(resp.raw_output_contents(0).size(), 2 * 32 * sizeof(float));
 
-  auto device = CreateDevice("cpu");
-  auto model = EmbedPoolModel::Create(SmallOptions(), device->get());
+  auto device = ::infer::testing::TestDevice::Create("cpu");
+  ASSERT_TRUE(device.ok());
+  auto model = EmbedPoolModel::Create(SmallOptions(), (*device)->context());
   ASSERT_TRUE(model.ok());
   InferRequest local;
   Tensor t;

@@ -1,0 +1,202 @@
+// CachingAllocator: device memory for everything above the device layer,
+// with a hard budget as its first principle.
+//
+// Design notes and invariants
+// - Budget: the bytes reserved from the device (segments obtained with
+//   Device::Allocate) never exceed `budget_bytes`. A request that would need
+//   more fails with RESOURCE_EXHAUSTED; nothing else can push the device past
+//   the budget, because every other layer allocates through this class.
+// - Segments and blocks: memory is reserved in segments and handed out in
+//   blocks carved from them. Requests are rounded up to 512 bytes. Requests of
+//   up to 1 MiB come from 2 MiB "small" segments shared by many blocks;
+//   larger requests get their own segments, rounded up to 2 MiB. A free block
+//   is split when the remainder is worth keeping (>= 512 bytes in small
+//   segments, > 1 MiB in large ones); freed blocks merge with free neighbours
+//   in the same segment. Reuse is best fit: the smallest cached free block of
+//   the same stream and kind that is large enough.
+// - Streams: a block belongs to the stream it was allocated on, and so does
+//   its segment. Freed, it is reused at once by later work on that stream
+//   (the stream's order makes that safe). If other streams used it
+//   (RecordStream), Free records an event on each of them and the block stays
+//   out of the cache until every event has completed; only then can it be
+//   reused or released. Memory crosses from one stream to another only
+//   through the device (release a cached segment, reserve a new one).
+// - Out of memory, in this order: (1) wait for the pending cross-stream
+//   frees and reuse a block they return, (2) release every cached segment
+//   that is entirely free, (3) retry the reservation once; then fail with
+//   RESOURCE_EXHAUSTED naming the bytes asked, the budget, reserved,
+//   allocated and the largest free block. The same order applies when the
+//   device itself refuses (a real cudaMalloc failure under the budget, e.g.
+//   memory held by another process).
+//
+// Thread-safe: one mutex guards all state; device calls happen under it.
+#ifndef INFER_RUNTIME_CACHING_ALLOCATOR_H_
+#define INFER_RUNTIME_CACHING_ALLOCATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/device.h"
+
+namespace infer {
+
+// What models and executors allocate device memory through.
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  // Memory usable by work on `stream` (non-null). RESOURCE_EXHAUSTED when it
+  // cannot be had within the budget.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes, Stream* stream) = 0;
+  // Returns memory from Allocate. INVALID_ARGUMENT for any other pointer
+  // (including a second Free of the same one).
+  virtual absl::Status Free(void* ptr) = 0;
+};
+
+struct CachingAllocatorOptions {
+  // Hard cap on device memory reserved, in bytes. 0: use budget_fraction.
+  int64_t budget_bytes = 0;
+  // Used when budget_bytes is 0: this fraction of the device's total memory.
+  double budget_fraction = 0.9;
+};
+
+struct AllocatorStats {
+  int64_t budget_bytes = 0;
+  int64_t reserved_bytes = 0;   // held from the device, in segments
+  int64_t allocated_bytes = 0;  // in blocks handed out and not yet freed
+  int64_t active_bytes = 0;     // allocated + freed blocks awaiting other streams
+  int64_t requested_bytes = 0;  // as asked by callers, before rounding
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t cached_free_bytes = 0;  // reserved, free, reusable
+  int64_t largest_free_block_bytes = 0;
+  // 1 - largest free block / cached free bytes: 0 when the cached memory is
+  // one block (or there is none), near 1 when it is in many small pieces.
+  double fragmentation = 0.0;
+  int64_t segments = 0;
+  int64_t live_blocks = 0;
+  uint64_t device_allocs = 0;  // segments reserved from the device
+  uint64_t device_frees = 0;   // segments returned to the device
+  uint64_t alloc_retries = 0;  // times the out-of-memory path freed cache and retried
+  uint64_t ooms = 0;           // allocations refused with RESOURCE_EXHAUSTED
+};
+
+class CachingAllocator final : public DeviceAllocator {
+ public:
+  // `device` is borrowed and must outlive the allocator. INVALID_ARGUMENT for
+  // a negative budget or a fraction outside (0, 1].
+  static absl::StatusOr<std::unique_ptr<CachingAllocator>> Create(
+      Device* device, const CachingAllocatorOptions& options);
+  // Returns every segment to the device. Blocks still allocated are leaked to
+  // the device's teardown (their owners outlived the allocator: a bug).
+  ~CachingAllocator() override;
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  absl::StatusOr<void*> Allocate(size_t bytes, Stream* stream) override;
+  absl::Status Free(void* ptr) override;
+
+  // Declares that work on `stream` (other than the allocation stream) uses
+  // the block at `ptr`, so a later Free waits for that work before reuse.
+  absl::Status RecordStream(void* ptr, Stream* stream);
+
+  // Returns every cached, entirely free segment to the device.
+  void EmptyCache();
+
+  AllocatorStats stats() const;
+  // Sets the peaks to the current values.
+  void ResetPeak();
+
+  int64_t budget_bytes() const { return budget_bytes_; }
+  Device* device() const { return device_; }
+
+  // Rounding and segment sizes (exposed for tests and memory models).
+  static constexpr size_t kRoundBytes = 512;
+  static constexpr size_t kSmallRequestBytes = 1 << 20;  // <= this: small pool
+  static constexpr size_t kSmallSegmentBytes = 2 << 20;
+  static constexpr size_t kLargeRoundBytes = 2 << 20;
+  // Bytes a request of `bytes` occupies in a block (0 on overflow).
+  static size_t RoundedSize(size_t bytes);
+
+ private:
+  struct Block;
+  struct BlockLess {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BlockLess>;
+  struct PendingFree {
+    Block* block;
+    std::vector<std::unique_ptr<Event>> events;
+  };
+
+  CachingAllocator(Device* device, int64_t budget_bytes);
+
+  Pool& PoolFor(bool small) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return small ? small_free_ : large_free_;
+  }
+  // Reserves a segment of `bytes` for `stream`, following the out-of-memory
+  // order above.
+  absl::StatusOr<Block*> ReserveSegment(size_t bytes, bool small, Stream* stream,
+                                        size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns a block to its pool, merging free neighbours.
+  void ReturnBlock(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves pending frees whose events completed into the pools; with `wait`,
+  // first blocks until every pending event has completed.
+  void ProcessPendingFrees(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseCachedSegments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED for `requested` bytes that needed a new `segment`
+  // (0: the request alone exceeds the budget).
+  absl::Status OutOfMemory(size_t requested, size_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t LargestFreeBlock() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  Device* const device_;
+  const int64_t budget_bytes_;
+
+  mutable std::mutex mu_;
+  Pool small_free_ ABSL_GUARDED_BY(mu_);
+  Pool large_free_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<void*, Block*> live_ ABSL_GUARDED_BY(mu_);
+  std::deque<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
+  AllocatorStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// RAII owner of one allocation from a DeviceAllocator. Movable, not copyable.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static absl::StatusOr<DeviceBuffer> Allocate(DeviceAllocator* allocator, size_t bytes,
+                                               Stream* stream);
+  ~DeviceBuffer() { Reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t size() const { return bytes_; }
+  void Reset();
+
+ private:
+  DeviceAllocator* allocator_ = nullptr;  // borrowed: allocators outlive buffers
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace infer
+
+#endif  // INFER_RUNTIME_CACHING_ALLOCATOR_H_
