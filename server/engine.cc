@@ -53,9 +53,10 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<Device> device, std::unique_ptr<CachingAllocator> allocator,
-               Clock* clock)
-    : device_(std::move(device)),
+Engine::Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
+               std::unique_ptr<CachingAllocator> allocator, Clock* clock)
+    : lock_(std::move(lock)),
+      device_(std::move(device)),
       allocator_(std::move(allocator)),
       clock_(clock != nullptr ? clock : RealClock()) {}
 
@@ -64,10 +65,17 @@ Engine::~Engine() { Shutdown(); }
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   const std::string spec = options.device.empty() ? DefaultDeviceSpec() : options.device;
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice(spec));
+  std::unique_ptr<DeviceOwnershipLock> lock;
+  if (const DeviceInfo& info = device->info(); info.kind == DeviceKind::kCuda) {
+    INFER_ASSIGN_OR_RETURN(
+        lock, DeviceOwnershipLock::Acquire(
+                  info.uuid, absl::StrCat(device->spec(), " (", info.name, ", ", info.uuid, ")"),
+                  options.device_lock_dir));
+  }
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<CachingAllocator> allocator,
                          CachingAllocator::Create(device.get(), options.memory));
   return std::unique_ptr<Engine>(
-      new Engine(std::move(device), std::move(allocator), options.clock));
+      new Engine(std::move(lock), std::move(device), std::move(allocator), options.clock));
 }
 
 absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching) {
@@ -176,8 +184,14 @@ void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTa
   }
   const absl::Time end = clock_->Now();
   if (!status.ok()) {
-    status = absl::InternalError(
-        absl::StrCat("model '", entry->model->spec().name, "' failed: ", status.message()));
+    // Running out of the memory budget keeps its code (RESOURCE_EXHAUSTED:
+    // the batch needed more than the budget allows); anything else is the
+    // model's failure (INTERNAL). Either way the engine keeps serving.
+    const absl::StatusCode code = status.code() == absl::StatusCode::kResourceExhausted
+                                      ? absl::StatusCode::kResourceExhausted
+                                      : absl::StatusCode::kInternal;
+    status = absl::Status(code, absl::StrCat("model '", entry->model->spec().name,
+                                             "' failed: ", status.message()));
   }
   {
     std::lock_guard<std::mutex> lock(entry->stats_mu);

@@ -11,7 +11,9 @@
 // spec before they are queued, executed in batches, and answered one by one.
 //
 // Ownership: the Engine owns its device and its models; the device outlives
-// every model. Thread-safe. (Locks are std::mutex so ThreadSanitizer sees
+// every model. On a GPU, the Engine holds the cross-process ownership lock
+// for that GPU (runtime/device_lock.h) for its whole life: one Engine, in one
+// process, per GPU. Thread-safe. (Locks are std::mutex so ThreadSanitizer sees
 // them; Debian's Abseil is not instrumented.)
 #ifndef INFER_SERVER_ENGINE_H_
 #define INFER_SERVER_ENGINE_H_
@@ -35,6 +37,7 @@
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
 #include "runtime/device_context.h"
+#include "runtime/device_lock.h"
 
 namespace infer {
 
@@ -45,6 +48,9 @@ struct EngineOptions {
   Clock* clock = nullptr;
   // The device memory budget every model allocates under.
   CachingAllocatorOptions memory;
+  // Where the per-GPU ownership lock files live (empty: the default, see
+  // DeviceOwnershipLock::DefaultLockDir).
+  std::string device_lock_dir;
 };
 
 // Cumulative count and total duration of one kind of event.
@@ -115,14 +121,16 @@ class Engine {
   struct ModelEntry;
   struct InferTask;
 
-  Engine(std::unique_ptr<Device> device, std::unique_ptr<CachingAllocator> allocator,
-         Clock* clock);
+  Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
+         std::unique_ptr<CachingAllocator> allocator, Clock* clock);
   std::shared_ptr<ModelEntry> Find(const std::string& name) const;
   absl::Status NotFound(const std::string& name) const;
   void ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch);
 
-  // Constant after construction. The device, then the allocator, are
-  // declared first so they are destroyed after the models that use them.
+  // Constant after construction. The GPU lock, the device, then the
+  // allocator are declared first so they are destroyed after the models that
+  // use them (and the GPU is released last).
+  const std::unique_ptr<DeviceOwnershipLock> lock_;  // null on the CPU
   const std::unique_ptr<Device> device_;
   const std::unique_ptr<CachingAllocator> allocator_;
   Clock* const clock_;

@@ -22,15 +22,21 @@ struct Flags {
   std::string model_repository;
   int64_t max_receive_message_bytes = 64 << 20;
   double shutdown_grace_s = 10.0;
+  int64_t memory_budget_bytes = 0;
+  double memory_budget_fraction = 0.9;
+  std::string device_lock_dir;
   std::string log_level = "info";
 };
 
 int Run(const Flags& flags, const sigset_t& signals) {
   infer::EngineOptions engine_options;
   engine_options.device = flags.device;
+  engine_options.memory.budget_bytes = flags.memory_budget_bytes;
+  engine_options.memory.budget_fraction = flags.memory_budget_fraction;
+  engine_options.device_lock_dir = flags.device_lock_dir;
   absl::StatusOr<std::unique_ptr<infer::Engine>> engine = infer::Engine::Create(engine_options);
   if (!engine.ok()) {
-    spdlog::critical("cannot open device: {}", engine.status().ToString());
+    spdlog::critical("cannot start on the device: {}", engine.status().ToString());
     return 1;
   }
   const infer::DeviceInfo& dev = (*engine)->device()->info();
@@ -68,6 +74,12 @@ int Run(const Flags& flags, const sigset_t& signals) {
         "model '{}' ready: max_batch_size {}, max_queue_delay_us {}, "
         "max_queue_size {}",
         name, q.max_batch_size, absl::ToInt64Microseconds(q.max_queue_delay), q.max_queue_size);
+  }
+
+  {
+    const infer::AllocatorStats m = (*engine)->allocator()->stats();
+    spdlog::info("device memory: budget {} bytes, {} reserved and {} allocated after loading",
+                 m.budget_bytes, m.reserved_bytes, m.allocated_bytes);
   }
 
   infer::GrpcServerOptions server_options;
@@ -117,6 +129,18 @@ int main(int argc, char** argv) {
                  "largest gRPC request accepted; larger ones get RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
+  app.add_option("--memory-budget-bytes", flags.memory_budget_bytes,
+                 "hard cap on device memory reserved for weights and activations "
+                 "(0: use --memory-budget-fraction)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-budget-fraction", flags.memory_budget_fraction,
+                 "when --memory-budget-bytes is 0: this fraction of the device's memory")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--device-lock-dir", flags.device_lock_dir,
+                 "directory for the per-GPU ownership lock files (default: $INFER_LOCK_DIR, "
+                 "else /run/lock, else /tmp)");
   app.add_option("--shutdown-grace-s", flags.shutdown_grace_s,
                  "on SIGINT/SIGTERM: seconds to let in-flight RPCs finish")
       ->capture_default_str()
