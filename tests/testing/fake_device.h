@@ -92,13 +92,21 @@ class FakeDevice final : public Device {
     if (manual_events_) pending_.insert(event);
     return absl::OkStatus();
   }
-  absl::Status StreamWaitEvent(Stream*, Event*) override { return absl::OkStatus(); }
+  absl::Status StreamWaitEvent(Stream*, Event*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stream_waits_;
+    return absl::OkStatus();
+  }
   absl::Status SynchronizeEvent(Event* event) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (pending_.erase(event) > 0) ++event_waits_;
     return absl::OkStatus();
   }
-  absl::Status SynchronizeStream(Stream*) override { return absl::OkStatus(); }
+  absl::Status SynchronizeStream(Stream*) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stream_syncs_;
+    return absl::OkStatus();
+  }
   absl::StatusOr<bool> QueryEvent(Event* event) override {
     std::lock_guard<std::mutex> lock(mu_);
     return !pending_.contains(event);
@@ -132,6 +140,14 @@ class FakeDevice final : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return event_waits_;
   }
+  int64_t stream_waits() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_waits_;
+  }
+  int64_t stream_syncs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_syncs_;
+  }
   int64_t bad_frees() const {
     std::lock_guard<std::mutex> lock(mu_);
     return bad_frees_;
@@ -157,6 +173,8 @@ class FakeDevice final : public Device {
   int64_t allocations_ = 0;
   int64_t event_waits_ = 0;
   int64_t bad_frees_ = 0;
+  int64_t stream_waits_ = 0;
+  int64_t stream_syncs_ = 0;
   int fail_next_ = 0;
   bool manual_events_ = false;
   absl::flat_hash_map<void*, size_t> sizes_;

@@ -1,0 +1,133 @@
+// DevicePipeline: the per-device executor. Batches (jobs) pass through four
+// stages, each on its own thread, so several batches are in flight at once:
+//
+//   upload    job->Upload(h2d stream)          host→device copies
+//   compute   job->Compute(compute stream)     kernels, GEMMs
+//   download  job->Download(d2h stream)        device→host copies
+//   complete  job->Complete(status)            after the download finished
+//
+// Design notes and invariants
+// - Overlap: while batch N computes, batch N+1 uploads and batch N−1
+//   downloads. On a GPU the stage threads only enqueue work; the copy engines
+//   and the SMs run it concurrently. On the CPU every enqueued operation runs
+//   in the calling stage thread, so the same overlap happens between threads,
+//   and the ordering logic is exercised without a GPU.
+// - Ordering is by events, never by device-wide synchronisation: each stage
+//   records an event on its stream after enqueuing; the next stage's stream
+//   waits for that event before its own work (cudaStreamWaitEvent). Only the
+//   completion thread blocks, on the job's last event.
+// - Each stage takes jobs in submission order (FIFO), so jobs complete in
+//   submission order.
+// - Bounded: at most max_in_flight jobs are between Submit and Complete;
+//   Submit blocks while the pipeline is full (back-pressure to the batcher,
+//   whose queue is bounded in turn).
+// - Failure: a stage that fails sends its job straight to completion with
+//   the error; the completion thread still waits for whatever the job had
+//   already enqueued before calling Complete, so buffers are never freed
+//   under running copies or kernels. Complete is called exactly once per
+//   submitted job, including at Shutdown (which drains).
+// - Memory rule for jobs: release device and staging buffers in Complete (or
+//   later), when every stream has finished with them.
+//
+// Thread-safe.
+#ifndef INFER_RUNTIME_PIPELINE_H_
+#define INFER_RUNTIME_PIPELINE_H_
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/device.h"
+
+namespace infer {
+
+// One batch's work, split in stages. Each method is called once, in order,
+// each from a different thread; a stage's failure skips the later ones.
+class PipelineJob {
+ public:
+  virtual ~PipelineJob() = default;
+  virtual absl::Status Upload(Stream* stream) = 0;
+  virtual absl::Status Compute(Stream* stream) = 0;
+  virtual absl::Status Download(Stream* stream) = 0;
+  // The job's device work is finished (or a stage failed with `status`).
+  virtual void Complete(absl::Status status) = 0;
+};
+
+struct PipelineOptions {
+  // Most jobs between Submit and Complete (>= 1; 3 fills every stage).
+  int max_in_flight = 3;
+};
+
+struct PipelineStats {
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  uint64_t failed = 0;
+  int in_flight = 0;
+  int peak_in_flight = 0;
+};
+
+class DevicePipeline {
+ public:
+  // `device` is borrowed and must outlive the pipeline.
+  static absl::StatusOr<std::unique_ptr<DevicePipeline>> Create(Device* device,
+                                                                const PipelineOptions& options);
+  ~DevicePipeline();  // Shutdown()
+  DevicePipeline(const DevicePipeline&) = delete;
+  DevicePipeline& operator=(const DevicePipeline&) = delete;
+
+  // Ownership of *job is transferred iff OK. Blocks while max_in_flight jobs
+  // are in flight. UNAVAILABLE after Shutdown began.
+  absl::Status Submit(std::unique_ptr<PipelineJob>* job);
+
+  // Stops accepting, lets every submitted job complete, joins the threads.
+  // Idempotent; not to be called concurrently with itself.
+  void Shutdown();
+
+  PipelineStats stats() const;
+  Device* device() const { return device_; }
+
+ private:
+  struct Item;
+  // A FIFO hand-off between two stages; closed when the upstream is done.
+  class Channel {
+   public:
+    void Push(std::unique_ptr<Item> item);
+    std::unique_ptr<Item> Pop();  // null once closed and empty
+    void Close();
+
+   private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::unique_ptr<Item>> items_ ABSL_GUARDED_BY(mu_);
+    bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  };
+
+  DevicePipeline(Device* device, int max_in_flight);
+  absl::Status Init();
+  // Runs one stage: waits on the previous stage's event, calls `work`,
+  // records this stage's event, and hands the item on.
+  void StageLoop(int stage, Stream* stream, Channel* in, Channel* out);
+  void CompleteLoop();
+
+  // Constant after Init.
+  Device* const device_;
+  const int max_in_flight_;
+  std::unique_ptr<Stream> h2d_, compute_, d2h_;
+  Channel upload_in_, compute_in_, download_in_, complete_in_;
+  std::vector<std::thread> threads_;
+
+  mutable std::mutex mu_;
+  std::condition_variable space_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  PipelineStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace infer
+
+#endif  // INFER_RUNTIME_PIPELINE_H_
