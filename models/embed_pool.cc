@@ -1,6 +1,7 @@
 #include "models/embed_pool.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -77,7 +78,7 @@ EmbedPoolModel::HostWeights EmbedPoolModel::GenerateWeights(const EmbedPoolOptio
 }
 
 EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, const DeviceContext& context)
-    : options_(options), device_(context.device), allocator_(context.allocator) {
+    : options_(options), context_(context) {
   spec_.name = options.name;
   spec_.platform = "infer_embed_pool";
   spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
@@ -87,15 +88,16 @@ EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, const DeviceCont
 absl::StatusOr<std::unique_ptr<EmbedPoolModel>> EmbedPoolModel::Create(
     const EmbedPoolOptions& options, const DeviceContext& context) {
   INFER_RETURN_IF_ERROR(CheckOptions(options));
-  if (context.device == nullptr || context.allocator == nullptr) {
+  if (context.device == nullptr || context.allocator == nullptr || context.staging == nullptr) {
     return absl::InvalidArgumentError("embed_pool: the device context is incomplete");
   }
   Device* device = context.device;
   std::unique_ptr<EmbedPoolModel> model(new EmbedPoolModel(options, context));
   model->kernels_ = CreateEmbedPoolKernels(*device);
-  INFER_ASSIGN_OR_RETURN(model->stream_, device->CreateStream());
+  // The weights are uploaded once, on a stream of their own.
+  INFER_ASSIGN_OR_RETURN(model->weights_stream_, device->CreateStream());
   const HostWeights w = GenerateWeights(options);
-  Stream* stream = model->stream_.get();
+  Stream* stream = model->weights_stream_.get();
   INFER_ASSIGN_OR_RETURN(model->table_, Upload(context, stream, w.table));
   INFER_ASSIGN_OR_RETURN(model->dense_, Upload(context, stream, w.dense));
   INFER_ASSIGN_OR_RETURN(model->bias_, Upload(context, stream, w.bias));
@@ -123,74 +125,129 @@ absl::Status EmbedPoolModel::ValidateRequest(const InferRequest& request) const 
   return absl::OkStatus();
 }
 
-absl::Status EmbedPoolModel::Execute(absl::Span<const InferRequest* const> requests,
-                                     absl::Span<InferResponse* const> responses) {
-  const int64_t hidden = options_.hidden_size;
-  const int64_t dim = options_.embedding_size;
-  // Pack the requests into one [rows, seq] batch, padded with pad_id.
-  int64_t rows = 0, seq = 0;
-  for (const InferRequest* r : requests) {
-    rows += r->inputs.front().shape[0];
-    seq = std::max(seq, r->inputs.front().shape[1]);
+// One batch: ids staged in host memory, uploaded, embedded, pooled, and the
+// pooled rows copied back into staging memory, then split per request.
+class EmbedPoolModel::Batch final : public ModelBatch {
+ public:
+  Batch(const EmbedPoolModel& model, std::vector<int64_t> rows_per_request, int64_t seq,
+        StagingBuffer ids)
+      : model_(model),
+        rows_per_request_(std::move(rows_per_request)),
+        seq_(seq),
+        ids_(std::move(ids)) {
+    for (int64_t r : rows_per_request_) rows_ += r;
   }
-  std::vector<float> pooled(rows * dim);
-  if (rows > 0 && seq > 0) {
-    std::vector<int64_t> ids(rows * seq, options_.pad_id);
-    int64_t row = 0;
-    for (const InferRequest* r : requests) {
-      const Tensor& t = r->inputs.front();
-      const int64_t* src = t.as<int64_t>();
-      for (int64_t b = 0; b < t.shape[0]; ++b, ++row) {
-        std::memcpy(&ids[row * seq], src + b * t.shape[1], t.shape[1] * sizeof(int64_t));
-      }
-    }
-    const int64_t tokens = rows * seq;
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer d_ids,
-                           DeviceBuffer::Allocate(allocator_, tokens * sizeof(int64_t), stream_.get()));
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer d_x,
-                           DeviceBuffer::Allocate(allocator_, tokens * hidden * sizeof(float), stream_.get()));
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer d_y,
-                           DeviceBuffer::Allocate(allocator_, tokens * dim * sizeof(float), stream_.get()));
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer d_out,
-                           DeviceBuffer::Allocate(allocator_, rows * dim * sizeof(float), stream_.get()));
-    Stream* s = stream_.get();
-    INFER_RETURN_IF_ERROR(
-        device_->CopyToDevice(d_ids.get(), ids.data(), tokens * sizeof(int64_t), s));
-    INFER_RETURN_IF_ERROR(kernels_->Gather(s, d_ids.as<int64_t>(), tokens, table_.as<float>(),
-                                           hidden, d_x.as<float>()));
+
+  absl::Status Upload(Stream* stream) override {
+    if (tokens() == 0) return absl::OkStatus();
+    const size_t bytes = tokens() * sizeof(int64_t);
+    INFER_ASSIGN_OR_RETURN(d_ids_, DeviceBuffer::Allocate(allocator(), bytes, stream));
+    return device()->CopyToDevice(d_ids_.get(), ids_.data(), bytes, stream);
+  }
+
+  absl::Status Compute(Stream* stream) override {
+    if (tokens() == 0) return absl::OkStatus();
+    const EmbedPoolOptions& o = model_.options_;
+    const int64_t hidden = o.hidden_size, dim = o.embedding_size;
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(
+                                               allocator(), tokens() * hidden * sizeof(float), stream));
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(
+                                               allocator(), tokens() * dim * sizeof(float), stream));
+    INFER_ASSIGN_OR_RETURN(d_out_,
+                           DeviceBuffer::Allocate(allocator(), rows_ * dim * sizeof(float), stream));
+    // d_ids_ was allocated on the upload stream: tell the allocator this
+    // stream reads it too, so it is not reused before these kernels are done.
+    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_ids_.get(), stream));
+    INFER_RETURN_IF_ERROR(model_.kernels_->Gather(stream, d_ids_.as<int64_t>(), tokens(),
+                                                  model_.table_.as<float>(), hidden,
+                                                  x.as<float>()));
     GemmArgs g;
-    g.m = tokens;
+    g.m = tokens();
     g.n = dim;
     g.k = hidden;
-    g.a = d_x.as<float>();
+    g.a = x.as<float>();
     g.lda = hidden;
-    g.b = dense_.as<float>();
+    g.b = model_.dense_.as<float>();
     g.ldb = dim;
-    g.c = d_y.as<float>();
+    g.c = y.as<float>();
     g.ldc = dim;
-    INFER_RETURN_IF_ERROR(device_->Sgemm(s, g));
-    INFER_RETURN_IF_ERROR(kernels_->BiasTanhMeanPool(s, d_y.as<float>(), bias_.as<float>(),
-                                                     d_ids.as<int64_t>(), rows, seq, dim,
-                                                     options_.pad_id, d_out.as<float>()));
-    INFER_RETURN_IF_ERROR(
-        device_->CopyToHost(pooled.data(), d_out.get(), rows * dim * sizeof(float), s));
-    // The device buffers and `ids` die with this scope: wait for the stream.
-    INFER_RETURN_IF_ERROR(device_->SynchronizeStream(s));
+    INFER_RETURN_IF_ERROR(device()->Sgemm(stream, g));
+    INFER_RETURN_IF_ERROR(model_.kernels_->BiasTanhMeanPool(
+        stream, y.as<float>(), model_.bias_.as<float>(), d_ids_.as<int64_t>(), rows_, seq_, dim,
+        o.pad_id, d_out_.as<float>()));
+    // x and y are freed here, while the kernels may still run: safe, because
+    // a block freed on its allocation stream is only reused by later work on
+    // that same stream.
+    return absl::OkStatus();
   }
-  // Split the pooled rows back into one response per request.
+
+  absl::Status Download(Stream* stream) override {
+    const size_t bytes = rows_ * model_.options_.embedding_size * sizeof(float);
+    INFER_ASSIGN_OR_RETURN(out_, model_.context_.staging->Acquire(bytes));
+    if (tokens() == 0) {
+      std::memset(out_.data(), 0, bytes);
+      return absl::OkStatus();
+    }
+    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_out_.get(), stream));  // as d_ids_ above
+    return device()->CopyToHost(out_.data(), d_out_.get(), bytes, stream);
+  }
+
+  absl::Status Finish(absl::Span<InferResponse* const> responses) override {
+    const int64_t dim = model_.options_.embedding_size;
+    const float* pooled = out_.as<float>();
+    int64_t row = 0;
+    for (size_t i = 0; i < rows_per_request_.size(); ++i) {
+      const int64_t b = rows_per_request_[i];
+      Tensor t;
+      t.name = "embedding";
+      t.dtype = DataType::kFp32;
+      t.shape = {b, dim};
+      t.data.assign(reinterpret_cast<const char*>(pooled + row * dim), b * dim * sizeof(float));
+      row += b;
+      responses[i]->outputs.push_back(std::move(t));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t tokens() const { return rows_ * seq_; }
+  Device* device() const { return model_.context_.device; }
+  CachingAllocator* allocator() const { return model_.context_.allocator; }
+
+  const EmbedPoolModel& model_;
+  const std::vector<int64_t> rows_per_request_;
+  const int64_t seq_;
+  int64_t rows_ = 0;
+  StagingBuffer ids_;  // [rows, seq] token ids, padded with pad_id
+  StagingBuffer out_;  // [rows, dim] pooled embeddings
+  DeviceBuffer d_ids_, d_out_;
+};
+
+absl::StatusOr<std::unique_ptr<ModelBatch>> EmbedPoolModel::Prepare(
+    absl::Span<const InferRequest* const> requests) {
+  // Pack the requests into one [rows, seq] batch, padded with pad_id.
+  std::vector<int64_t> rows_per_request;
+  int64_t rows = 0, seq = 0;
+  for (const InferRequest* r : requests) {
+    const Tensor& t = r->inputs.front();
+    rows_per_request.push_back(t.shape[0]);
+    rows += t.shape[0];
+    seq = std::max(seq, t.shape[1]);
+  }
+  INFER_ASSIGN_OR_RETURN(StagingBuffer ids,
+                         context_.staging->Acquire(rows * seq * sizeof(int64_t)));
+  int64_t* packed = ids.as<int64_t>();
+  std::fill(packed, packed + rows * seq, options_.pad_id);
   int64_t row = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const int64_t b = requests[i]->inputs.front().shape[0];
-    Tensor out;
-    out.name = "embedding";
-    out.dtype = DataType::kFp32;
-    out.shape = {b, dim};
-    out.data.assign(reinterpret_cast<const char*>(pooled.data() + row * dim),
-                    b * dim * sizeof(float));
-    row += b;
-    responses[i]->outputs.push_back(std::move(out));
+  for (const InferRequest* r : requests) {
+    const Tensor& t = r->inputs.front();
+    const int64_t* src = t.as<int64_t>();
+    for (int64_t b = 0; b < t.shape[0]; ++b, ++row) {
+      std::memcpy(packed + row * seq, src + b * t.shape[1], t.shape[1] * sizeof(int64_t));
+    }
   }
-  return absl::OkStatus();
+  return std::unique_ptr<ModelBatch>(
+      new Batch(*this, std::move(rows_per_request), seq, std::move(ids)));
 }
 
 }  // namespace infer

@@ -50,8 +50,8 @@ class EmbedPoolModel final : public Model {
 
   const ModelSpec& spec() const override { return spec_; }
   absl::Status ValidateRequest(const InferRequest& request) const override;
-  absl::Status Execute(absl::Span<const InferRequest* const> requests,
-                       absl::Span<InferResponse* const> responses) override;
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override;
 
   const EmbedPoolOptions& options() const { return options_; }
 
@@ -64,15 +64,17 @@ class EmbedPoolModel final : public Model {
   static HostWeights GenerateWeights(const EmbedPoolOptions& options);
 
  private:
+  class Batch;
   EmbedPoolModel(const EmbedPoolOptions& options, const DeviceContext& context);
 
   // Constant after Create.
   const EmbedPoolOptions options_;
   ModelSpec spec_;
-  Device* const device_;
-  CachingAllocator* const allocator_;
+  const DeviceContext context_;
   std::unique_ptr<EmbedPoolKernels> kernels_;
-  std::unique_ptr<Stream> stream_;
+  // The weights were allocated on this stream; it must outlive them (their
+  // Free records an event on it), so it is declared first.
+  std::unique_ptr<Stream> weights_stream_;
   DeviceBuffer table_, dense_, bias_;
 };
 

@@ -68,7 +68,8 @@ std::vector<float> Row(const InferResponse& r, int64_t row) {
                             t.as<float>() + (row + 1) * t.shape[1]);
 }
 
-std::vector<InferResponse> ExecuteAll(Model& model, std::vector<InferRequest>& requests) {
+std::vector<InferResponse> ExecuteAll(Model& model, const TestDevice& device,
+                                      std::vector<InferRequest>& requests) {
   std::vector<const InferRequest*> in;
   std::vector<InferResponse> out(requests.size());
   std::vector<InferResponse*> out_ptrs;
@@ -76,7 +77,7 @@ std::vector<InferResponse> ExecuteAll(Model& model, std::vector<InferRequest>& r
     in.push_back(&requests[i]);
     out_ptrs.push_back(&out[i]);
   }
-  absl::Status s = model.Execute(in, out_ptrs);
+  absl::Status s = RunBatch(model, device.device.get(), device.stream.get(), in, out_ptrs);
   EXPECT_THAT(s, IsOk());
   return out;
 }
@@ -109,7 +110,7 @@ TEST(EmbedPoolTest, MatchesNaiveReferenceOnEveryDevice) {
     ASSERT_TRUE(model.ok()) << model.status();
     const std::vector<std::vector<int64_t>> rows = {{3, 9, 27, 0, 0}, {1, 2, 3, 4, 5}};
     std::vector<InferRequest> requests = {Ids(rows)};
-    std::vector<InferResponse> out = ExecuteAll(**model, requests);
+    std::vector<InferResponse> out = ExecuteAll(**model, **device, requests);
     ASSERT_EQ(out[0].outputs.size(), 1u);
     EXPECT_EQ(out[0].outputs[0].shape, (std::vector<int64_t>{2, 6}));
     for (int r = 0; r < 2; ++r) {
@@ -125,11 +126,11 @@ TEST(EmbedPoolTest, BatchMatesAndPaddingDoNotChangeAnEmbedding) {
   auto model = EmbedPoolModel::Create(Small(), (*device)->context());
   ASSERT_TRUE(model.ok());
   std::vector<InferRequest> alone = {Ids({{5, 6, 7}})};
-  const std::vector<float> solo = Row(ExecuteAll(**model, alone)[0], 0);
+  const std::vector<float> solo = Row(ExecuteAll(**model, **device, alone)[0], 0);
   // Same sequence batched with a longer one (so it is padded to 9 tokens).
   std::vector<InferRequest> together = {Ids({{11, 12, 13, 14, 15, 16, 17, 18, 19}}),
                                         Ids({{5, 6, 7}})};
-  const std::vector<float> batched = Row(ExecuteAll(**model, together)[1], 0);
+  const std::vector<float> batched = Row(ExecuteAll(**model, **device, together)[1], 0);
   for (int d = 0; d < 6; ++d) EXPECT_NEAR(batched[d], solo[d], 1e-6);
 }
 
@@ -137,7 +138,7 @@ TEST(EmbedPoolTest, AllPaddingGivesZeros) {
   auto device = TestDevice::Create("cpu");
   auto model = EmbedPoolModel::Create(Small(), (*device)->context());
   std::vector<InferRequest> r = {Ids({{0, 0, 0}})};
-  for (float v : Row(ExecuteAll(**model, r)[0], 0)) EXPECT_EQ(v, 0.0f);
+  for (float v : Row(ExecuteAll(**model, **device, r)[0], 0)) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(EmbedPoolTest, SameSeedSameWeights) {
@@ -193,8 +194,8 @@ TEST(EmbedPoolTest, GpuMatchesCpu) {
     row.resize(128, 0);
   }
   std::vector<InferRequest> a = {Ids(rows)}, b = {Ids(rows)};
-  const InferResponse ca = ExecuteAll(**cpu_model, a)[0];
-  const InferResponse gb = ExecuteAll(**gpu_model, b)[0];
+  const InferResponse ca = ExecuteAll(**cpu_model, **cpu, a)[0];
+  const InferResponse gb = ExecuteAll(**gpu_model, **gpu, b)[0];
   for (int r = 0; r < 32; ++r) {
     const auto x = Row(ca, r), y = Row(gb, r);
     double dot = 0, nx = 0, ny = 0;

@@ -123,6 +123,20 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
   return absl::OkStatus();
 }
 
+absl::Status RunBatch(Model& model, Device* device, Stream* stream,
+                      absl::Span<const InferRequest* const> requests,
+                      absl::Span<InferResponse* const> responses) {
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<ModelBatch> batch, model.Prepare(requests));
+  absl::Status s = batch->Upload(stream);
+  if (s.ok()) s = batch->Compute(stream);
+  if (s.ok()) s = batch->Download(stream);
+  // Whatever was enqueued must finish before the batch's buffers go.
+  const absl::Status sync = device->SynchronizeStream(stream);
+  if (s.ok()) s = sync;
+  if (s.ok()) s = batch->Finish(responses);
+  return s;
+}
+
 int64_t RequestBatchSize(const InferRequest& request) {
   for (const Tensor& t : request.inputs) {
     if (!t.shape.empty()) return t.shape[0];

@@ -3,17 +3,21 @@
 //
 // Ownership: a Model owns its weights on the device it was created for; the
 // Device is borrowed and outlives the model (the Engine guarantees it).
-// Thread-safety: spec() and ValidateRequest() are thread-safe; Execute() is
-// never called concurrently on one model (the engine serializes it).
+// Thread-safety: spec() and ValidateRequest() are thread-safe; Prepare() is
+// never called concurrently on one model (the engine serializes it), and the
+// ModelBatch objects it returns are independent of each other.
 #ifndef INFER_MODELS_MODEL_H_
 #define INFER_MODELS_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/device.h"
 #include "runtime/tensor.h"
 
 namespace infer {
@@ -47,6 +51,26 @@ struct InferResponse {
   std::vector<Tensor> outputs;
 };
 
+// One batch on its way through a model, in the stages of the device pipeline
+// (runtime/pipeline.h): each method is called once, in this order, each
+// possibly from a different thread; a failure skips the later stages. The
+// requests given to Prepare outlive the ModelBatch. Device memory and staging
+// buffers are released when the ModelBatch is destroyed, which happens only
+// after all of its device work has finished.
+class ModelBatch {
+ public:
+  virtual ~ModelBatch() = default;
+  // Enqueue host→device copies of the inputs on `stream`.
+  virtual absl::Status Upload(Stream* stream) = 0;
+  // Enqueue the computation on `stream` (ordered after Upload by the caller).
+  virtual absl::Status Compute(Stream* stream) = 0;
+  // Enqueue device→host copies of the outputs on `stream`.
+  virtual absl::Status Download(Stream* stream) = 0;
+  // After the download has completed: fill responses[i] for the i-th request
+  // with every output of the spec.
+  virtual absl::Status Finish(absl::Span<InferResponse* const> responses) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -60,11 +84,17 @@ class Model {
     return absl::OkStatus();
   }
 
-  // Runs `requests` as one batch and fills responses[i] for requests[i] with
-  // every output of the spec. A non-OK status fails the whole batch.
-  virtual absl::Status Execute(absl::Span<const InferRequest* const> requests,
-                               absl::Span<InferResponse* const> responses) = 0;
+  // Packs validated `requests` into one batch (host-side work: staging the
+  // inputs). A non-OK status fails the whole batch.
+  virtual absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) = 0;
 };
+
+// Runs one batch's stages in order on `stream` and waits for them: for
+// tests, tools and callers without a pipeline.
+absl::Status RunBatch(Model& model, Device* device, Stream* stream,
+                      absl::Span<const InferRequest* const> requests,
+                      absl::Span<InferResponse* const> responses);
 
 // Checks a request against a model's spec: every input known and given once,
 // data types, ranks and fixed dimensions, byte sizes against shapes (with

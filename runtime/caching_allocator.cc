@@ -9,12 +9,16 @@
 namespace infer {
 
 struct CachingAllocator::Block {
-  Stream* stream = nullptr;  // the allocation stream; owns the whole segment
+  // Allocated: the allocation stream. Free: the stream whose work may still
+  // touch the block (until free_event completes), or null once settled.
+  Stream* stream = nullptr;
   char* ptr = nullptr;
   size_t size = 0;           // bytes of the block (a multiple of kRoundBytes)
   size_t requested = 0;      // bytes asked for, while allocated
   bool small = false;        // from a small segment (small pool)
   bool allocated = false;    // handed out, or freed but awaiting other streams
+  bool in_pool = false;      // free and in small_free_ / large_free_
+  std::shared_ptr<Event> free_event;  // free, not settled: recorded on `stream` at Free
   Block* prev = nullptr;     // neighbours within the segment
   Block* next = nullptr;
   std::vector<Stream*> uses;  // other streams that used it (RecordStream)
@@ -71,6 +75,7 @@ CachingAllocator::CachingAllocator(Device* device, int64_t budget_bytes)
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
   ProcessPendingFrees(/*wait=*/true);
+  SettleFreeBlocks(/*wait=*/true);
   // Every block, wherever it is; a segment is freed through its first block.
   std::vector<Block*> blocks(small_free_.begin(), small_free_.end());
   blocks.insert(blocks.end(), large_free_.begin(), large_free_.end());
@@ -87,32 +92,27 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (size == 0 || size > static_cast<size_t>(budget_bytes_)) return OutOfMemory(bytes, 0);
   const bool small = size <= kSmallRequestBytes;
-  Pool& pool = PoolFor(small);
-  auto take_cached = [&]() -> Block* {
-    Block key;
-    key.stream = stream;
-    key.size = size;
-    auto it = pool.lower_bound(&key);
-    if (it == pool.end() || (*it)->stream != stream) return nullptr;
-    Block* b = *it;
-    pool.erase(it);
-    return b;
-  };
   const size_t segment = small ? kSmallSegmentBytes : RoundUp(size, kLargeRoundBytes);
 
   ProcessPendingFrees(/*wait=*/false);
-  Block* block = take_cached();
+  Block* block = TakeFree(small, size, stream);
+  if (block == nullptr) {
+    SettleFreeBlocks(/*wait=*/false);
+    block = TakeFree(small, size, stream);
+  }
   if (block == nullptr) {
     absl::StatusOr<Block*> reserved = ReserveSegment(segment, small, stream, bytes);
     if (!reserved.ok()) return reserved.status();
     block = *reserved;
   }
 
-  // Split off the remainder when it is worth keeping.
+  // Split off the remainder when it is worth keeping; it stays in the state
+  // the block was in (settled, or awaiting the same stream and event).
   const size_t remaining = block->size - size;
   if ((small && remaining >= kRoundBytes) || (!small && remaining > kSmallRequestBytes)) {
     Block* rest = new Block;
-    rest->stream = stream;
+    rest->stream = block->stream;
+    rest->free_event = block->free_event;
     rest->ptr = block->ptr + size;
     rest->size = remaining;
     rest->small = small;
@@ -121,8 +121,11 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = size;
-    pool.insert(rest);
+    rest->in_pool = true;
+    PoolFor(small).insert(rest);
   }
+  block->stream = stream;
+  block->free_event.reset();
   block->allocated = true;
   block->requested = bytes;
   live_[block->ptr] = block;
@@ -132,6 +135,26 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
   ++stats_.live_blocks;
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   return static_cast<void*>(block->ptr);
+}
+
+CachingAllocator::Block* CachingAllocator::TakeFree(bool small, size_t size, Stream* stream) {
+  Pool& pool = PoolFor(small);
+  Block key;
+  key.size = size;
+  auto best_of = [&](Stream* s) -> Block* {
+    key.stream = s;
+    auto it = pool.lower_bound(&key);
+    return it != pool.end() && (*it)->stream == s ? *it : nullptr;
+  };
+  Block* own = best_of(stream);
+  Block* settled = best_of(nullptr);
+  Block* pick = own;
+  if (pick == nullptr || (settled != nullptr && settled->size < own->size)) pick = settled;
+  if (pick != nullptr) {
+    pool.erase(pick);
+    pick->in_pool = false;
+  }
+  return pick;
 }
 
 absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(size_t bytes, bool small,
@@ -145,28 +168,20 @@ absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(size_t
     ++stats_.segments;
     stats_.reserved_bytes += static_cast<int64_t>(bytes);
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
-    Block* b = new Block;
-    b->stream = stream;
+    Block* b = new Block;  // untouched memory: settled
     b->ptr = static_cast<char*>(*ptr);
     b->size = bytes;
     b->small = small;
     return b;
   };
   if (Block* b = try_reserve()) return b;
-  // Out of memory: wait for pending cross-stream frees and reuse what they
-  // return; else give back every entirely free cached segment and try once
-  // more.
+  // Out of memory: wait for every pending free and unsettled block, and
+  // reuse what that frees up; else give back every entirely free cached
+  // segment and try once more.
   ++stats_.alloc_retries;
   ProcessPendingFrees(/*wait=*/true);
-  Pool& pool = PoolFor(small);
-  Block key;
-  key.stream = stream;
-  key.size = RoundedSize(requested);
-  if (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream) {
-    Block* b = *it;
-    pool.erase(it);
-    return b;
-  }
+  SettleFreeBlocks(/*wait=*/true);
+  if (Block* b = TakeFree(small, RoundedSize(requested), stream)) return b;
   ReleaseCachedSegments();
   if (Block* b = try_reserve()) return b;
   return OutOfMemory(requested, bytes);
@@ -187,19 +202,22 @@ absl::Status CachingAllocator::Free(void* ptr) {
   --stats_.live_blocks;
   block->requested = 0;
   if (block->uses.empty()) {
+    // Reusable at once on its own stream; by others once this event is done.
     stats_.active_bytes -= static_cast<int64_t>(block->size);
+    block->free_event = RecordOn(block->stream);
+    if (EventDone(block->free_event, /*wait=*/false)) {  // e.g. an idle stream, or the CPU
+      block->stream = nullptr;
+      block->free_event.reset();
+    }
     ReturnBlock(block);
     return absl::OkStatus();
   }
-  // Other streams used it: reusable only once their work up to now is done.
+  // Other streams used it: out of the cache until all of them, and its own
+  // stream, have passed this point.
   PendingFree pending{block, {}};
+  block->uses.push_back(block->stream);
   for (Stream* s : block->uses) {
-    absl::StatusOr<std::unique_ptr<Event>> event = device_->CreateEvent();
-    if (event.ok() && device_->RecordEvent(event->get(), s).ok()) {
-      pending.events.push_back(*std::move(event));
-    } else {
-      device_->SynchronizeStream(s).IgnoreError();  // slower, equally safe
-    }
+    if (std::shared_ptr<Event> e = RecordOn(s)) pending.events.push_back(std::move(e));
   }
   block->uses.clear();
   pending_.push_back(std::move(pending));
@@ -224,35 +242,91 @@ absl::Status CachingAllocator::RecordStream(void* ptr, Stream* stream) {
 void CachingAllocator::ReturnBlock(Block* block) {
   Pool& pool = PoolFor(block->small);
   block->allocated = false;
-  if (Block* p = block->prev; p != nullptr && !p->allocated) {
+  // Neighbours merge when free (in the pool) and in the same state. When
+  // both await the same stream, the block being returned carries the newer
+  // event, which implies the older one.
+  auto mergeable = [&](const Block* n) {
+    return n != nullptr && n->in_pool && n->stream == block->stream;
+  };
+  if (Block* p = block->prev; mergeable(p)) {
     pool.erase(p);
     p->size += block->size;
     p->next = block->next;
     if (block->next != nullptr) block->next->prev = p;
+    p->free_event = std::move(block->free_event);
     delete block;
     block = p;
   }
-  if (Block* n = block->next; n != nullptr && !n->allocated) {
+  if (Block* n = block->next; mergeable(n)) {
     pool.erase(n);
     block->size += n->size;
     block->next = n->next;
     if (n->next != nullptr) n->next->prev = block;
     delete n;
   }
+  block->in_pool = true;
   pool.insert(block);
+}
+
+void CachingAllocator::SettleFreeBlocks(bool wait) {
+  // Take the settled ones out first, then return them: returning merges only
+  // with blocks in the pool, so no block on the list is deleted before its
+  // turn.
+  std::vector<Block*> settled;
+  for (Pool* pool : {&small_free_, &large_free_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* b = *it;
+      if (b->stream == nullptr || !EventDone(b->free_event, wait)) {
+        ++it;
+        continue;
+      }
+      it = pool->erase(it);
+      b->in_pool = false;
+      settled.push_back(b);
+    }
+  }
+  for (Block* b : settled) {
+    b->stream = nullptr;
+    b->free_event.reset();
+    ReturnBlock(b);
+  }
+}
+
+std::shared_ptr<Event> CachingAllocator::RecordOn(Stream* stream) {
+  std::unique_ptr<Event> event;
+  if (!spare_events_.empty()) {
+    event = std::move(spare_events_.back());
+    spare_events_.pop_back();
+  } else if (absl::StatusOr<std::unique_ptr<Event>> fresh = device_->CreateEvent(); fresh.ok()) {
+    event = *std::move(fresh);
+  }
+  if (event == nullptr || !device_->RecordEvent(event.get(), stream).ok()) {
+    device_->SynchronizeStream(stream).IgnoreError();  // slower, equally safe
+    if (event != nullptr) spare_events_.push_back(std::move(event));
+    return nullptr;
+  }
+  // Back to the spare list when the last block holding it lets go (always
+  // under mu_: blocks are only touched under it).
+  return std::shared_ptr<Event>(event.release(),
+                                [this](Event* e) { spare_events_.emplace_back(e); });
+}
+
+bool CachingAllocator::EventDone(const std::shared_ptr<Event>& event, bool wait) {
+  if (event == nullptr) return true;
+  if (wait) {
+    // An error leaves the device unusable; treat the use as over.
+    device_->SynchronizeEvent(event.get()).IgnoreError();
+    return true;
+  }
+  absl::StatusOr<bool> done = device_->QueryEvent(event.get());
+  return !done.ok() || *done;
 }
 
 void CachingAllocator::ProcessPendingFrees(bool wait) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     bool done = true;
-    for (const std::unique_ptr<Event>& event : it->events) {
-      if (wait) {
-        // An error leaves the device unusable; treat the use as over.
-        device_->SynchronizeEvent(event.get()).IgnoreError();
-        continue;
-      }
-      absl::StatusOr<bool> complete = device_->QueryEvent(event.get());
-      if (complete.ok() && !*complete) {
+    for (const std::shared_ptr<Event>& event : it->events) {
+      if (!EventDone(event, wait)) {
         done = false;
         break;
       }
@@ -261,9 +335,11 @@ void CachingAllocator::ProcessPendingFrees(bool wait) {
       ++it;
       continue;
     }
-    stats_.active_bytes -= static_cast<int64_t>(it->block->size);
-    ReturnBlock(it->block);
-    it = pending_.erase(it);
+    Block* block = it->block;
+    it = pending_.erase(it);  // drops its events before the block rejoins
+    stats_.active_bytes -= static_cast<int64_t>(block->size);
+    block->stream = nullptr;  // every stream that touched it is done: settled
+    ReturnBlock(block);
   }
 }
 
@@ -271,8 +347,8 @@ void CachingAllocator::ReleaseCachedSegments() {
   for (Pool* pool : {&small_free_, &large_free_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->prev != nullptr || b->next != nullptr) {
-        ++it;
+      if (b->prev != nullptr || b->next != nullptr || b->stream != nullptr) {
+        ++it;  // part of a segment, or a stream may still be using it
         continue;
       }
       device_->Free(b->ptr);
@@ -288,6 +364,7 @@ void CachingAllocator::ReleaseCachedSegments() {
 void CachingAllocator::EmptyCache() {
   std::lock_guard<std::mutex> lock(mu_);
   ProcessPendingFrees(/*wait=*/false);
+  SettleFreeBlocks(/*wait=*/false);
   ReleaseCachedSegments();
 }
 

@@ -14,13 +14,18 @@
 //   segments, > 1 MiB in large ones); freed blocks merge with free neighbours
 //   in the same segment. Reuse is best fit: the smallest cached free block of
 //   the same stream and kind that is large enough.
-// - Streams: a block belongs to the stream it was allocated on, and so does
-//   its segment. Freed, it is reused at once by later work on that stream
-//   (the stream's order makes that safe). If other streams used it
-//   (RecordStream), Free records an event on each of them and the block stays
-//   out of the cache until every event has completed; only then can it be
-//   reused or released. Memory crosses from one stream to another only
-//   through the device (release a cached segment, reserve a new one).
+// - Streams: an allocated block belongs to the stream it was allocated on.
+//   Freed, it is reused at once by later work on that stream (the stream's
+//   order makes that safe), and Free records an event on that stream: once
+//   the event has completed, the block is "settled" and any stream may reuse
+//   it. If other streams used the block (RecordStream), Free also records an
+//   event on each of them, and the block stays out of the cache until all
+//   have completed (then it is settled). Untouched memory (the rest of a new
+//   segment) is settled from the start. Free neighbours merge when they are
+//   in the same state (both settled, or both awaiting the same stream).
+// - Lookup is best fit among the blocks of the asking stream and the
+//   settled ones; only when neither fits are the pending events queried
+//   (cheap, non-blocking) to settle more blocks before reserving a segment.
 // - Out of memory, in this order: (1) wait for the pending cross-stream
 //   frees and reuse a block they return, (2) release every cached segment
 //   that is entirely free, (3) retry the reservation once; then fail with
@@ -136,7 +141,7 @@ class CachingAllocator final : public DeviceAllocator {
   using Pool = std::set<Block*, BlockLess>;
   struct PendingFree {
     Block* block;
-    std::vector<std::unique_ptr<Event>> events;
+    std::vector<std::shared_ptr<Event>> events;
   };
 
   CachingAllocator(Device* device, int64_t budget_bytes);
@@ -144,12 +149,24 @@ class CachingAllocator final : public DeviceAllocator {
   Pool& PoolFor(bool small) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return small ? small_free_ : large_free_;
   }
-  // Reserves a segment of `bytes` for `stream`, following the out-of-memory
-  // order above.
+  // The best-fitting free block of `size` for `stream` (its own or settled),
+  // removed from its pool; null if none.
+  Block* TakeFree(bool small, size_t size, Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves a segment of `bytes` for a request of `requested` bytes on
+  // `stream`, following the out-of-memory order above; may instead return a
+  // cached block that the out-of-memory path freed up.
   absl::StatusOr<Block*> ReserveSegment(size_t bytes, bool small, Stream* stream,
                                         size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns a block to its pool, merging free neighbours.
+  // Puts a free block into its pool, merging neighbours in the same state.
   void ReturnBlock(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Settles free blocks whose stream has passed their free event; with
+  // `wait`, blocks until every such event has completed.
+  void SettleFreeBlocks(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An event recorded on `stream` now (pooled), or null if recording failed
+  // (the stream was then synchronized instead).
+  std::shared_ptr<Event> RecordOn(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EventDone(const std::shared_ptr<Event>& event, bool wait)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves pending frees whose events completed into the pools; with `wait`,
   // first blocks until every pending event has completed.
   void ProcessPendingFrees(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -168,6 +185,7 @@ class CachingAllocator final : public DeviceAllocator {
   Pool large_free_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<void*, Block*> live_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Event>> spare_events_ ABSL_GUARDED_BY(mu_);
   AllocatorStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,6 +6,7 @@
 
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
+#include "runtime/staging_pool.h"
 
 namespace infer {
 
@@ -14,6 +15,8 @@ struct DeviceContext {
   // Every device allocation of a model (weights and activations) goes
   // through this allocator, under its budget.
   CachingAllocator* allocator = nullptr;
+  // Host buffers for the copies to and from the device.
+  HostStagingPool* staging = nullptr;
 };
 
 }  // namespace infer

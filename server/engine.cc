@@ -54,10 +54,14 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 }  // namespace
 
 Engine::Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
-               std::unique_ptr<CachingAllocator> allocator, Clock* clock)
+               std::unique_ptr<CachingAllocator> allocator,
+               std::unique_ptr<HostStagingPool> staging, std::unique_ptr<DevicePipeline> pipeline,
+               Clock* clock)
     : lock_(std::move(lock)),
       device_(std::move(device)),
       allocator_(std::move(allocator)),
+      staging_(std::move(staging)),
+      pipeline_(std::move(pipeline)),
       clock_(clock != nullptr ? clock : RealClock()) {}
 
 Engine::~Engine() { Shutdown(); }
@@ -74,8 +78,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<CachingAllocator> allocator,
                          CachingAllocator::Create(device.get(), options.memory));
-  return std::unique_ptr<Engine>(
-      new Engine(std::move(lock), std::move(device), std::move(allocator), options.clock));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<HostStagingPool> staging,
+                         HostStagingPool::Create(device.get(), options.staging));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<DevicePipeline> pipeline,
+                         DevicePipeline::Create(device.get(), options.pipeline));
+  return std::unique_ptr<Engine>(new Engine(std::move(lock), std::move(device),
+                                            std::move(allocator), std::move(staging),
+                                            std::move(pipeline), options.clock));
 }
 
 absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching) {
@@ -163,26 +172,84 @@ absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
   return result.get();
 }
 
-void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch) {
-  const absl::Time launch = clock_->Now();
-  std::vector<const InferRequest*> requests;
-  std::vector<InferResponse> responses(batch.size());
-  std::vector<InferResponse*> response_ptrs;
-  int64_t rows = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    requests.push_back(&batch[i]->request);
-    response_ptrs.push_back(&responses[i]);
-    rows += batch[i]->rows;
-  }
-  absl::Status status;
+namespace {
+
+// A model must not take the process down: an exception fails only its batch.
+template <typename Fn>
+auto Guarded(Fn fn) -> decltype(fn()) {
   try {
-    status = entry->model->Execute(requests, response_ptrs);
+    return fn();
   } catch (const std::exception& e) {
-    // A model must not take the process down: its exception fails only
-    // this batch.
-    status = absl::InternalError(absl::StrCat("exception: ", e.what()));
+    return absl::InternalError(absl::StrCat("exception: ", e.what()));
   }
-  const absl::Time end = clock_->Now();
+}
+
+}  // namespace
+
+// A prepared batch travelling through the device pipeline.
+class Engine::BatchJob final : public PipelineJob {
+ public:
+  BatchJob(Engine* engine, ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
+           std::unique_ptr<ModelBatch> batch)
+      : engine_(engine), entry_(entry), tasks_(std::move(tasks)), batch_(std::move(batch)) {}
+
+  absl::Status Upload(Stream* stream) override {
+    start_ = engine_->clock_->Now();  // the batch reaches the device
+    return Guarded([&] { return batch_->Upload(stream); });
+  }
+  absl::Status Compute(Stream* stream) override {
+    return Guarded([&] { return batch_->Compute(stream); });
+  }
+  absl::Status Download(Stream* stream) override {
+    return Guarded([&] { return batch_->Download(stream); });
+  }
+  void Complete(absl::Status status) override {
+    std::vector<InferResponse> responses(tasks_.size());
+    if (status.ok()) {
+      std::vector<InferResponse*> ptrs;
+      for (InferResponse& r : responses) ptrs.push_back(&r);
+      status = Guarded([&] { return batch_->Finish(ptrs); });
+    }
+    batch_.reset();  // the device work is done: release its buffers now
+    if (start_ == absl::InfinitePast()) start_ = engine_->clock_->Now();
+    engine_->FinishBatch(entry_, tasks_, responses, std::move(status), start_,
+                         engine_->clock_->Now());
+  }
+
+ private:
+  Engine* const engine_;     // outlives the pipeline's jobs (Shutdown drains)
+  ModelEntry* const entry_;  // entries live as long as the engine
+  std::vector<std::unique_ptr<InferTask>> tasks_;
+  std::unique_ptr<ModelBatch> batch_;
+  absl::Time start_ = absl::InfinitePast();
+};
+
+void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch) {
+  std::vector<const InferRequest*> requests;
+  requests.reserve(batch.size());
+  for (const auto& task : batch) requests.push_back(&task->request);
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::unique_ptr<ModelBatch>> prepared =
+      Guarded([&]() -> absl::StatusOr<std::unique_ptr<ModelBatch>> {
+        return entry->model->Prepare(requests);
+      });
+  if (!prepared.ok()) {
+    std::vector<InferResponse> none(batch.size());
+    FinishBatch(entry, batch, none, prepared.status(), start, clock_->Now());
+    return;
+  }
+  std::unique_ptr<PipelineJob> job =
+      std::make_unique<BatchJob>(this, entry, std::move(batch), *std::move(prepared));
+  if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
+    job->Complete(std::move(s));  // refused (shutting down): still ours to answer
+  }
+}
+
+void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
+                         std::vector<InferResponse>& responses, absl::Status status,
+                         absl::Time start, absl::Time end) {
+  int64_t rows = 0;
+  for (const auto& task : tasks) rows += task->rows;
   if (!status.ok()) {
     // Running out of the memory budget keeps its code (RESOURCE_EXHAUSTED:
     // the batch needed more than the budget allows); anything else is the
@@ -198,22 +265,22 @@ void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTa
     ModelStats& s = entry->stats;
     if (status.ok()) {
       ++s.execution_count;
-      s.batch_compute_infer[static_cast<uint64_t>(rows)].Add(end - launch);
+      s.batch_compute_infer[static_cast<uint64_t>(rows)].Add(end - start);
       s.inference_count += static_cast<uint64_t>(rows);
       s.last_inference_ms = WallMillis();
     }
-    for (const auto& task : batch) {
-      s.queue.Add(launch - task->arrival);
+    for (const auto& task : tasks) {
+      s.queue.Add(start - task->arrival);
       if (status.ok()) {
-        s.compute_infer.Add(end - launch);
+        s.compute_infer.Add(end - start);
         s.success.Add(end - task->arrival);
       } else {
         s.fail.Add(end - task->arrival);
       }
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    InferTask& task = *batch[i];
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    InferTask& task = *tasks[i];
     if (!status.ok()) {
       task.done(status);
       continue;
@@ -269,7 +336,10 @@ void Engine::Shutdown() {
     shutting_down_ = true;
     for (const auto& [name, entry] : models_) entries.push_back(entry);
   }
+  // Batchers first (their last batches go into the pipeline), then the
+  // pipeline (which answers them).
   for (const auto& entry : entries) entry->batcher->Shutdown();
+  pipeline_->Shutdown();
 }
 
 }  // namespace infer

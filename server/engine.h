@@ -38,6 +38,8 @@
 #include "runtime/device.h"
 #include "runtime/device_context.h"
 #include "runtime/device_lock.h"
+#include "runtime/pipeline.h"
+#include "runtime/staging_pool.h"
 
 namespace infer {
 
@@ -51,6 +53,10 @@ struct EngineOptions {
   // Where the per-GPU ownership lock files live (empty: the default, see
   // DeviceOwnershipLock::DefaultLockDir).
   std::string device_lock_dir;
+  // Host staging memory for copies to and from the device.
+  StagingPoolOptions staging;
+  // Batches in flight on the device at once (upload / compute / download).
+  PipelineOptions pipeline;
 };
 
 // Cumulative count and total duration of one kind of event.
@@ -88,8 +94,10 @@ class Engine {
 
   Device* device() const { return device_.get(); }
   CachingAllocator* allocator() const { return allocator_.get(); }
+  HostStagingPool* staging() const { return staging_.get(); }
+  DevicePipeline* pipeline() const { return pipeline_.get(); }
   // What models for this engine are created with.
-  DeviceContext context() const { return {device_.get(), allocator_.get()}; }
+  DeviceContext context() const { return {device_.get(), allocator_.get(), staging_.get()}; }
 
   // Serves `model` under model->spec().name with the given batching policy.
   // ALREADY_EXISTS if the name is taken; INVALID_ARGUMENT for bad options.
@@ -120,12 +128,20 @@ class Engine {
  private:
   struct ModelEntry;
   struct InferTask;
+  class BatchJob;
 
   Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
-         std::unique_ptr<CachingAllocator> allocator, Clock* clock);
+         std::unique_ptr<CachingAllocator> allocator, std::unique_ptr<HostStagingPool> staging,
+         std::unique_ptr<DevicePipeline> pipeline, Clock* clock);
   std::shared_ptr<ModelEntry> Find(const std::string& name) const;
   absl::Status NotFound(const std::string& name) const;
+  // Prepares a batch and hands it to the device pipeline (blocking while the
+  // pipeline is full); the pipeline answers it.
   void ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch);
+  // Answers every task of a finished batch and records its statistics.
+  void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
+                   std::vector<InferResponse>& responses, absl::Status status, absl::Time start,
+                   absl::Time end);
 
   // Constant after construction. The GPU lock, the device, then the
   // allocator are declared first so they are destroyed after the models that
@@ -133,6 +149,9 @@ class Engine {
   const std::unique_ptr<DeviceOwnershipLock> lock_;  // null on the CPU
   const std::unique_ptr<Device> device_;
   const std::unique_ptr<CachingAllocator> allocator_;
+  const std::unique_ptr<HostStagingPool> staging_;
+  // Drained by Shutdown before the model entries are destroyed.
+  const std::unique_ptr<DevicePipeline> pipeline_;
   Clock* const clock_;
 
   mutable std::mutex mu_;

@@ -25,8 +25,8 @@ InferRequest Ids(const std::string& model, std::vector<int64_t> ids, int64_t row
   return r;
 }
 
-// A model that fails its first `failures` executions, then echoes the
-// request's batch size.
+// A host-only model that fails its first `failures` batches, then answers
+// each request with its batch size (twice, as "rows" and "unused").
 class FlakyModel final : public Model {
  public:
   explicit FlakyModel(int failures) : failures_(failures) {
@@ -35,29 +35,40 @@ class FlakyModel final : public Model {
     spec_.outputs = {{"rows", DataType::kInt64, {-1}}, {"unused", DataType::kInt64, {-1}}};
   }
   const ModelSpec& spec() const override { return spec_; }
-  absl::Status Execute(absl::Span<const InferRequest* const> requests,
-                       absl::Span<InferResponse* const> responses) override {
-    if (throw_next_.exchange(false)) {
-      throw std::runtime_error("simulated exception");
-    }
-    if (failures_-- > 0) return absl::InternalError("simulated kernel failure");
-    for (size_t i = 0; i < requests.size(); ++i) {
-      for (const char* name : {"rows", "unused"}) {
-        Tensor t;
-        t.name = name;
-        t.dtype = DataType::kInt64;
-        t.shape = {1};
-        const int64_t rows = RequestBatchSize(*requests[i]);
-        t.data.assign(reinterpret_cast<const char*>(&rows), sizeof(rows));
-        responses[i]->outputs.push_back(std::move(t));
-      }
-    }
-    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override {
+    if (throw_next_.exchange(false)) throw std::runtime_error("simulated exception");
+    auto batch = std::make_unique<Batch>();
+    batch->fail = failures_-- > 0;
+    for (const InferRequest* r : requests) batch->rows.push_back(RequestBatchSize(*r));
+    return std::unique_ptr<ModelBatch>(std::move(batch));
   }
-
   void ThrowNext() { throw_next_ = true; }
 
  private:
+  struct Batch final : ModelBatch {
+    bool fail = false;
+    std::vector<int64_t> rows;
+    absl::Status Upload(Stream*) override { return absl::OkStatus(); }
+    absl::Status Compute(Stream*) override {
+      return fail ? absl::InternalError("simulated kernel failure") : absl::OkStatus();
+    }
+    absl::Status Download(Stream*) override { return absl::OkStatus(); }
+    absl::Status Finish(absl::Span<InferResponse* const> responses) override {
+      for (size_t i = 0; i < responses.size(); ++i) {
+        for (const char* name : {"rows", "unused"}) {
+          Tensor t;
+          t.name = name;
+          t.dtype = DataType::kInt64;
+          t.shape = {1};
+          t.data.assign(reinterpret_cast<const char*>(&rows[i]), sizeof(int64_t));
+          responses[i]->outputs.push_back(std::move(t));
+        }
+      }
+      return absl::OkStatus();
+    }
+  };
+
   ModelSpec spec_;
   int failures_;
   std::atomic<bool> throw_next_{false};
@@ -141,6 +152,10 @@ TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
     executions += d.count;
   }
   EXPECT_EQ(executions, stats.execution_count);
+  // Every batch went through the device pipeline and the caching allocator.
+  EXPECT_EQ(engine->pipeline()->stats().completed, stats.execution_count);
+  EXPECT_GT(engine->allocator()->stats().peak_allocated_bytes, 0);
+  EXPECT_GT(engine->staging()->stats().reuses, 0u) << "staging buffers are reused";
 }
 
 TEST(EngineTest, ModelFailureIsInternalAndServingContinues) {

@@ -222,7 +222,7 @@ TEST_F(GrpcServerTest, InferenceMatchesTheInProcessModel) {
   InferResponse expected;
   const InferRequest* in[] = {&local};
   InferResponse* out[] = {&expected};
-  ASSERT_TRUE((*model)->Execute(in, out).ok());
+  ASSERT_TRUE(RunBatch(**model, (*device)->device.get(), (*device)->stream.get(), in, out).ok());
   const float* got = reinterpret_cast<const float*>(resp.raw_output_contents(0).data());
   const float* want = expected.outputs[0].as<float>();
   for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;

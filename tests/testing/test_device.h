@@ -9,14 +9,17 @@
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
 #include "runtime/device_context.h"
+#include "runtime/staging_pool.h"
 
 namespace infer::testing {
 
 struct TestDevice {
   std::unique_ptr<Device> device;
   std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<HostStagingPool> staging;
+  std::unique_ptr<Stream> stream;  // for RunBatch
 
-  DeviceContext context() const { return {device.get(), allocator.get()}; }
+  DeviceContext context() const { return {device.get(), allocator.get(), staging.get()}; }
 
   // `spec` as for CreateDevice; a zero budget means 90% of the device.
   static absl::StatusOr<std::unique_ptr<TestDevice>> Create(const std::string& spec,
@@ -31,6 +34,13 @@ struct TestDevice {
         CachingAllocator::Create(t->device.get(), o);
     if (!a.ok()) return a.status();
     t->allocator = *std::move(a);
+    absl::StatusOr<std::unique_ptr<HostStagingPool>> staging =
+        HostStagingPool::Create(t->device.get(), StagingPoolOptions{});
+    if (!staging.ok()) return staging.status();
+    t->staging = *std::move(staging);
+    absl::StatusOr<std::unique_ptr<Stream>> stream = t->device->CreateStream();
+    if (!stream.ok()) return stream.status();
+    t->stream = *std::move(stream);
     return t;
   }
 };
