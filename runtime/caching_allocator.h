@@ -162,8 +162,9 @@ class CachingAllocator final : public DeviceAllocator {
   // Settles free blocks whose stream has passed their free event; with
   // `wait`, blocks until every such event has completed.
   void SettleFreeBlocks(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // An event recorded on `stream` now (pooled), or null if recording failed
-  // (the stream was then synchronized instead).
+  // An event recorded on `stream` now (pooled), or null when there is
+  // nothing to wait for (a synchronous device, or recording failed and the
+  // stream was synchronized instead).
   std::shared_ptr<Event> RecordOn(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EventDone(const std::shared_ptr<Event>& event, bool wait)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

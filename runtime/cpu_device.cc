@@ -66,6 +66,7 @@ class CpuDevice final : public Device {
   absl::Status SynchronizeEvent(Event*) override { return absl::OkStatus(); }
   absl::Status SynchronizeStream(Stream*) override { return absl::OkStatus(); }
   absl::StatusOr<bool> QueryEvent(Event*) override { return true; }
+  bool synchronous() const override { return true; }
 
   absl::Status Sgemm(Stream*, const GemmArgs& g) override {
     if (g.m == 0 || g.n == 0) return absl::OkStatus();

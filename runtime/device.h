@@ -103,6 +103,11 @@ class Device {
   // event never recorded counts as complete). Does not block.
   virtual absl::StatusOr<bool> QueryEvent(Event* event) = 0;
 
+  // True when every enqueued operation has completed by the time its call
+  // returns (the CPU device): events and stream waits then order nothing,
+  // and callers may skip them.
+  virtual bool synchronous() const { return false; }
+
   // Enqueues a GEMM on `stream` (OpenBLAS on the CPU, cuBLAS on CUDA).
   virtual absl::Status Sgemm(Stream* stream, const GemmArgs& args) = 0;
 

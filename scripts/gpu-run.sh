@@ -22,6 +22,11 @@ for t in "$D"/tests/*; do
     echo "FAIL $name"; tail -30 "$OUT/$name.log"; failed+=("$name")
   fi
 done
+echo "--- allocator-bench cuda:0"
+"$D/bin/allocator-bench" --device cuda:0 | tee "$OUT/allocator-bench.txt" || failed+=(allocator-bench)
+echo "--- overlap-bench cuda:0"
+"$D/bin/overlap-bench" --device cuda:0 --n 4096 --gemms 1 --batches 24 | tee "$OUT/overlap-bench.txt" \
+  || failed+=(overlap-bench)
 echo "--- embedded_engine cuda:0"
 "$D/bin/embedded_engine" cuda:0 || failed+=(embedded_engine)
 echo "--- infer-server on cuda:0"
