@@ -22,6 +22,10 @@ class AllocatorTest : public ::testing::Test {
   // A fake device of `capacity` bytes that reports 1 GiB of total memory
   // (the rest held by "another process").
   void Make(int64_t budget, int64_t capacity = 1024 * kMiB) {
+    // What used the previous device goes before it does.
+    s1_.reset();
+    s2_.reset();
+    alloc_.reset();
     device_ = std::make_unique<FakeDevice>(capacity, 1024 * kMiB);
     CachingAllocatorOptions o;
     o.budget_bytes = budget;

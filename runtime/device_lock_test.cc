@@ -67,19 +67,20 @@ TEST_F(DeviceLockTest, SecondProcessIsRefusedWithTheHoldersPid) {
 }
 
 TEST_F(DeviceLockTest, AKilledHolderLeavesNoLockBehind) {
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto lock = DeviceOwnershipLock::Acquire("GPU-dead", "cuda:0", dir_.string());
-    if (!lock.ok()) _exit(1);
+    const char ok = lock.ok() ? 'y' : 'n';
+    (void)!write(to_parent[1], &ok, 1);
     pause();  // until killed
     _exit(0);
   }
-  // Wait until the child holds it.
-  for (int i = 0; i < 500; ++i) {
-    if (!DeviceOwnershipLock::Acquire("GPU-dead", "cuda:0", dir_.string()).ok()) break;
-    usleep(10000);
-  }
+  char ok = 0;
+  ASSERT_EQ(read(to_parent[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
   EXPECT_FALSE(DeviceOwnershipLock::Acquire("GPU-dead", "cuda:0", dir_.string()).ok());
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
