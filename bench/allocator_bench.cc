@@ -6,13 +6,13 @@
 //
 // Workload: W live allocations; each operation frees a random one and
 // allocates a new one, 80% small (64 B - 64 KiB), 20% large (1 - 8 MiB).
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <cblas.h>
 
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
@@ -92,26 +92,26 @@ int main(int argc, char** argv) {
   infer::Stream* s = stream->get();
 
   const Result raw = Run(
-      device_ops, window, [&](size_t n) { return *d->Allocate(n); },
-      [&](void* p) { d->Free(p); });
+      device_ops, window, [&](size_t n) { return *d->Allocate(n); }, [&](void* p) { d->Free(p); });
   const Result cached = Run(
       ops, window, [&](size_t n) { return *a->Allocate(n, s); },
       [&](void* p) { (void)a->Free(p); });
   const infer::AllocatorStats st = a->stats();
 
-  std::printf("allocator-bench on %s (%s): %d live allocations, 80%% 64 B-64 KiB, "
-              "20%% 1-8 MiB\n\n",
-              d->spec().c_str(), d->info().name.c_str(), window);
+  std::printf(
+      "allocator-bench on %s (%s): %d live allocations, 80%% 64 B-64 KiB, "
+      "20%% 1-8 MiB\n\n",
+      d->spec().c_str(), d->info().name.c_str(), window);
   std::printf("| allocator | ops | ns per alloc+free |\n|---|---:|---:|\n");
   std::printf("| %s | %lld | %.0f |\n", cuda ? "cudaMalloc/cudaFree" : "aligned_alloc/free",
               static_cast<long long>(raw.ops), raw.ns_per_op);
   std::printf("| CachingAllocator | %lld | %.0f |\n", static_cast<long long>(cached.ops),
               cached.ns_per_op);
   std::printf("\nratio (device / caching): %.1fx\n", raw.ns_per_op / cached.ns_per_op);
-  std::printf("caching allocator: %llu device allocations for %lld requests, peak reserved "
-              "%lld MiB, fragmentation %.2f\n",
-              static_cast<unsigned long long>(st.device_allocs),
-              static_cast<long long>(ops + window),
-              static_cast<long long>(st.peak_reserved_bytes >> 20), st.fragmentation);
+  std::printf(
+      "caching allocator: %llu device allocations for %lld requests, peak reserved "
+      "%lld MiB, fragmentation %.2f\n",
+      static_cast<unsigned long long>(st.device_allocs), static_cast<long long>(ops + window),
+      static_cast<long long>(st.peak_reserved_bytes >> 20), st.fragmentation);
   return 0;
 }

@@ -12,12 +12,11 @@
 //
 // Each batch uploads an n×n FP32 matrix from staging memory, multiplies it R
 // times by a resident n×n matrix (SGEMM), and downloads the n×n result.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <future>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
@@ -128,7 +127,8 @@ int main(int argc, char** argv) {
   const size_t bytes = n * n * sizeof(float);
   auto weights = infer::DeviceBuffer::Allocate(allocator->get(), bytes, setup_stream->get());
   std::vector<float> w(n * n, 0.001f);
-  if (!weights.ok() || !d->CopyToDevice(weights->get(), w.data(), bytes, setup_stream->get()).ok() ||
+  if (!weights.ok() ||
+      !d->CopyToDevice(weights->get(), w.data(), bytes, setup_stream->get()).ok() ||
       !d->SynchronizeStream(setup_stream->get()).ok()) {
     return 1;
   }
@@ -177,19 +177,21 @@ int main(int argc, char** argv) {
   (*pipeline)->Shutdown();
 
   const double copy_ms = Ms(copy), compute_ms = Ms(compute);
-  std::printf("overlap-bench on %s (%s): %d batches, %lldx%lld FP32 in and out "
-              "(%.1f MiB each way), %d SGEMMs per batch, %d in flight\n\n",
-              d->spec().c_str(), d->info().name.c_str(), batches, static_cast<long long>(n),
-              static_cast<long long>(n), bytes / 1048576.0, gemms, in_flight);
+  std::printf(
+      "overlap-bench on %s (%s): %d batches, %lldx%lld FP32 in and out "
+      "(%.1f MiB each way), %d SGEMMs per batch, %d in flight\n\n",
+      d->spec().c_str(), d->info().name.c_str(), batches, static_cast<long long>(n),
+      static_cast<long long>(n), bytes / 1048576.0, gemms, in_flight);
   std::printf("| run | ms | ms per batch |\n|---|---:|---:|\n");
   std::printf("| serial: copies | %.1f | %.2f |\n", copy_ms, copy_ms / batches);
   std::printf("| serial: compute | %.1f | %.2f |\n", compute_ms, compute_ms / batches);
   std::printf("| serial: sum | %.1f | %.2f |\n", serial_ms, serial_ms / batches);
   std::printf("| pipelined | %.1f | %.2f |\n", pipelined_ms, pipelined_ms / batches);
   const double ideal = std::max(copy_ms, compute_ms) / (copy_ms + compute_ms);
-  std::printf("\nratio pipelined / serial: %.2f (best possible %.2f: all of the shorter "
-              "part hidden)\n",
-              pipelined_ms / serial_ms, ideal);
+  std::printf(
+      "\nratio pipelined / serial: %.2f (best possible %.2f: all of the shorter "
+      "part hidden)\n",
+      pipelined_ms / serial_ms, ideal);
   const double hidden = (serial_ms - pipelined_ms) / std::min(copy_ms, compute_ms);
   std::printf("share of the shorter part (%s) hidden: %.0f%%\n",
               copy_ms < compute_ms ? "copies" : "compute", 100.0 * hidden);

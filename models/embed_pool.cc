@@ -1,7 +1,7 @@
 #include "models/embed_pool.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -56,8 +56,9 @@ absl::Status CheckOptions(const EmbedPoolOptions& o) {
 absl::StatusOr<DeviceBuffer> Upload(const DeviceContext& ctx, Stream* stream,
                                     const std::vector<float>& host) {
   Device* device = ctx.device;
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                         DeviceBuffer::Allocate(ctx.allocator, host.size() * sizeof(float), stream));
+  INFER_ASSIGN_OR_RETURN(
+      DeviceBuffer buffer,
+      DeviceBuffer::Allocate(ctx.allocator, host.size() * sizeof(float), stream));
   INFER_RETURN_IF_ERROR(
       device->CopyToDevice(buffer.get(), host.data(), host.size() * sizeof(float), stream));
   return buffer;
@@ -149,18 +150,19 @@ class EmbedPoolModel::Batch final : public ModelBatch {
     if (tokens() == 0) return absl::OkStatus();
     const EmbedPoolOptions& o = model_.options_;
     const int64_t hidden = o.hidden_size, dim = o.embedding_size;
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(
-                                               allocator(), tokens() * hidden * sizeof(float), stream));
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(
-                                               allocator(), tokens() * dim * sizeof(float), stream));
-    INFER_ASSIGN_OR_RETURN(d_out_,
-                           DeviceBuffer::Allocate(allocator(), rows_ * dim * sizeof(float), stream));
+    INFER_ASSIGN_OR_RETURN(
+        DeviceBuffer x,
+        DeviceBuffer::Allocate(allocator(), tokens() * hidden * sizeof(float), stream));
+    INFER_ASSIGN_OR_RETURN(
+        DeviceBuffer y,
+        DeviceBuffer::Allocate(allocator(), tokens() * dim * sizeof(float), stream));
+    INFER_ASSIGN_OR_RETURN(
+        d_out_, DeviceBuffer::Allocate(allocator(), rows_ * dim * sizeof(float), stream));
     // d_ids_ was allocated on the upload stream: tell the allocator this
     // stream reads it too, so it is not reused before these kernels are done.
     INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_ids_.get(), stream));
-    INFER_RETURN_IF_ERROR(model_.kernels_->Gather(stream, d_ids_.as<int64_t>(), tokens(),
-                                                  model_.table_.as<float>(), hidden,
-                                                  x.as<float>()));
+    INFER_RETURN_IF_ERROR(model_.kernels_->Gather(
+        stream, d_ids_.as<int64_t>(), tokens(), model_.table_.as<float>(), hidden, x.as<float>()));
     GemmArgs g;
     g.m = tokens();
     g.n = dim;

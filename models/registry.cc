@@ -23,7 +23,8 @@ absl::Status ParseParam(const ModelParams& params, const std::string& key, T* ou
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
-                                                       const ModelParams& params, const DeviceContext& context) {
+                                                       const ModelParams& params,
+                                                       const DeviceContext& context) {
   static const char* const kKeys[] = {"vocab_size", "hidden_size",         "embedding_size",
                                       "pad_id",     "max_sequence_length", "seed"};
   for (const auto& [key, value] : params) {

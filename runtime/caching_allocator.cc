@@ -13,13 +13,13 @@ struct CachingAllocator::Block {
   // touch the block (until free_event completes), or null once settled.
   Stream* stream = nullptr;
   char* ptr = nullptr;
-  size_t size = 0;           // bytes of the block (a multiple of kRoundBytes)
-  size_t requested = 0;      // bytes asked for, while allocated
-  bool small = false;        // from a small segment (small pool)
-  bool allocated = false;    // handed out, or freed but awaiting other streams
-  bool in_pool = false;      // free and in small_free_ / large_free_
+  size_t size = 0;                    // bytes of the block (a multiple of kRoundBytes)
+  size_t requested = 0;               // bytes asked for, while allocated
+  bool small = false;                 // from a small segment (small pool)
+  bool allocated = false;             // handed out, or freed but awaiting other streams
+  bool in_pool = false;               // free and in small_free_ / large_free_
   std::shared_ptr<Event> free_event;  // free, not settled: recorded on `stream` at Free
-  Block* prev = nullptr;     // neighbours within the segment
+  Block* prev = nullptr;              // neighbours within the segment
   Block* next = nullptr;
   std::vector<Stream*> uses;  // other streams that used it (RecordStream)
 };
@@ -53,8 +53,8 @@ absl::StatusOr<std::unique_ptr<CachingAllocator>> CachingAllocator::Create(
   int64_t budget = options.budget_bytes;
   if (budget == 0) {
     if (!(options.budget_fraction > 0.0 && options.budget_fraction <= 1.0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "memory budget fraction must be in (0, 1], got ", options.budget_fraction));
+      return absl::InvalidArgumentError(
+          absl::StrCat("memory budget fraction must be in (0, 1], got ", options.budget_fraction));
     }
     budget = static_cast<int64_t>(static_cast<double>(device->info().total_memory_bytes) *
                                   options.budget_fraction);
@@ -191,9 +191,9 @@ absl::Status CachingAllocator::Free(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pointer ", reinterpret_cast<uintptr_t>(ptr),
-        " was not allocated by this allocator, or was already freed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pointer ", reinterpret_cast<uintptr_t>(ptr),
+                     " was not allocated by this allocator, or was already freed"));
   }
   Block* block = it->second;
   live_.erase(it);
@@ -375,10 +375,10 @@ absl::Status CachingAllocator::OutOfMemory(size_t requested, size_t segment) {
       segment == 0 ? absl::StrCat("more than the budget of ", budget_bytes_, " bytes")
                    : absl::StrCat("a new ", segment, "-byte segment does not fit the budget of ",
                                   budget_bytes_, " bytes");
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "out of memory on ", device_->spec(), ": cannot allocate ", requested, " bytes: ", why,
-      "; reserved ", stats_.reserved_bytes, ", allocated ", stats_.allocated_bytes,
-      ", largest free block ", LargestFreeBlock()));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("out of memory on ", device_->spec(), ": cannot allocate ", requested,
+                   " bytes: ", why, "; reserved ", stats_.reserved_bytes, ", allocated ",
+                   stats_.allocated_bytes, ", largest free block ", LargestFreeBlock()));
 }
 
 int64_t CachingAllocator::LargestFreeBlock() const {

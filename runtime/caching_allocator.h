@@ -155,8 +155,8 @@ class CachingAllocator final : public DeviceAllocator {
   // Reserves a segment of `bytes` for a request of `requested` bytes on
   // `stream`, following the out-of-memory order above; may instead return a
   // cached block that the out-of-memory path freed up.
-  absl::StatusOr<Block*> ReserveSegment(size_t bytes, bool small, Stream* stream,
-                                        size_t requested) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Block*> ReserveSegment(size_t bytes, bool small, Stream* stream, size_t requested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts a free block into its pool, merging neighbours in the same state.
   void ReturnBlock(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Settles free blocks whose stream has passed their free event; with
@@ -166,8 +166,7 @@ class CachingAllocator final : public DeviceAllocator {
   // nothing to wait for (a synchronous device, or recording failed and the
   // stream was synchronized instead).
   std::shared_ptr<Event> RecordOn(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EventDone(const std::shared_ptr<Event>& event, bool wait)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EventDone(const std::shared_ptr<Event>& event, bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves pending frees whose events completed into the pools; with `wait`,
   // first blocks until every pending event has completed.
   void ProcessPendingFrees(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -199,7 +199,7 @@ TEST_F(AllocatorTest, AnotherStreamReusesABlockOnlyAfterItsFreeEventCompletes) {
   Make(64 * kMiB);
   device_->set_manual_events(true);
   void* a = Alloc(2 * kMiB, s1_.get());  // a whole segment
-  ASSERT_THAT(alloc_->Free(a), IsOk());   // stream 1 may still be using it
+  ASSERT_THAT(alloc_->Free(a), IsOk());  // stream 1 may still be using it
   void* b = Alloc(2 * kMiB, s2_.get());
   EXPECT_NE(b, a) << "stream 2 must not get it before stream 1 is done";
   EXPECT_EQ(alloc_->stats().segments, 2);

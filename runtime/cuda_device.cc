@@ -81,8 +81,8 @@ class CudaDevice final : public Device {
     const cudaError_t err = cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocPortable);
     if (err != cudaSuccess) {
       cudaGetLastError();
-      return absl::ResourceExhaustedError(absl::StrCat(
-          spec(), ": cudaHostAlloc of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+      return absl::ResourceExhaustedError(absl::StrCat(spec(), ": cudaHostAlloc of ", bytes,
+                                                       " bytes failed: ", cudaGetErrorString(err)));
     }
     return ptr;
   }

@@ -26,10 +26,10 @@ class DeviceLockTest : public ::testing::Test {
 TEST_F(DeviceLockTest, SecondOwnerInTheSameProcessIsRefused) {
   auto first = DeviceOwnershipLock::Acquire("GPU-1234", "cuda:0 (test)", dir_.string());
   ASSERT_THAT(first, IsOk());
-  EXPECT_THAT(DeviceOwnershipLock::Acquire("GPU-1234", "cuda:0 (test)", dir_.string()),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "device cuda:0 (test) is already owned by process " +
-                           std::to_string(getpid())));
+  EXPECT_THAT(
+      DeviceOwnershipLock::Acquire("GPU-1234", "cuda:0 (test)", dir_.string()),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               "device cuda:0 (test) is already owned by process " + std::to_string(getpid())));
   EXPECT_THAT(DeviceOwnershipLock::Acquire("GPU-5678", "cuda:1", dir_.string()), IsOk())
       << "another GPU is another lock";
   first->reset();
@@ -54,11 +54,12 @@ TEST_F(DeviceLockTest, SecondProcessIsRefusedWithTheHoldersPid) {
   char ok = 0;
   ASSERT_EQ(read(to_parent[0], &ok, 1), 1);
   ASSERT_EQ(ok, 'y');
-  EXPECT_THAT(DeviceOwnershipLock::Acquire("GPU-abcd", "cuda:0 (NVIDIA X, GPU-abcd)", dir_.string()),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "device cuda:0 (NVIDIA X, GPU-abcd) is already owned by process " +
-                           std::to_string(child) + " (lock file " + dir_.string() +
-                           "/infer-device-GPU-abcd.lock); one process serves each GPU"));
+  EXPECT_THAT(
+      DeviceOwnershipLock::Acquire("GPU-abcd", "cuda:0 (NVIDIA X, GPU-abcd)", dir_.string()),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               "device cuda:0 (NVIDIA X, GPU-abcd) is already owned by process " +
+                   std::to_string(child) + " (lock file " + dir_.string() +
+                   "/infer-device-GPU-abcd.lock); one process serves each GPU"));
   (void)!write(to_child[1], "x", 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -1,9 +1,8 @@
 #include "runtime/device.h"
 
-#include "runtime/caching_allocator.h"
-
 #include <vector>
 
+#include "runtime/caching_allocator.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {

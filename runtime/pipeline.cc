@@ -90,8 +90,9 @@ void DevicePipeline::StageLoop(int stage, Stream* stream, Channel* in, Channel* 
       if (item->recorded) s = device_->StreamWaitEvent(stream, item->event.get());
       if (s.ok()) {
         PipelineJob* job = item->job.get();
-        s = stage == 0 ? job->Upload(stream) : stage == 1 ? job->Compute(stream)
-                                                          : job->Download(stream);
+        s = stage == 0   ? job->Upload(stream)
+            : stage == 1 ? job->Compute(stream)
+                         : job->Download(stream);
       }
       // Record even after a failure: whatever was enqueued must finish before
       // the job's buffers are released.

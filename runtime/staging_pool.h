@@ -48,8 +48,8 @@ class StagingBuffer {
   T* as() const {
     return static_cast<T*>(ptr_);
   }
-  size_t size() const { return bytes_; }          // as requested
-  size_t capacity() const { return capacity_; }   // the size class
+  size_t size() const { return bytes_; }         // as requested
+  size_t capacity() const { return capacity_; }  // the size class
   void Reset();
 
  private:

@@ -257,8 +257,8 @@ void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTas
     const absl::StatusCode code = status.code() == absl::StatusCode::kResourceExhausted
                                       ? absl::StatusCode::kResourceExhausted
                                       : absl::StatusCode::kInternal;
-    status = absl::Status(code, absl::StrCat("model '", entry->model->spec().name,
-                                             "' failed: ", status.message()));
+    status = absl::Status(
+        code, absl::StrCat("model '", entry->model->spec().name, "' failed: ", status.message()));
   }
   {
     std::lock_guard<std::mutex> lock(entry->stats_mu);

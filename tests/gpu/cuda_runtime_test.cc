@@ -67,7 +67,7 @@ TEST_F(CudaRuntimeTest, AnotherStreamWaitsForTheFreeEvent) {
   ASSERT_THAT(a, IsOk());
   // A kernel on stream 1 keeps using the block for ~300 ms.
   ASSERT_THAT(CudaStatus(testing::LaunchSpinThenWrite(NativeCudaStream(s1.get()), 300, 42,
-                                                       static_cast<int*>(*a)),
+                                                      static_cast<int*>(*a)),
                          "spin kernel"),
               IsOk());
   ASSERT_THAT(alloc->Free(*a), IsOk());

@@ -391,8 +391,8 @@ TEST(GrpcServerLifecycleTest, SigtermDrainsAndExitsZero) {
 
 TEST(GrpcServerLifecycleTest, MemoryBudgetBoundsWeightsAndBatches) {
   // Weights that do not fit the budget: the server refuses to start.
-  auto refused = ServerProcess::Start(ServerBinary(),
-                                      {"--device", "cpu", "--memory-budget-bytes", "1000000"});
+  auto refused =
+      ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--memory-budget-bytes", "1000000"});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("RESOURCE_EXHAUSTED: out of memory on cpu"),
             std::string::npos)
@@ -400,7 +400,8 @@ TEST(GrpcServerLifecycleTest, MemoryBudgetBoundsWeightsAndBatches) {
 
   // A wide model under a 4 MiB budget: a long batch cannot fit and is refused
   // with RESOURCE_EXHAUSTED; the server keeps serving what fits.
-  const fs::path dir = fs::temp_directory_path() / ("infer_budget_repo_" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("infer_budget_repo_" + std::to_string(getpid()));
   fs::create_directories(dir / "wide");
   std::ofstream(dir / "wide" / "config.pbtxt") << R"(
     backend: "embed_pool"
@@ -409,9 +410,9 @@ TEST(GrpcServerLifecycleTest, MemoryBudgetBoundsWeightsAndBatches) {
     parameters { key: "hidden_size" value { string_value: "16" } }
     parameters { key: "embedding_size" value { string_value: "4096" } }
   )";
-  auto server = ServerProcess::Start(ServerBinary(),
-                                     {"--device", "cpu", "--model-repository", dir.string(),
-                                      "--memory-budget-bytes", "4194304", "--shutdown-grace-s", "0.5"});
+  auto server = ServerProcess::Start(
+      ServerBinary(), {"--device", "cpu", "--model-repository", dir.string(),
+                       "--memory-budget-bytes", "4194304", "--shutdown-grace-s", "0.5"});
   fs::remove_all(dir);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = GRPCInferenceService::NewStub(
@@ -420,7 +421,8 @@ TEST(GrpcServerLifecycleTest, MemoryBudgetBoundsWeightsAndBatches) {
   {
     grpc::ClientContext ctx;
     const grpc::Status s = stub->ModelInfer(
-        &ctx, IdsRequest("wide", std::vector<std::vector<int64_t>>(8, std::vector<int64_t>(512, 3))),
+        &ctx,
+        IdsRequest("wide", std::vector<std::vector<int64_t>>(8, std::vector<int64_t>(512, 3))),
         &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
     EXPECT_NE(s.error_message().find("budget of 4194304 bytes"), std::string::npos)
