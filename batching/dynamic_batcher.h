@@ -39,12 +39,17 @@ struct BatcherOptions {
   int num_workers = 1;
   // Time source; nullptr means RealClock(). Borrowed: must outlive the batcher.
   Clock* clock = nullptr;
+  // Device-memory admission; nullptr: none. Borrowed: must outlive the batcher.
+  MemoryGate* memory = nullptr;
 };
 
 template <typename TaskT>
 class DynamicBatcher {
  public:
-  using ProcessFn = std::function<void(std::vector<std::unique_ptr<TaskT>>)>;
+  using Batch = typename BatchQueue<TaskT>::Batch;
+  // Receives each batch to execute, and the tasks removed without execution
+  // (expired, cancelled, unfit), which it must answer.
+  using ProcessFn = std::function<void(Batch)>;
 
   static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(const BatcherOptions& options,
                                                                 ProcessFn process) {
@@ -85,6 +90,12 @@ class DynamicBatcher {
     }
   }
 
+  // Wakes the workers to look again (e.g. device memory was released).
+  void Notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+
   size_t queue_size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return queue_.size();
@@ -94,7 +105,7 @@ class DynamicBatcher {
   DynamicBatcher(const BatcherOptions& options, ProcessFn process)
       : clock_(options.clock != nullptr ? options.clock : RealClock()),
         process_(std::move(process)),
-        queue_(options.queue) {
+        queue_(options.queue, options.memory) {
     workers_.reserve(options.num_workers);
     for (int i = 0; i < options.num_workers; ++i) {
       workers_.emplace_back([this] { WorkerLoop(); });
@@ -106,7 +117,7 @@ class DynamicBatcher {
     while (true) {
       if (stopping_ && queue_.empty()) break;
       const absl::Time now = clock_->Now();
-      std::vector<std::unique_ptr<TaskT>> batch = queue_.PopBatch(now, stopping_);
+      Batch batch = queue_.PopBatch(now, stopping_);
       if (!batch.empty()) {
         // More may be ready for another idle worker.
         if (!queue_.empty()) cv_.notify_one();
@@ -115,7 +126,7 @@ class DynamicBatcher {
         lock.lock();
         continue;
       }
-      const absl::Time deadline = queue_.NextDeadline();
+      const absl::Time deadline = queue_.NextDeadline(now);
       if (deadline == absl::InfiniteFuture()) {
         cv_.wait(lock);
       } else {

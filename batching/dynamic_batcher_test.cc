@@ -17,15 +17,20 @@ using ::infer::testing::StatusIs;
 struct Task {
   int id = 0;
   int64_t size() const { return 1; }
+  int64_t length() const { return 1; }
+  int priority() const { return 1; }
+  absl::Time deadline() const { return absl::InfiniteFuture(); }
+  bool cancelled() const { return false; }
 };
+using Batch = BatchQueue<Task>::Batch;
 
 // Records the batches it is given.
 struct Recorder {
   std::mutex mu;
   std::vector<std::vector<int>> batches ABSL_GUARDED_BY(mu);
-  void Process(std::vector<std::unique_ptr<Task>> batch) {
+  void Process(Batch batch) {
     std::vector<int> ids;
-    for (const auto& t : batch) ids.push_back(t->id);
+    for (const auto& t : batch.tasks) ids.push_back(t->id);
     std::lock_guard<std::mutex> lock(mu);
     batches.push_back(std::move(ids));
   }
@@ -43,7 +48,7 @@ TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
   Recorder rec;
   auto batcher = DynamicBatcher<Task>::Create(
       Options(8, absl::Milliseconds(50), 1000),
-      [&](std::vector<std::unique_ptr<Task>> b) { rec.Process(std::move(b)); });
+      [&](Batch b) { rec.Process(std::move(b)); });
   ASSERT_TRUE(batcher.ok());
   constexpr int kTasks = 64;
   std::vector<std::thread> threads;
@@ -74,8 +79,8 @@ TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
   ::infer::testing::Notification done;
   std::atomic<int> size{0};
   auto batcher = DynamicBatcher<Task>::Create(Options(32, absl::Milliseconds(20), 100),
-                                              [&](std::vector<std::unique_ptr<Task>> b) {
-                                                size = static_cast<int>(b.size());
+                                              [&](Batch b) {
+                                                size = static_cast<int>(b.tasks.size());
                                                 done.Notify();
                                               });
   ASSERT_TRUE(batcher.ok());
@@ -92,7 +97,7 @@ TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
 TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
   ::infer::testing::Notification release, entered;
   auto batcher = DynamicBatcher<Task>::Create(Options(1, absl::ZeroDuration(), 2),
-                                              [&](std::vector<std::unique_ptr<Task>>) {
+                                              [&](Batch) {
                                                 if (!entered.HasBeenNotified()) entered.Notify();
                                                 release.WaitForNotification();
                                               });

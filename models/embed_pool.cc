@@ -107,6 +107,25 @@ absl::StatusOr<std::unique_ptr<EmbedPoolModel>> EmbedPoolModel::Create(
   return model;
 }
 
+// Device memory of one batch, block by block as the allocator hands it out:
+// token ids, embeddings x, dense output y (x and y are freed after the
+// kernels, but count at the peak), pooled output.
+int64_t EmbedPoolModel::PeakBytes(int64_t rows, int64_t length) const {
+  const int64_t tokens = rows * length;
+  if (tokens == 0) return 0;
+  const int64_t f = sizeof(float);
+  return CachingAllocator::BlockBytes(tokens * static_cast<int64_t>(sizeof(int64_t))) +
+         CachingAllocator::BlockBytes(tokens * options_.hidden_size * f) +
+         CachingAllocator::BlockBytes(tokens * options_.embedding_size * f) +
+         CachingAllocator::BlockBytes(rows * options_.embedding_size * f);
+}
+
+int64_t EmbedPoolModel::WeightBytes() const {
+  return CachingAllocator::BlockBytes(static_cast<int64_t>(table_.size())) +
+         CachingAllocator::BlockBytes(static_cast<int64_t>(dense_.size())) +
+         CachingAllocator::BlockBytes(static_cast<int64_t>(bias_.size()));
+}
+
 absl::Status EmbedPoolModel::ValidateRequest(const InferRequest& request) const {
   const Tensor& ids = request.inputs.front();  // the only input (spec-checked)
   if (ids.shape[1] > options_.max_sequence_length) {

@@ -50,6 +50,8 @@ class EmbedPoolModel final : public Model {
 
   const ModelSpec& spec() const override { return spec_; }
   absl::Status ValidateRequest(const InferRequest& request) const override;
+  int64_t PeakBytes(int64_t rows, int64_t length) const override;
+  int64_t WeightBytes() const override;
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;
 

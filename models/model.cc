@@ -137,6 +137,13 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
   return s;
 }
 
+int64_t Model::SequenceLength(const InferRequest& request) const {
+  for (const Tensor& t : request.inputs) {
+    if (t.shape.size() >= 2) return t.shape[1];
+  }
+  return 1;
+}
+
 int64_t RequestBatchSize(const InferRequest& request) {
   for (const Tensor& t : request.inputs) {
     if (!t.shape.empty()) return t.shape[0];

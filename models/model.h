@@ -10,12 +10,14 @@
 #define INFER_MODELS_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
@@ -43,6 +45,14 @@ struct InferRequest {
   std::vector<Tensor> inputs;
   // Outputs to return, by name; empty means all of the model's outputs.
   std::vector<std::string> requested_outputs;
+  // Scheduling: 1 is the most urgent level; 0 means the model's default.
+  int64_t priority = 0;
+  // Answered DEADLINE_EXCEEDED, without computing, if not started by then.
+  absl::Time deadline = absl::InfiniteFuture();
+  // Relative timeout (the KServe/Triton "timeout" parameter); zero: none.
+  absl::Duration timeout = absl::ZeroDuration();
+  // Polled while queued; true drops the request (CANCELLED). Optional.
+  std::function<bool()> is_cancelled;
 };
 
 struct InferResponse {
@@ -83,6 +93,19 @@ class Model {
   virtual absl::Status ValidateRequest(const InferRequest& request) const {
     return absl::OkStatus();
   }
+
+  // The sequence length a request is classified and padded by: by default
+  // the second dimension of its first input of rank >= 2 (else 1). Prepare
+  // must not pad a batch beyond the longest of its requests' lengths.
+  virtual int64_t SequenceLength(const InferRequest& request) const;
+
+  // Memory model: estimated peak device bytes (activations and workspace,
+  // as the CachingAllocator hands them out) of a batch of `rows` sequences
+  // padded to `length` tokens. Used by admission; 0 means unknown (no
+  // memory admission for this model).
+  virtual int64_t PeakBytes(int64_t rows, int64_t length) const { return 0; }
+  // Device bytes the model holds for its weights.
+  virtual int64_t WeightBytes() const { return 0; }
 
   // Packs validated `requests` into one batch (host-side work: staging the
   // inputs). A non-OK status fails the whole batch.

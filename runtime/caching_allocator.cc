@@ -43,6 +43,12 @@ size_t CachingAllocator::RoundedSize(size_t bytes) {
   return std::max(kRoundBytes, RoundUp(bytes, kRoundBytes));
 }
 
+int64_t CachingAllocator::BlockBytes(int64_t bytes) {
+  const size_t rounded = RoundedSize(static_cast<size_t>(bytes));
+  if (rounded <= kSmallRequestBytes) return static_cast<int64_t>(rounded);
+  return static_cast<int64_t>(RoundUp(rounded, kLargeRoundBytes));
+}
+
 absl::StatusOr<std::unique_ptr<CachingAllocator>> CachingAllocator::Create(
     Device* device, const CachingAllocatorOptions& options) {
   if (device == nullptr) return absl::InvalidArgumentError("device is null");

@@ -132,6 +132,10 @@ class CachingAllocator final : public DeviceAllocator {
   static constexpr size_t kLargeRoundBytes = 2 << 20;
   // Bytes a request of `bytes` occupies in a block (0 on overflow).
   static size_t RoundedSize(size_t bytes);
+  // The most a request of `bytes` can take from the budget as a block: the
+  // rounded size for small requests, the whole 2 MiB-rounded segment for
+  // large ones (a block is split only when the rest exceeds 1 MiB).
+  static int64_t BlockBytes(int64_t bytes);
 
  private:
   struct Block;

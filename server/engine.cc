@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "batching/dynamic_batcher.h"
+#include "server/request_split.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -17,12 +18,81 @@ struct Engine::InferTask {
   DoneCallback done;
   absl::Time arrival;
   int64_t rows = 0;
+  int64_t tokens = 0;  // sequence length
+  int level = 1;       // priority level
+  absl::Time due = absl::InfiniteFuture();
+
+  // What BatchQueue asks of a task.
   int64_t size() const { return rows; }
+  int64_t length() const { return tokens; }
+  int priority() const { return level; }
+  absl::Time deadline() const { return due; }
+  bool cancelled() const { return request.is_cancelled && request.is_cancelled(); }
+};
+
+// Device memory left for batches: the budget, less headroom and weights;
+// batches reserve their estimated peak before they launch and release it
+// when they are done. Thread-safe.
+class Engine::MemoryAdmission {
+ public:
+  MemoryAdmission(int64_t budget, int64_t headroom) : budget_(budget), headroom_(headroom) {}
+  void AddWeights(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    weights_ += bytes;
+  }
+  int64_t Capacity() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CapacityLocked();
+  }
+  int64_t Available() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CapacityLocked() - in_flight_;
+  }
+  bool TryReserve(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > CapacityLocked() - in_flight_) return false;
+    in_flight_ += bytes;
+    return true;
+  }
+  void Release(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ -= bytes;
+  }
+  std::string Describe() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return absl::StrCat("budget ", budget_, " - headroom ", headroom_, " - weights ", weights_,
+                        " = ", CapacityLocked(), " bytes");
+  }
+
+ private:
+  int64_t CapacityLocked() const { return std::max<int64_t>(0, budget_ - headroom_ - weights_); }
+  const int64_t budget_, headroom_;
+  mutable std::mutex mu_;
+  int64_t weights_ = 0;
+  int64_t in_flight_ = 0;
+};
+
+// One model's view of the admission: its memory model over the shared budget.
+class Engine::ModelGate final : public MemoryGate {
+ public:
+  ModelGate(const Model* model, MemoryAdmission* admission)
+      : model_(model), admission_(admission) {}
+  int64_t PeakBytes(int64_t rows, int64_t length) const override {
+    return model_->PeakBytes(rows, length);
+  }
+  int64_t AvailableBytes() const override { return admission_->Available(); }
+  int64_t CapacityBytes() const override { return admission_->Capacity(); }
+  bool TryReserve(int64_t bytes) override { return admission_->TryReserve(bytes); }
+
+ private:
+  const Model* const model_;
+  MemoryAdmission* const admission_;
 };
 
 struct Engine::ModelEntry {
   std::unique_ptr<Model> model;
   QueueOptions batching;
+  std::unique_ptr<ModelGate> gate;
 
   mutable std::mutex stats_mu;
   ModelStats stats ABSL_GUARDED_BY(stats_mu);
@@ -82,9 +152,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                          HostStagingPool::Create(device.get(), options.staging));
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<DevicePipeline> pipeline,
                          DevicePipeline::Create(device.get(), options.pipeline));
-  return std::unique_ptr<Engine>(new Engine(std::move(lock), std::move(device),
+  if (!(options.memory_headroom_fraction >= 0.0 && options.memory_headroom_fraction < 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("memory headroom fraction must be in [0, 1), got ",
+                                                   options.memory_headroom_fraction));
+  }
+  const int64_t budget = allocator->budget_bytes();
+  std::unique_ptr<Engine> engine(new Engine(std::move(lock), std::move(device),
                                             std::move(allocator), std::move(staging),
                                             std::move(pipeline), options.clock));
+  engine->admission_ = std::make_unique<MemoryAdmission>(
+      budget, static_cast<int64_t>(static_cast<double>(budget) * options.memory_headroom_fraction));
+  INFER_ASSIGN_OR_RETURN(engine->retry_stream_, engine->device_->CreateStream());
+  return engine;
 }
 
 absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching) {
@@ -95,22 +174,26 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   auto entry = std::make_shared<ModelEntry>();
   entry->model = std::move(model);
   entry->batching = batching;
+  entry->gate = std::make_unique<ModelGate>(entry->model.get(), admission_.get());
   BatcherOptions options;
   options.queue = batching;
   options.clock = clock_;
+  options.memory = entry->gate.get();
   ModelEntry* raw = entry.get();
   // The batcher is owned by the entry and joined before the entry dies, so
   // `this` and `raw` outlive every call of the process function.
   INFER_ASSIGN_OR_RETURN(entry->batcher,
                          DynamicBatcher<InferTask>::Create(
-                             options, [this, raw](std::vector<std::unique_ptr<InferTask>> batch) {
+                             options, [this, raw](DynamicBatcher<InferTask>::Batch batch) {
                                ExecuteBatch(raw, std::move(batch));
                              }));
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) return absl::UnavailableError("the engine is shutting down");
+  ModelEntry* added = entry.get();
   if (!models_.emplace(name, std::move(entry)).second) {
     return absl::AlreadyExistsError(absl::StrCat("model '", name, "' is already loaded"));
   }
+  admission_->AddWeights(added->model->WeightBytes());
   return absl::OkStatus();
 }
 
@@ -133,35 +216,119 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     done(NotFound(request.model_name));
     return;
   }
+  const Model& model = *entry->model;
+  const QueueOptions& q = entry->batching;
+  const std::string& name = model.spec().name;
   auto fail = [&](absl::Status status) {
     {
       std::lock_guard<std::mutex> lock(entry->stats_mu);
       entry->stats.fail.Add(clock_->Now() - arrival);
+      if (status.code() == absl::StatusCode::kResourceExhausted) ++entry->stats.rejected_memory;
+      if (status.code() == absl::StatusCode::kDeadlineExceeded) ++entry->stats.rejected_deadline;
+      if (status.code() == absl::StatusCode::kInvalidArgument) ++entry->stats.rejected_invalid;
     }
     done(std::move(status));
   };
-  absl::Status status = ValidateRequestAgainstSpec(entry->model->spec(), request);
-  if (status.ok()) status = entry->model->ValidateRequest(request);
-  const int64_t rows = RequestBatchSize(request);
-  if (status.ok() && rows > entry->batching.max_batch_size) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("request batch size ", rows, " exceeds max_batch_size ",
-                     entry->batching.max_batch_size, " of model '", request.model_name, "'"));
-  }
-  if (!status.ok()) {
-    fail(std::move(status));
-    return;
-  }
+  absl::Status status = ValidateRequestAgainstSpec(model.spec(), request);
+  if (status.ok()) status = model.ValidateRequest(request);
+  if (!status.ok()) return fail(std::move(status));
+
   auto task = std::make_unique<InferTask>();
+  task->arrival = arrival;
+  task->rows = RequestBatchSize(request);
+  task->tokens = model.SequenceLength(request);
+  if (!q.length_buckets.empty() && task->tokens > q.length_buckets.back()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("input has ", task->tokens, " tokens; model '", name, "' allows ",
+                     q.length_buckets.back(), " (its longest length bucket)")));
+  }
+  const int64_t levels = q.priority_levels;
+  const int64_t level = request.priority != 0         ? request.priority
+                        : q.default_priority_level != 0 ? q.default_priority_level
+                                                        : levels;
+  if (level < 1 || level > levels) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "priority ", request.priority, " is outside [1, ", levels, "] for model '", name,
+        "' (1 is the most urgent; 0 means the default)")));
+  }
+  task->level = static_cast<int>(level);
+  const absl::Duration timeout =
+      request.timeout > absl::ZeroDuration() ? request.timeout : q.default_timeout;
+  task->due = request.deadline;
+  if (timeout > absl::ZeroDuration()) task->due = std::min(task->due, arrival + timeout);
+  if (task->due <= arrival) {
+    return fail(absl::DeadlineExceededError("the request's deadline passed before it arrived"));
+  }
+  // A batch must fit the device memory with nothing else in flight.
+  const int64_t chunk_rows = std::min(task->rows, q.max_batch_size);
+  const int64_t peak = model.PeakBytes(chunk_rows, task->tokens);
+  if (peak > admission_->Capacity()) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat(
+        "request needs ", peak, " bytes of device memory (", chunk_rows, " sequences of ",
+        task->tokens, " tokens); model '", name, "' may use ", admission_->Describe())));
+  }
   task->request = std::move(request);
   task->done = std::move(done);
-  task->arrival = arrival;
-  task->rows = rows;
-  status = entry->batcher->Schedule(&task);
-  if (!status.ok()) {
-    done = std::move(task->done);  // still ours: the batcher refused it
-    fail(std::move(status));
+  if (task->rows <= q.max_batch_size) {
+    Schedule(entry.get(), std::move(task));
+    return;
   }
+  // Larger than max_batch_size: split, run the pieces as separate requests,
+  // answer once with the pieces joined in order.
+  absl::StatusOr<std::vector<InferRequest>> pieces =
+      SplitRequest(task->request, q.max_batch_size);
+  if (!pieces.ok()) return fail(pieces.status());
+  {
+    std::lock_guard<std::mutex> lock(entry->stats_mu);
+    ++entry->stats.request_splits;
+  }
+  struct Join {
+    std::mutex mu;
+    std::vector<InferResponse> parts;
+    size_t remaining;
+    absl::Status error;
+    DoneCallback done;
+  };
+  auto join = std::make_shared<Join>();
+  join->parts.resize(pieces->size());
+  join->remaining = pieces->size();
+  join->done = std::move(task->done);
+  for (size_t i = 0; i < pieces->size(); ++i) {
+    auto piece = std::make_unique<InferTask>();
+    piece->arrival = arrival;
+    piece->rows = RequestBatchSize((*pieces)[i]);
+    piece->tokens = task->tokens;
+    piece->level = task->level;
+    piece->due = task->due;
+    piece->request = std::move((*pieces)[i]);
+    piece->done = [join, i](absl::StatusOr<InferResponse> r) {
+      std::unique_lock<std::mutex> lock(join->mu);
+      if (r.ok()) {
+        join->parts[i] = *std::move(r);
+      } else if (join->error.ok()) {
+        join->error = r.status();
+      }
+      if (--join->remaining > 0) return;
+      lock.unlock();
+      if (!join->error.ok()) {
+        join->done(join->error);
+      } else {
+        join->done(JoinResponses(std::move(join->parts)));
+      }
+    };
+    Schedule(entry.get(), std::move(piece));
+  }
+}
+
+void Engine::Schedule(ModelEntry* entry, std::unique_ptr<InferTask> task) {
+  absl::Status status = entry->batcher->Schedule(&task);
+  if (status.ok()) return;
+  {  // still ours: the batcher refused it
+    std::lock_guard<std::mutex> lock(entry->stats_mu);
+    entry->stats.fail.Add(clock_->Now() - task->arrival);
+    if (status.code() == absl::StatusCode::kUnavailable) ++entry->stats.rejected_queue_full;
+  }
+  task->done(std::move(status));
 }
 
 absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
@@ -190,8 +357,12 @@ auto Guarded(Fn fn) -> decltype(fn()) {
 class Engine::BatchJob final : public PipelineJob {
  public:
   BatchJob(Engine* engine, ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
-           std::unique_ptr<ModelBatch> batch)
-      : engine_(engine), entry_(entry), tasks_(std::move(tasks)), batch_(std::move(batch)) {}
+           std::unique_ptr<ModelBatch> batch, int64_t peak_bytes)
+      : engine_(engine),
+        entry_(entry),
+        tasks_(std::move(tasks)),
+        batch_(std::move(batch)),
+        peak_bytes_(peak_bytes) {}
 
   absl::Status Upload(Stream* stream) override {
     start_ = engine_->clock_->Now();  // the batch reaches the device
@@ -212,8 +383,15 @@ class Engine::BatchJob final : public PipelineJob {
     }
     batch_.reset();  // the device work is done: release its buffers now
     if (start_ == absl::InfinitePast()) start_ = engine_->clock_->Now();
-    engine_->FinishBatch(entry_, tasks_, responses, std::move(status), start_,
-                         engine_->clock_->Now());
+    if (status.code() == absl::StatusCode::kResourceExhausted && tasks_.size() > 1) {
+      // Out of memory despite admission: run the requests again in halves,
+      // within this batch's reservation, before giving up on any of them.
+      engine_->RetryInHalves(entry_, std::move(tasks_), start_);
+    } else {
+      engine_->FinishBatch(entry_, tasks_, responses, std::move(status), start_,
+                           engine_->clock_->Now());
+    }
+    engine_->ReleaseMemory(peak_bytes_);
   }
 
  private:
@@ -221,28 +399,111 @@ class Engine::BatchJob final : public PipelineJob {
   ModelEntry* const entry_;  // entries live as long as the engine
   std::vector<std::unique_ptr<InferTask>> tasks_;
   std::unique_ptr<ModelBatch> batch_;
+  const int64_t peak_bytes_;  // reserved through the admission
   absl::Time start_ = absl::InfinitePast();
 };
 
-void Engine::ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch) {
+void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch batch) {
+  const std::string& name = entry->model->spec().name;
+  const absl::Time now = clock_->Now();
+  auto drop = [&](std::vector<std::unique_ptr<InferTask>>& tasks, auto make_status,
+                  uint64_t ModelStats::*counter) {
+    for (auto& task : tasks) {
+      {
+        std::lock_guard<std::mutex> lock(entry->stats_mu);
+        entry->stats.fail.Add(now - task->arrival);
+        ++(entry->stats.*counter);
+      }
+      task->done(make_status(*task));
+    }
+  };
+  drop(
+      batch.expired,
+      [&](const InferTask& t) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "request waited ", absl::ToInt64Microseconds(now - t.arrival),
+            " us in the queue of model '", name, "' and passed its deadline; it was not run"));
+      },
+      &ModelStats::rejected_deadline);
+  drop(
+      batch.cancelled,
+      [](const InferTask&) {
+        return absl::CancelledError("the client cancelled the request while it was queued");
+      },
+      &ModelStats::cancelled);
+  drop(
+      batch.unfit,
+      [&](const InferTask& t) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "request needs ", entry->model->PeakBytes(t.rows, t.tokens),
+            " bytes of device memory; model '", name, "' may use ", admission_->Describe()));
+      },
+      &ModelStats::rejected_memory);
+  if (batch.tasks.empty()) return;
+
+  {
+    std::lock_guard<std::mutex> lock(entry->stats_mu);
+    for (const auto& task : batch.tasks) entry->stats.real_tokens += task->rows * task->tokens;
+    entry->stats.padded_tokens += batch.rows * batch.length;
+  }
   std::vector<const InferRequest*> requests;
-  requests.reserve(batch.size());
-  for (const auto& task : batch) requests.push_back(&task->request);
+  requests.reserve(batch.tasks.size());
+  for (const auto& task : batch.tasks) requests.push_back(&task->request);
   const absl::Time start = clock_->Now();
   absl::StatusOr<std::unique_ptr<ModelBatch>> prepared =
       Guarded([&]() -> absl::StatusOr<std::unique_ptr<ModelBatch>> {
         return entry->model->Prepare(requests);
       });
   if (!prepared.ok()) {
-    std::vector<InferResponse> none(batch.size());
-    FinishBatch(entry, batch, none, prepared.status(), start, clock_->Now());
+    std::vector<InferResponse> none(batch.tasks.size());
+    FinishBatch(entry, batch.tasks, none, prepared.status(), start, clock_->Now());
+    ReleaseMemory(batch.peak_bytes);
     return;
   }
-  std::unique_ptr<PipelineJob> job =
-      std::make_unique<BatchJob>(this, entry, std::move(batch), *std::move(prepared));
+  std::unique_ptr<PipelineJob> job = std::make_unique<BatchJob>(
+      this, entry, std::move(batch.tasks), *std::move(prepared), batch.peak_bytes);
   if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
     job->Complete(std::move(s));  // refused (shutting down): still ours to answer
   }
+}
+
+void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
+                           absl::Time start) {
+  {
+    std::lock_guard<std::mutex> lock(entry->stats_mu);
+    ++entry->stats.oom_batch_splits;
+  }
+  const size_t mid = tasks.size() / 2;
+  std::vector<std::unique_ptr<InferTask>> halves[2];
+  for (size_t i = 0; i < tasks.size(); ++i) halves[i < mid ? 0 : 1].push_back(std::move(tasks[i]));
+  for (auto& half : halves) {
+    std::vector<const InferRequest*> requests;
+    for (const auto& t : half) requests.push_back(&t->request);
+    std::vector<InferResponse> responses(half.size());
+    std::vector<InferResponse*> ptrs;
+    for (InferResponse& r : responses) ptrs.push_back(&r);
+    // Serially on the engine's own stream: this runs on the pipeline's
+    // completion thread, which must not wait for pipeline space.
+    const absl::Status status = Guarded([&] {
+      return RunBatch(*entry->model, device_.get(), retry_stream_.get(), requests, ptrs);
+    });
+    if (status.code() == absl::StatusCode::kResourceExhausted && half.size() > 1) {
+      RetryInHalves(entry, std::move(half), start);
+    } else {
+      FinishBatch(entry, half, responses, status, start, clock_->Now());
+    }
+  }
+}
+
+void Engine::ReleaseMemory(int64_t bytes) {
+  if (bytes == 0) return;
+  admission_->Release(bytes);
+  std::vector<std::shared_ptr<ModelEntry>> entries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, entry] : models_) entries.push_back(entry);
+  }
+  for (const auto& entry : entries) entry->batcher->Notify();  // batches may fit now
 }
 
 void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
@@ -298,6 +559,8 @@ absl::StatusOr<const ModelSpec*> Engine::GetModelSpec(const std::string& name) c
   if (entry == nullptr) return NotFound(name);
   return &entry->model->spec();  // models are never removed while the engine lives
 }
+
+int64_t Engine::ActivationCapacityBytes() const { return admission_->Capacity(); }
 
 absl::StatusOr<ModelStats> Engine::GetModelStats(const std::string& name) const {
   std::shared_ptr<ModelEntry> entry = Find(name);

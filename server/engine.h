@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "batching/batch_queue.h"
 #include "batching/clock.h"
+#include "batching/dynamic_batcher.h"
 #include "models/model.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
@@ -57,6 +58,10 @@ struct EngineOptions {
   StagingPoolOptions staging;
   // Batches in flight on the device at once (upload / compute / download).
   PipelineOptions pipeline;
+  // Share of the memory budget kept free of batches (for spikes and
+  // fragmentation): a batch launches only if the weights, the batches in
+  // flight and its own estimated peak fit in budget × (1 − this).
+  double memory_headroom_fraction = 0.1;
 };
 
 // Cumulative count and total duration of one kind of event.
@@ -80,6 +85,18 @@ struct ModelStats {
   DurationStat compute_infer;      // model execution, per request
   // Executions by batch size (rows): count and time of compute.
   std::map<uint64_t, DurationStat> batch_compute_infer;
+  // Tokens of the requests executed, and tokens computed (with padding):
+  // real / padded is the padding efficiency.
+  int64_t real_tokens = 0;
+  int64_t padded_tokens = 0;
+  // Refusals by reason, and recovery.
+  uint64_t rejected_queue_full = 0;  // UNAVAILABLE
+  uint64_t rejected_deadline = 0;    // DEADLINE_EXCEEDED (before or while queued)
+  uint64_t rejected_memory = 0;      // RESOURCE_EXHAUSTED at admission
+  uint64_t rejected_invalid = 0;     // INVALID_ARGUMENT
+  uint64_t cancelled = 0;            // dropped from the queue (CANCELLED)
+  uint64_t request_splits = 0;       // requests over max_batch_size, split
+  uint64_t oom_batch_splits = 0;     // batches split after running out of memory
 };
 
 class Engine {
@@ -103,10 +120,14 @@ class Engine {
   // ALREADY_EXISTS if the name is taken; INVALID_ARGUMENT for bad options.
   absl::Status AddModel(std::unique_ptr<Model> model, const QueueOptions& batching);
 
-  // Validates and queues `request`; `done` receives the response or the
-  // error: NOT_FOUND (unknown model), INVALID_ARGUMENT (bad request, with
-  // the limit in the message), UNAVAILABLE (queue full or shutting down),
-  // INTERNAL (the model failed; the engine keeps serving).
+  // Validates, classifies and queues `request`; `done` receives the response
+  // or the error: NOT_FOUND (unknown model), INVALID_ARGUMENT (bad request,
+  // with the limit in the message), RESOURCE_EXHAUSTED (it cannot fit the
+  // device memory even alone), UNAVAILABLE (queue full or shutting down),
+  // DEADLINE_EXCEEDED (its deadline or timeout passed before it ran),
+  // CANCELLED (is_cancelled turned true while queued), INTERNAL (the model
+  // failed; the engine keeps serving). A request over max_batch_size is split
+  // across executions and answered once.
   void Submit(InferRequest request, DoneCallback done);
 
   // Submit and wait.
@@ -120,6 +141,8 @@ class Engine {
   bool ModelReady(const std::string& name) const;
   // True until Shutdown begins.
   bool Ready() const;
+  // Device bytes batches may use: budget − headroom − weights.
+  int64_t ActivationCapacityBytes() const;
 
   // Stops accepting (UNAVAILABLE), answers every queued request, joins the
   // batchers. Idempotent.
@@ -129,15 +152,25 @@ class Engine {
   struct ModelEntry;
   struct InferTask;
   class BatchJob;
+  class MemoryAdmission;
+  class ModelGate;
 
   Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
          std::unique_ptr<CachingAllocator> allocator, std::unique_ptr<HostStagingPool> staging,
          std::unique_ptr<DevicePipeline> pipeline, Clock* clock);
   std::shared_ptr<ModelEntry> Find(const std::string& name) const;
   absl::Status NotFound(const std::string& name) const;
-  // Prepares a batch and hands it to the device pipeline (blocking while the
-  // pipeline is full); the pipeline answers it.
-  void ExecuteBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> batch);
+  // Queues a validated task (answering it if the queue refuses).
+  void Schedule(ModelEntry* entry, std::unique_ptr<InferTask> task);
+  // Answers the batcher's dropped tasks, prepares the batch and hands it to
+  // the device pipeline (blocking while the pipeline is full).
+  void ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch batch);
+  // After a batch ran out of device memory: runs its requests again in
+  // halves, recursively; a request that fails alone keeps the error.
+  void RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
+                     absl::Time start);
+  // Returns a batch's reservation and wakes the batchers.
+  void ReleaseMemory(int64_t bytes);
   // Answers every task of a finished batch and records its statistics.
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                    std::vector<InferResponse>& responses, absl::Status status, absl::Time start,
@@ -152,6 +185,8 @@ class Engine {
   const std::unique_ptr<HostStagingPool> staging_;
   // Drained by Shutdown before the model entries are destroyed.
   const std::unique_ptr<DevicePipeline> pipeline_;
+  std::unique_ptr<MemoryAdmission> admission_;  // set in Create
+  std::unique_ptr<Stream> retry_stream_;        // set in Create; completion thread only
   Clock* const clock_;
 
   mutable std::mutex mu_;

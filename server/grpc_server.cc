@@ -103,6 +103,12 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     auto* mutable_request = const_cast<inference::ModelInferRequest*>(request);
     absl::StatusOr<InferRequest> converted = RequestFromProto(mutable_request);
     if (!converted.ok()) return Done(ctx, converted.status());
+    if (ctx->deadline() != std::chrono::system_clock::time_point::max()) {
+      converted->deadline = absl::FromChrono(ctx->deadline());
+    }
+    // The context lives until the reactor finishes, which happens only after
+    // the engine stops looking at the request.
+    converted->is_cancelled = [ctx] { return ctx->IsCancelled(); };
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     engine_->Submit(*std::move(converted),
                     [reactor, response](absl::StatusOr<InferResponse> result) {

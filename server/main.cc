@@ -24,6 +24,7 @@ struct Flags {
   double shutdown_grace_s = 10.0;
   int64_t memory_budget_bytes = 0;
   double memory_budget_fraction = 0.9;
+  double memory_headroom_fraction = 0.1;
   std::string device_lock_dir;
   std::string log_level = "info";
 };
@@ -33,6 +34,7 @@ int Run(const Flags& flags, const sigset_t& signals) {
   engine_options.device = flags.device;
   engine_options.memory.budget_bytes = flags.memory_budget_bytes;
   engine_options.memory.budget_fraction = flags.memory_budget_fraction;
+  engine_options.memory_headroom_fraction = flags.memory_headroom_fraction;
   engine_options.device_lock_dir = flags.device_lock_dir;
   absl::StatusOr<std::unique_ptr<infer::Engine>> engine = infer::Engine::Create(engine_options);
   if (!engine.ok()) {
@@ -71,15 +73,18 @@ int Run(const Flags& flags, const sigset_t& signals) {
   for (const std::string& name : (*engine)->ModelNames()) {
     const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
     spdlog::info(
-        "model '{}' ready: max_batch_size {}, max_queue_delay_us {}, "
-        "max_queue_size {}",
-        name, q.max_batch_size, absl::ToInt64Microseconds(q.max_queue_delay), q.max_queue_size);
+        "model '{}' ready: max_batch_size {}, max_batch_tokens {}, max_queue_delay_us {}, "
+        "max_queue_size {}, length buckets [{}], priority levels {}",
+        name, q.max_batch_size, q.max_batch_tokens, absl::ToInt64Microseconds(q.max_queue_delay),
+        q.max_queue_size, absl::StrJoin(q.length_buckets, ","), q.priority_levels);
   }
 
   {
     const infer::AllocatorStats m = (*engine)->allocator()->stats();
-    spdlog::info("device memory: budget {} bytes, {} reserved and {} allocated after loading",
-                 m.budget_bytes, m.reserved_bytes, m.allocated_bytes);
+    spdlog::info(
+        "device memory: budget {} bytes, {} reserved and {} allocated after loading; {} bytes "
+        "for batches",
+        m.budget_bytes, m.reserved_bytes, m.allocated_bytes, (*engine)->ActivationCapacityBytes());
   }
 
   infer::GrpcServerOptions server_options;
@@ -138,6 +143,11 @@ int main(int argc, char** argv) {
                  "when --memory-budget-bytes is 0: this fraction of the device's memory")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--memory-headroom-fraction", flags.memory_headroom_fraction,
+                 "share of the budget kept free of batches: a batch launches only if weights, "
+                 "batches in flight and its own estimated peak fit in the rest")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
   app.add_option("--device-lock-dir", flags.device_lock_dir,
                  "directory for the per-GPU ownership lock files (default: $INFER_LOCK_DIR, "
                  "else /run/lock, else /tmp)");

@@ -53,6 +53,22 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
                config.dynamic_batching().max_queue_delay_microseconds(),
                "must be at most 60000000 (one minute)");
   }
+  {
+    const config::DynamicBatching& d = config.dynamic_batching();
+    if (d.priority_levels() > 1000 || d.default_priority_level() > d.priority_levels()) {
+      return bad("dynamic_batching.default_priority_level", d.default_priority_level(),
+                 "must be within priority_levels (at most 1000)");
+    }
+    for (int i = 0; i < d.length_buckets_size(); ++i) {
+      if (d.length_buckets(i) < 1 || (i > 0 && d.length_buckets(i) <= d.length_buckets(i - 1))) {
+        return bad("dynamic_batching.length_buckets", d.length_buckets(i),
+                   "breaks the rule: buckets are positive and ascending");
+      }
+    }
+    if (d.max_batch_tokens() > (uint64_t{1} << 40)) {
+      return bad("dynamic_batching.max_batch_tokens", d.max_batch_tokens(), "is too large");
+    }
+  }
   if (config.backend().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": field 'backend' is required"));
   }
@@ -66,8 +82,18 @@ QueueOptions BatchingFromConfig(const config::ModelConfig& config) {
       config.has_dynamic_batching()
           ? static_cast<int64_t>(config.dynamic_batching().max_queue_delay_microseconds())
           : kDefaultMaxQueueDelayUs);
-  const uint32_t queue = config.dynamic_batching().default_queue_policy().max_queue_size();
+  const config::DynamicBatching& d = config.dynamic_batching();
+  const uint32_t queue = d.default_queue_policy().max_queue_size();
   q.max_queue_size = queue > 0 ? queue : kDefaultMaxQueueSize;
+  q.default_timeout = absl::Microseconds(
+      static_cast<int64_t>(d.default_queue_policy().default_timeout_microseconds()));
+  q.length_buckets.assign(d.length_buckets().begin(), d.length_buckets().end());
+  q.max_batch_tokens = static_cast<int64_t>(d.max_batch_tokens());
+  if (d.priority_levels() > 0) q.priority_levels = static_cast<int>(d.priority_levels());
+  q.default_priority_level = static_cast<int>(d.default_priority_level());
+  if (d.priority_aging_microseconds() > 0) {
+    q.priority_aging = absl::Microseconds(static_cast<int64_t>(d.priority_aging_microseconds()));
+  }
   return q;
 }
 

@@ -152,6 +152,29 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
     request.inputs.push_back(std::move(t));
   }
   for (const auto& out : proto->outputs()) request.requested_outputs.push_back(out.name());
+  // Scheduling parameters, as Triton names them; others are ignored.
+  for (const auto& [key, value] : proto->parameters()) {
+    if (key != "priority" && key != "timeout") continue;
+    int64_t v = 0;
+    if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+      v = value.int64_param();
+    } else if (value.parameter_choice_case() == inference::InferParameter::kUint64Param &&
+               value.uint64_param() <= static_cast<uint64_t>(INT64_MAX)) {
+      v = static_cast<int64_t>(value.uint64_param());
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", key, "' must be an int64 or uint64"));
+    }
+    if (v < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", key, "' must not be negative, got ", v));
+    }
+    if (key == "priority") {
+      request.priority = v;
+    } else {
+      request.timeout = absl::Microseconds(v);  // Triton: microseconds
+    }
+  }
   return request;
 }
 

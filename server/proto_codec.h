@@ -16,7 +16,9 @@ namespace infer {
 // INVALID_ARGUMENT naming the input and the expected size or type:
 // unknown datatype, negative or overflowing dims, raw_input_contents count
 // or size mismatch, contents mixed with raw_input_contents, typed contents
-// of the wrong length or kind, values out of the datatype's range.
+// of the wrong length or kind, values out of the datatype's range, a
+// "priority" or "timeout" (microseconds) parameter that is not a
+// non-negative integer.
 absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* proto);
 
 // Fills `proto` with `response`, outputs as raw_output_contents.

@@ -172,9 +172,16 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertIn(f"accepts ids in [0, {VOCAB})", e.exception.message())
 
         with self.assertRaises(InferenceServerException) as e:
-            self.client.infer("tiny", [self.infer_input(np.ones((MAX_BATCH + 1, 2), np.int64))])
+            self.client.infer("tiny", [self.infer_input(np.ones((1, 2), np.int64))],
+                              priority=7)
         self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
-        self.assertIn(f"exceeds max_batch_size {MAX_BATCH}", e.exception.message())
+        self.assertIn("priority 7 is outside [1, 1]", e.exception.message())
+
+    def test_batches_over_max_batch_size_are_split_and_answered_once(self):
+        ids = np.arange(1, 1 + (2 * MAX_BATCH + 3) * 5, dtype=np.int64).reshape(-1, 5) % VOCAB
+        got = self.client.infer("tiny", [self.infer_input(ids)]).as_numpy("embedding")
+        self.assertEqual(got.shape, (2 * MAX_BATCH + 3, DIM))
+        np.testing.assert_allclose(got, reference_embeddings(ids), atol=2e-5)
 
     def test_concurrent_requests_are_batched(self):
         def stats():
