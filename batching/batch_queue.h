@@ -171,12 +171,14 @@ class BatchQueue {
   }
 
   // Forms the next batch if one is ready at `now` (with `flush`: any
-  // non-empty bucket counts as ready), and collects tasks that expired, were
-  // cancelled or can never fit. The result is empty when nothing is to be
-  // done yet.
-  Batch PopBatch(absl::Time now, bool flush) {
+  // non-empty bucket counts as ready) and `launch` allows it (false while
+  // the device has no room for another batch: tasks then keep waiting, and
+  // keep expiring), and collects tasks that expired, were cancelled or can
+  // never fit. The result is empty when nothing is to be done yet.
+  Batch PopBatch(absl::Time now, bool flush, bool launch = true) {
     Batch out;
     for (Bucket& bucket : buckets_) RemoveDead(bucket, now, &out);
+    if (!launch) return out;
     // The most urgent ready bucket.
     int best = -1;
     std::pair<int, uint64_t> best_key{0, 0};

@@ -41,6 +41,11 @@ struct BatcherOptions {
   Clock* clock = nullptr;
   // Device-memory admission; nullptr: none. Borrowed: must outlive the batcher.
   MemoryGate* memory = nullptr;
+  // Whether the device can take another batch now; empty: always. Batches
+  // are formed only then, so requests wait (and batch up, expire, or are
+  // cancelled) in the queue rather than in a full pipeline. Call Notify()
+  // when it may have turned true.
+  std::function<bool()> can_launch;
 };
 
 template <typename TaskT>
@@ -105,6 +110,7 @@ class DynamicBatcher {
   DynamicBatcher(const BatcherOptions& options, ProcessFn process)
       : clock_(options.clock != nullptr ? options.clock : RealClock()),
         process_(std::move(process)),
+        can_launch_(options.can_launch),
         queue_(options.queue, options.memory) {
     workers_.reserve(options.num_workers);
     for (int i = 0; i < options.num_workers; ++i) {
@@ -117,7 +123,7 @@ class DynamicBatcher {
     while (true) {
       if (stopping_ && queue_.empty()) break;
       const absl::Time now = clock_->Now();
-      Batch batch = queue_.PopBatch(now, stopping_);
+      Batch batch = queue_.PopBatch(now, stopping_, !can_launch_ || can_launch_());
       if (!batch.empty()) {
         // More may be ready for another idle worker.
         if (!queue_.empty()) cv_.notify_one();
@@ -138,6 +144,7 @@ class DynamicBatcher {
   // Constant after construction.
   Clock* const clock_;
   const ProcessFn process_;
+  const std::function<bool()> can_launch_;
   std::vector<std::thread> workers_;
 
   mutable std::mutex mu_;

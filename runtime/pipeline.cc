@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(
         absl::StrCat("max_in_flight must be >= 1, got ", options.max_in_flight));
   }
   std::unique_ptr<DevicePipeline> p(new DevicePipeline(device, options.max_in_flight));
+  p->on_room_ = options.on_room;
   if (absl::Status s = p->Init(); !s.ok()) return s;
   return p;
 }
@@ -114,10 +115,13 @@ void DevicePipeline::CompleteLoop() {
     const bool ok = item->status.ok();
     item->job->Complete(std::move(item->status));
     item.reset();  // the job's buffers go now, after its device work
-    std::lock_guard<std::mutex> lock(mu_);
-    --stats_.in_flight;
-    ++(ok ? stats_.completed : stats_.failed);
-    space_.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --stats_.in_flight;
+      ++(ok ? stats_.completed : stats_.failed);
+      space_.notify_all();
+    }
+    if (on_room_) on_room_();
   }
 }
 
@@ -131,6 +135,11 @@ void DevicePipeline::Shutdown() {
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
+}
+
+bool DevicePipeline::HasRoom() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !shutting_down_ && stats_.in_flight < max_in_flight_;
 }
 
 PipelineStats DevicePipeline::stats() const {

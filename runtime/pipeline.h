@@ -35,6 +35,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -62,6 +63,9 @@ class PipelineJob {
 struct PipelineOptions {
   // Most jobs between Submit and Complete (>= 1; 3 fills every stage).
   int max_in_flight = 3;
+  // Called (on the completion thread, with no lock held) each time a job
+  // has left the pipeline, i.e. when HasRoom() may have turned true.
+  std::function<void()> on_room;
 };
 
 struct PipelineStats {
@@ -90,6 +94,10 @@ class DevicePipeline {
   void Shutdown();
 
   PipelineStats stats() const;
+  // True when a Submit now would not block.
+  bool HasRoom() const;
+  // Sets PipelineOptions::on_room after creation (before the first Submit).
+  void set_on_room(std::function<void()> fn) { on_room_ = std::move(fn); }
   Device* device() const { return device_; }
 
  private:
@@ -118,6 +126,7 @@ class DevicePipeline {
   // Constant after Init.
   Device* const device_;
   const int max_in_flight_;
+  std::function<void()> on_room_;
   std::unique_ptr<Stream> h2d_, compute_, d2h_;
   Channel upload_in_, compute_in_, download_in_, complete_in_;
   std::vector<std::thread> threads_;

@@ -163,6 +163,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   engine->admission_ = std::make_unique<MemoryAdmission>(
       budget, static_cast<int64_t>(static_cast<double>(budget) * options.memory_headroom_fraction));
   INFER_ASSIGN_OR_RETURN(engine->retry_stream_, engine->device_->CreateStream());
+  Engine* raw = engine.get();  // the pipeline is drained before the engine goes
+  engine->pipeline_->set_on_room([raw] { raw->NotifyBatchers(); });
   return engine;
 }
 
@@ -179,6 +181,7 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   options.queue = batching;
   options.clock = clock_;
   options.memory = entry->gate.get();
+  options.can_launch = [this] { return pipeline_->HasRoom(); };
   ModelEntry* raw = entry.get();
   // The batcher is owned by the entry and joined before the entry dies, so
   // `this` and `raw` outlive every call of the process function.
@@ -498,12 +501,16 @@ void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferT
 void Engine::ReleaseMemory(int64_t bytes) {
   if (bytes == 0) return;
   admission_->Release(bytes);
+  NotifyBatchers();  // batches may fit now
+}
+
+void Engine::NotifyBatchers() {
   std::vector<std::shared_ptr<ModelEntry>> entries;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, entry] : models_) entries.push_back(entry);
   }
-  for (const auto& entry : entries) entry->batcher->Notify();  // batches may fit now
+  for (const auto& entry : entries) entry->batcher->Notify();
 }
 
 void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,

@@ -171,6 +171,8 @@ class Engine {
                      absl::Time start);
   // Returns a batch's reservation and wakes the batchers.
   void ReleaseMemory(int64_t bytes);
+  // Wakes every model's batcher (memory or pipeline room was freed).
+  void NotifyBatchers();
   // Answers every task of a finished batch and records its statistics.
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                    std::vector<InferResponse>& responses, absl::Status status, absl::Time start,

@@ -1,6 +1,9 @@
 #include "server/engine.h"
 
 #include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "models/embed_pool.h"
@@ -73,6 +76,99 @@ class FlakyModel final : public Model {
   int failures_;
   std::atomic<bool> throw_next_{false};
 };
+
+// A host-only model for scheduling tests: answers each request with its
+// batch size, and can be told to be slow, to run out of memory above a row
+// count, and to declare a memory model. Records the order in which requests
+// (by id) ran, and the most memory its batches held at once.
+class ProbeModel final : public Model {
+ public:
+  struct Options {
+    absl::Duration compute_time = absl::ZeroDuration();
+    int64_t oom_above_rows = 0;  // 0: never
+    int64_t bytes_per_row = 0;   // PeakBytes; 0: no memory model
+  };
+  explicit ProbeModel(Options o) : o_(o) {
+    spec_.name = "probe";
+    spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
+    spec_.outputs = {{"rows", DataType::kInt64, {-1}}};
+  }
+  const ModelSpec& spec() const override { return spec_; }
+  int64_t PeakBytes(int64_t rows, int64_t) const override { return rows * o_.bytes_per_row; }
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override {
+    auto batch = std::make_unique<Batch>(this);
+    for (const InferRequest* r : requests) {
+      batch->rows.push_back(RequestBatchSize(*r));
+      std::lock_guard<std::mutex> lock(mu_);
+      order_.push_back(r->id);
+    }
+    return std::unique_ptr<ModelBatch>(std::move(batch));
+  }
+  std::vector<std::string> order() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_;
+  }
+  int64_t max_held_bytes() const { return max_held_; }
+
+ private:
+  struct Batch final : ModelBatch {
+    explicit Batch(ProbeModel* m) : model(m) {}
+    ~Batch() override { model->held_ -= held; }
+    ProbeModel* model;
+    std::vector<int64_t> rows;
+    int64_t held = 0;
+    absl::Status Upload(Stream*) override {
+      int64_t total = 0;
+      for (int64_t r : rows) total += r;
+      held = total * model->o_.bytes_per_row;
+      const int64_t now = model->held_ += held;
+      int64_t prev = model->max_held_.load();
+      while (now > prev && !model->max_held_.compare_exchange_weak(prev, now)) {
+      }
+      if (model->o_.oom_above_rows > 0 && total > model->o_.oom_above_rows) {
+        return absl::ResourceExhaustedError("simulated out of memory");
+      }
+      return absl::OkStatus();
+    }
+    absl::Status Compute(Stream*) override {
+      absl::SleepFor(model->o_.compute_time);
+      return absl::OkStatus();
+    }
+    absl::Status Download(Stream*) override { return absl::OkStatus(); }
+    absl::Status Finish(absl::Span<InferResponse* const> responses) override {
+      for (size_t i = 0; i < responses.size(); ++i) {
+        Tensor t;
+        t.name = "rows";
+        t.dtype = DataType::kInt64;
+        t.shape = {1};
+        t.data.assign(reinterpret_cast<const char*>(&rows[i]), sizeof(int64_t));
+        responses[i]->outputs.push_back(std::move(t));
+      }
+      return absl::OkStatus();
+    }
+  };
+
+  const Options o_;
+  ModelSpec spec_;
+  mutable std::mutex mu_;
+  std::vector<std::string> order_;
+  std::atomic<int64_t> held_{0};
+  std::atomic<int64_t> max_held_{0};
+};
+
+InferRequest Probe(const std::string& id, int64_t rows = 1, int64_t len = 3) {
+  InferRequest r;
+  r.model_name = "probe";
+  r.id = id;
+  Tensor t;
+  t.name = "input_ids";
+  t.dtype = DataType::kInt64;
+  t.shape = {rows, len};
+  t.data.assign(rows * len * sizeof(int64_t), '\0');
+  r.inputs.push_back(std::move(t));
+  return r;
+}
 
 std::unique_ptr<Engine> CpuEngine() {
   auto engine = Engine::Create({.device = "cpu"});
@@ -213,6 +309,181 @@ TEST(EngineTest, ShutdownAnswersQueuedRequestsAndRefusesNewOnes) {
   EXPECT_FALSE(engine->Ready());
   EXPECT_THAT(engine->Infer(Ids("embed_pool", {5})),
               StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
+}
+
+// Collects results of asynchronous submits.
+struct Results {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, absl::Status> status;
+  Engine::DoneCallback For(const std::string& id) {
+    return [this, id](absl::StatusOr<InferResponse> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      status[id] = r.status();
+      cv.notify_all();
+    };
+  }
+  bool WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(30), [&] { return status.size() >= n; });
+  }
+};
+
+TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.pipeline.max_in_flight = 1;  // the blocker fills the device
+  auto engine = *Engine::Create(o);
+  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(300)});
+  ProbeModel* probe = model.get();
+  ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
+  Results results;
+  engine->Submit(Probe("blocker"), results.For("blocker"));
+  absl::SleepFor(absl::Milliseconds(50));  // the blocker is running
+  InferRequest late = Probe("late");
+  late.timeout = absl::Milliseconds(20);
+  engine->Submit(std::move(late), results.For("late"));
+  InferRequest past = Probe("past");
+  past.deadline = absl::Now() - absl::Seconds(1);
+  engine->Submit(std::move(past), results.For("past"));
+  ASSERT_TRUE(results.WaitFor(3));
+  EXPECT_THAT(results.status["blocker"], IsOk());
+  EXPECT_THAT(results.status["late"],
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "passed its deadline; it was not run"));
+  EXPECT_THAT(results.status["past"],
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "passed before it arrived"));
+  EXPECT_EQ(probe->order(), std::vector<std::string>{"blocker"}) << "expired requests never ran";
+  EXPECT_EQ(engine->GetModelStats("probe")->rejected_deadline, 2u);
+}
+
+TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.pipeline.max_in_flight = 1;
+  auto engine = *Engine::Create(o);
+  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(200)});
+  ProbeModel* probe = model.get();
+  ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
+  Results results;
+  engine->Submit(Probe("blocker"), results.For("blocker"));
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  InferRequest r = Probe("quitter");
+  r.is_cancelled = [gone] { return gone->load(); };
+  engine->Submit(std::move(r), results.For("quitter"));
+  *gone = true;
+  ASSERT_TRUE(results.WaitFor(2));
+  EXPECT_THAT(results.status["quitter"], StatusIs(absl::StatusCode::kCancelled, "cancelled"));
+  EXPECT_EQ(probe->order(), std::vector<std::string>{"blocker"});
+  EXPECT_EQ(engine->GetModelStats("probe")->cancelled, 1u);
+}
+
+TEST(EngineSchedulingTest, HigherPriorityRunsFirst) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.pipeline.max_in_flight = 1;
+  auto engine = *Engine::Create(o);
+  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(100)});
+  ProbeModel* probe = model.get();
+  QueueOptions q = Batching(1, absl::ZeroDuration());
+  q.priority_levels = 3;
+  q.priority_aging = absl::Seconds(10);
+  ASSERT_THAT(engine->AddModel(std::move(model), q), IsOk());
+  Results results;
+  engine->Submit(Probe("blocker"), results.For("blocker"));
+  absl::SleepFor(absl::Milliseconds(20));
+  for (auto [id, prio] : {std::pair{"low", 3}, std::pair{"default", 0}, std::pair{"high", 1}}) {
+    InferRequest r = Probe(id);
+    r.priority = prio;
+    engine->Submit(std::move(r), results.For(id));
+  }
+  InferRequest bad = Probe("bad");
+  bad.priority = 4;
+  engine->Submit(std::move(bad), results.For("bad"));
+  ASSERT_TRUE(results.WaitFor(5));
+  EXPECT_THAT(results.status["bad"],
+              StatusIs(absl::StatusCode::kInvalidArgument, "priority 4 is outside [1, 3]"));
+  // The default level is the lowest: "default" and "low" keep arrival order.
+  EXPECT_EQ(probe->order(), (std::vector<std::string>{"blocker", "high", "low", "default"}));
+}
+
+TEST(EngineSchedulingTest, LargeClientBatchesAreSplitAndAnsweredOnce) {
+  auto engine = CpuEngine();
+  auto model = EmbedPoolModel::Create(EmbedPoolOptions{}, engine->context());
+  ASSERT_THAT(engine->AddModel(*std::move(model), Batching(4, absl::ZeroDuration())), IsOk());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 10 * 3; ++i) ids.push_back(100 + i);
+  auto whole = engine->Infer(Ids("embed_pool", ids, 10));
+  ASSERT_THAT(whole, IsOk());
+  ASSERT_EQ(whole->outputs[0].shape, (std::vector<int64_t>{10, 384}));
+  // Row 7 equals the same sequence sent alone.
+  auto alone = engine->Infer(Ids("embed_pool", {121, 122, 123}));
+  ASSERT_THAT(alone, IsOk());
+  const float* a = whole->outputs[0].as<float>() + 7 * 384;
+  const float* b = alone->outputs[0].as<float>();
+  for (int d = 0; d < 384; ++d) EXPECT_FLOAT_EQ(a[d], b[d]);
+  const ModelStats st = *engine->GetModelStats("embed_pool");
+  EXPECT_EQ(st.request_splits, 1u);
+  EXPECT_GE(st.execution_count, 4u);  // 4 + 4 + 2 rows, then the single one
+}
+
+TEST(EngineSchedulingTest, BatchesNeverHoldMoreMemoryThanAdmitted) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.memory.budget_bytes = 100 << 20;
+  o.memory_headroom_fraction = 0.5;  // 50 MiB for batches
+  auto engine = *Engine::Create(o);
+  ProbeModel::Options po;
+  po.compute_time = absl::Milliseconds(5);
+  po.bytes_per_row = 8 << 20;  // 8 MiB per row: at most 6 rows in flight
+  auto model = std::make_unique<ProbeModel>(po);
+  ProbeModel* probe = model.get();
+  ASSERT_THAT(engine->AddModel(std::move(model), Batching(8, absl::Milliseconds(1))), IsOk());
+  EXPECT_EQ(engine->ActivationCapacityBytes(), 50 << 20);
+  Results results;
+  for (int i = 0; i < 60; ++i) {
+    const std::string id = std::to_string(i);
+    engine->Submit(Probe(id, 1 + i % 3), results.For(id));
+  }
+  InferRequest too_big = Probe("too_big", 7);  // 56 MiB even alone
+  engine->Submit(std::move(too_big), results.For("too_big"));
+  ASSERT_TRUE(results.WaitFor(61));
+  for (int i = 0; i < 60; ++i) EXPECT_THAT(results.status[std::to_string(i)], IsOk()) << i;
+  EXPECT_THAT(results.status["too_big"],
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       "request needs 58720256 bytes of device memory (7 sequences"));
+  EXPECT_LE(probe->max_held_bytes(), 50 << 20) << "admission let batches exceed the budget";
+  EXPECT_GT(probe->max_held_bytes(), 8 << 20) << "batches did run side by side";
+}
+
+TEST(EngineSchedulingTest, OutOfMemoryBatchesAreSplitAndRetried) {
+  auto engine = CpuEngine();
+  ProbeModel::Options po;
+  po.oom_above_rows = 2;  // any batch of more than 2 rows "runs out of memory"
+  auto model = std::make_unique<ProbeModel>(po);
+  ASSERT_THAT(engine->AddModel(std::move(model), Batching(4, absl::Milliseconds(50))), IsOk());
+  Results results;
+  for (int i = 0; i < 4; ++i) engine->Submit(Probe(std::to_string(i)), results.For(std::to_string(i)));
+  engine->Submit(Probe("wide", 3), results.For("wide"));
+  ASSERT_TRUE(results.WaitFor(5));
+  for (int i = 0; i < 4; ++i) EXPECT_THAT(results.status[std::to_string(i)], IsOk()) << i;
+  EXPECT_THAT(results.status["wide"],
+              StatusIs(absl::StatusCode::kResourceExhausted, "simulated out of memory"))
+      << "a request that fails alone keeps the error";
+  EXPECT_GE(engine->GetModelStats("probe")->oom_batch_splits, 1u);
+}
+
+TEST(EngineSchedulingTest, SequencesLongerThanTheLastBucketAreRefused) {
+  auto engine = CpuEngine();
+  QueueOptions q = Batching(4, absl::ZeroDuration());
+  q.length_buckets = {8, 16};
+  ASSERT_THAT(engine->AddModel(std::make_unique<ProbeModel>(ProbeModel::Options{}), q), IsOk());
+  EXPECT_THAT(engine->Infer(Probe("x", 1, 17)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "input has 17 tokens; model 'probe' allows 16 (its longest length bucket)"));
+  EXPECT_THAT(engine->Infer(Probe("y", 1, 16)), IsOk());
+  const ModelStats st = *engine->GetModelStats("probe");
+  EXPECT_EQ(st.real_tokens, 16);
+  EXPECT_EQ(st.padded_tokens, 16);
 }
 
 }  // namespace

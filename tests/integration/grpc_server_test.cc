@@ -372,6 +372,23 @@ TEST_F(GrpcServerTest, FullQueueRefusesWithUnavailable) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+TEST_F(GrpcServerTest, ARequestPastItsTimeoutIsDroppedBeforeCompute) {
+  // tiny_queue holds a lone request for up to 2 s waiting for batch-mates;
+  // a 100 ms "timeout" parameter (microseconds, as in Triton) expires first.
+  inference::ModelInferRequest req = IdsRequest("tiny_queue", {{1, 2}});
+  (*req.mutable_parameters())["timeout"].set_int64_param(100000);
+  const inference::ModelStatistics before = Stats(stub_.get(), "tiny_queue");
+  inference::ModelInferResponse resp;
+  const grpc::Status s = Infer(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_NE(s.error_message().find("passed its deadline; it was not run"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(Stats(stub_.get(), "tiny_queue").execution_count(), before.execution_count());
+  // A bad parameter is refused outright.
+  (*req.mutable_parameters())["timeout"].set_string_param("soon");
+  ExpectError(req, grpc::StatusCode::INVALID_ARGUMENT, "parameter 'timeout' must be an int64");
+}
+
 TEST(GrpcServerLifecycleTest, SigtermDrainsAndExitsZero) {
   auto server =
       ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--shutdown-grace-s", "0.5"});
