@@ -153,8 +153,8 @@ class BatchQueue {
                                                      options_.length_buckets.back(), ")"));
     }
     if (t.priority() < 1 || t.priority() > options_.priority_levels) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "priority ", t.priority(), " is outside [1, ", options_.priority_levels, "]"));
+      return absl::InvalidArgumentError(absl::StrCat("priority ", t.priority(), " is outside [1, ",
+                                                     options_.priority_levels, "]"));
     }
     Bucket& bucket = buckets_[b];
     if (static_cast<int64_t>(bucket.entries.size()) >= options_.max_queue_size) {
@@ -198,9 +198,9 @@ class BatchQueue {
       }
       // Nothing fits the memory available now: wait for batches in flight.
       if (bucket.entries.empty() || plan.count == 0) continue;
-      const Entry& oldest = *std::min_element(
-          bucket.entries.begin(), bucket.entries.end(),
-          [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
+      const Entry& oldest =
+          *std::min_element(bucket.entries.begin(), bucket.entries.end(),
+                            [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
       const bool expired = now - oldest.enqueued >= options_.max_queue_delay;
       if (!(plan.full || expired || flush)) continue;
       const std::pair<int, uint64_t> key{Urgency(bucket.entries.front(), now),

@@ -347,7 +347,8 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
           live[id] = raw;
         }
       }
-      if (!live.empty() && rng() % 8 == 0) std::next(live.begin(), rng() % live.size())->second->gone = true;
+      if (!live.empty() && rng() % 8 == 0)
+        std::next(live.begin(), rng() % live.size())->second->gone = true;
       clock.Advance(absl::Microseconds(rng() % 200));
       while (!in_flight.empty() && rng() % 2) {
         gate.Release(in_flight.front());
@@ -366,7 +367,8 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
           ASSERT_EQ(q.BucketFor(t->len), static_cast<int>(b.bucket)) << "buckets mixed";
         }
         ASSERT_LE(rows, o.max_batch_size);
-        if (o.max_batch_tokens > 0 && b.tasks.size() > 1) ASSERT_LE(rows * length, o.max_batch_tokens);
+        if (o.max_batch_tokens > 0 && b.tasks.size() > 1)
+          ASSERT_LE(rows * length, o.max_batch_tokens);
         ASSERT_EQ(b.peak_bytes, gate.PeakBytes(rows, length));
         in_flight.push_back(b.peak_bytes);
         leave(b.tasks);

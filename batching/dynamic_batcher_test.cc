@@ -46,9 +46,8 @@ BatcherOptions Options(int64_t max_batch, absl::Duration delay, int64_t max_queu
 
 TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
   Recorder rec;
-  auto batcher = DynamicBatcher<Task>::Create(
-      Options(8, absl::Milliseconds(50), 1000),
-      [&](Batch b) { rec.Process(std::move(b)); });
+  auto batcher = DynamicBatcher<Task>::Create(Options(8, absl::Milliseconds(50), 1000),
+                                              [&](Batch b) { rec.Process(std::move(b)); });
   ASSERT_TRUE(batcher.ok());
   constexpr int kTasks = 64;
   std::vector<std::thread> threads;
@@ -78,11 +77,11 @@ TEST(DynamicBatcherTest, GroupsConcurrentArrivalsAndAnswersEachOnce) {
 TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
   ::infer::testing::Notification done;
   std::atomic<int> size{0};
-  auto batcher = DynamicBatcher<Task>::Create(Options(32, absl::Milliseconds(20), 100),
-                                              [&](Batch b) {
-                                                size = static_cast<int>(b.tasks.size());
-                                                done.Notify();
-                                              });
+  auto batcher =
+      DynamicBatcher<Task>::Create(Options(32, absl::Milliseconds(20), 100), [&](Batch b) {
+        size = static_cast<int>(b.tasks.size());
+        done.Notify();
+      });
   ASSERT_TRUE(batcher.ok());
   const absl::Time start = absl::Now();
   for (int i = 0; i < 3; ++i) {
@@ -96,11 +95,10 @@ TEST(DynamicBatcherTest, PartialBatchLeavesAfterTheDelay) {
 
 TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
   ::infer::testing::Notification release, entered;
-  auto batcher = DynamicBatcher<Task>::Create(Options(1, absl::ZeroDuration(), 2),
-                                              [&](Batch) {
-                                                if (!entered.HasBeenNotified()) entered.Notify();
-                                                release.WaitForNotification();
-                                              });
+  auto batcher = DynamicBatcher<Task>::Create(Options(1, absl::ZeroDuration(), 2), [&](Batch) {
+    if (!entered.HasBeenNotified()) entered.Notify();
+    release.WaitForNotification();
+  });
   ASSERT_TRUE(batcher.ok());
   auto first = std::make_unique<Task>();
   ASSERT_THAT((*batcher)->Schedule(&first), IsOk());

@@ -176,6 +176,32 @@ TEST(EmbedPoolTest, CreateRejectsBadOptions) {
               StatusIs(absl::StatusCode::kInvalidArgument, "pad_id 50 is outside [0, 50)"));
 }
 
+// The memory model that admission relies on, against the allocator's
+// measured peak for a grid of shapes: never below, at most 25% above.
+TEST(EmbedPoolTest, MemoryModelBoundsTheMeasuredPeak) {
+  auto device = TestDevice::Create("cpu");
+  ASSERT_TRUE(device.ok());
+  EmbedPoolOptions o;  // the served defaults
+  auto model = EmbedPoolModel::Create(o, (*device)->context());
+  ASSERT_TRUE(model.ok());
+  CachingAllocator* alloc = (*device)->allocator.get();
+  EXPECT_EQ((*model)->WeightBytes(), alloc->stats().allocated_bytes);
+  for (int64_t rows : {1, 4, 16, 32}) {
+    for (int64_t len : {1, 7, 64, 300, 512}) {
+      alloc->EmptyCache();
+      const int64_t weights = alloc->stats().allocated_bytes;
+      alloc->ResetPeak();
+      std::vector<InferRequest> requests = {
+          Ids(std::vector<std::vector<int64_t>>(rows, std::vector<int64_t>(len, 5)))};
+      ExecuteAll(**model, **device, requests);
+      const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
+      const int64_t predicted = (*model)->PeakBytes(rows, len);
+      EXPECT_GE(predicted, measured) << rows << "x" << len;
+      EXPECT_LE(predicted, measured + measured / 4) << rows << "x" << len;
+    }
+  }
+}
+
 TEST(EmbedPoolTest, GpuMatchesCpu) {
   const CudaAvailability cuda = ProbeCuda();
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;

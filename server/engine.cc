@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "batching/dynamic_batcher.h"
-#include "server/request_split.h"
 #include "runtime/status_macros.h"
+#include "server/request_split.h"
 
 namespace infer {
 
@@ -153,8 +153,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<DevicePipeline> pipeline,
                          DevicePipeline::Create(device.get(), options.pipeline));
   if (!(options.memory_headroom_fraction >= 0.0 && options.memory_headroom_fraction < 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("memory headroom fraction must be in [0, 1), got ",
-                                                   options.memory_headroom_fraction));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory headroom fraction must be in [0, 1), got ", options.memory_headroom_fraction));
   }
   const int64_t budget = allocator->budget_bytes();
   std::unique_ptr<Engine> engine(new Engine(std::move(lock), std::move(device),
@@ -246,13 +246,13 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
                      q.length_buckets.back(), " (its longest length bucket)")));
   }
   const int64_t levels = q.priority_levels;
-  const int64_t level = request.priority != 0         ? request.priority
+  const int64_t level = request.priority != 0           ? request.priority
                         : q.default_priority_level != 0 ? q.default_priority_level
                                                         : levels;
   if (level < 1 || level > levels) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "priority ", request.priority, " is outside [1, ", levels, "] for model '", name,
-        "' (1 is the most urgent; 0 means the default)")));
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("priority ", request.priority, " is outside [1, ", levels, "] for model '",
+                     name, "' (1 is the most urgent; 0 means the default)")));
   }
   task->level = static_cast<int>(level);
   const absl::Duration timeout =
@@ -278,8 +278,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   }
   // Larger than max_batch_size: split, run the pieces as separate requests,
   // answer once with the pieces joined in order.
-  absl::StatusOr<std::vector<InferRequest>> pieces =
-      SplitRequest(task->request, q.max_batch_size);
+  absl::StatusOr<std::vector<InferRequest>> pieces = SplitRequest(task->request, q.max_batch_size);
   if (!pieces.ok()) return fail(pieces.status());
   {
     std::lock_guard<std::mutex> lock(entry->stats_mu);

@@ -462,7 +462,8 @@ TEST(EngineSchedulingTest, OutOfMemoryBatchesAreSplitAndRetried) {
   auto model = std::make_unique<ProbeModel>(po);
   ASSERT_THAT(engine->AddModel(std::move(model), Batching(4, absl::Milliseconds(50))), IsOk());
   Results results;
-  for (int i = 0; i < 4; ++i) engine->Submit(Probe(std::to_string(i)), results.For(std::to_string(i)));
+  for (int i = 0; i < 4; ++i)
+    engine->Submit(Probe(std::to_string(i)), results.For(std::to_string(i)));
   engine->Submit(Probe("wide", 3), results.For("wide"));
   ASSERT_TRUE(results.WaitFor(5));
   for (int i = 0; i < 4; ++i) EXPECT_THAT(results.status[std::to_string(i)], IsOk()) << i;

@@ -54,6 +54,47 @@ TEST_F(RepositoryTest, LoadsModelsWithTheirBatchingPolicy) {
   EXPECT_EQ(d.max_queue_size, kDefaultMaxQueueSize);
 }
 
+TEST_F(RepositoryTest, BatchingPolicyFields) {
+  Write("m", R"(
+    backend: "embed_pool"
+    max_batch_size: 16
+    dynamic_batching {
+      max_queue_delay_microseconds: 500
+      priority_levels: 3
+      default_priority_level: 2
+      default_queue_policy { max_queue_size: 64 default_timeout_microseconds: 250000 }
+      length_buckets: [16, 64, 256]
+      max_batch_tokens: 4096
+      priority_aging_microseconds: 20000
+    }
+  )");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  const QueueOptions q = *(*engine)->GetBatchingOptions("m");
+  EXPECT_EQ(q.length_buckets, (std::vector<int64_t>{16, 64, 256}));
+  EXPECT_EQ(q.max_batch_tokens, 4096);
+  EXPECT_EQ(q.priority_levels, 3);
+  EXPECT_EQ(q.default_priority_level, 2);
+  EXPECT_EQ(q.default_timeout, absl::Milliseconds(250));
+  EXPECT_EQ(q.priority_aging, absl::Milliseconds(20));
+  EXPECT_EQ(q.max_queue_size, 64);
+}
+
+TEST_F(RepositoryTest, BadBatchingPolicyIsNamed) {
+  Write("m", "backend: \"embed_pool\"\ndynamic_batching { length_buckets: [64, 16] }\n");
+  auto engine = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "m/config.pbtxt: field 'dynamic_batching.length_buckets' = 16 breaks the "
+                       "rule: buckets are positive and ascending"));
+  fs::remove_all(dir_ / "m");
+  Write("n",
+        "backend: \"embed_pool\"\ndynamic_batching { priority_levels: 2 "
+        "default_priority_level: 3 }\n");
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "default_priority_level' = 3"));
+}
+
 TEST_F(RepositoryTest, SyntaxErrorNamesFileAndLine) {
   Write("bad", "backend: \"embed_pool\"\nmax_batch_size: eight\n");
   auto engine = Engine::Create({.device = "cpu"});
