@@ -247,6 +247,10 @@ TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
   }
   EXPECT_EQ(executions, stats.execution_count);
   // Every batch went through the device pipeline and the caching allocator.
+  // (The pipeline counts a batch just after answering it: let it catch up.)
+  for (int i = 0; i < 1000 && engine->pipeline()->stats().completed < stats.execution_count; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   EXPECT_EQ(engine->pipeline()->stats().completed, stats.execution_count);
   EXPECT_GT(engine->allocator()->stats().peak_allocated_bytes, 0);
   EXPECT_GT(engine->staging()->stats().reuses, 0u) << "staging buffers are reused";
@@ -390,7 +394,7 @@ TEST(EngineSchedulingTest, HigherPriorityRunsFirst) {
   ASSERT_THAT(engine->AddModel(std::move(model), q), IsOk());
   Results results;
   engine->Submit(Probe("blocker"), results.For("blocker"));
-  absl::SleepFor(absl::Milliseconds(20));
+  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // blocker runs
   for (auto [id, prio] : {std::pair{"low", 3}, std::pair{"default", 0}, std::pair{"high", 1}}) {
     InferRequest r = Probe(id);
     r.priority = prio;
@@ -460,7 +464,9 @@ TEST(EngineSchedulingTest, OutOfMemoryBatchesAreSplitAndRetried) {
   ProbeModel::Options po;
   po.oom_above_rows = 2;  // any batch of more than 2 rows "runs out of memory"
   auto model = std::make_unique<ProbeModel>(po);
-  ASSERT_THAT(engine->AddModel(std::move(model), Batching(4, absl::Milliseconds(50))), IsOk());
+  // The four single rows fill a batch of 4 at once (a split is certain);
+  // "wide" then waits alone for the long delay.
+  ASSERT_THAT(engine->AddModel(std::move(model), Batching(4, absl::Milliseconds(500))), IsOk());
   Results results;
   for (int i = 0; i < 4; ++i)
     engine->Submit(Probe(std::to_string(i)), results.For(std::to_string(i)));
