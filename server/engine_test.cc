@@ -170,8 +170,11 @@ InferRequest Probe(const std::string& id, int64_t rows = 1, int64_t len = 3) {
   return r;
 }
 
-std::unique_ptr<Engine> CpuEngine() {
-  auto engine = Engine::Create({.device = "cpu"});
+std::unique_ptr<Engine> CpuEngine(int max_in_flight = 3) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.pipeline.max_in_flight = max_in_flight;
+  auto engine = Engine::Create(o);
   EXPECT_TRUE(engine.ok());
   return *std::move(engine);
 }
@@ -334,10 +337,7 @@ struct Results {
 };
 
 TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
-  EngineOptions o;
-  o.device = "cpu";
-  o.pipeline.max_in_flight = 1;  // the blocker fills the device
-  auto engine = *Engine::Create(o);
+  auto engine = CpuEngine(/*max_in_flight=*/1);  // the blocker fills the device
   auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(300)});
   ProbeModel* probe = model.get();
   ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
@@ -361,10 +361,7 @@ TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
 }
 
 TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
-  EngineOptions o;
-  o.device = "cpu";
-  o.pipeline.max_in_flight = 1;
-  auto engine = *Engine::Create(o);
+  auto engine = CpuEngine(/*max_in_flight=*/1);
   auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(200)});
   ProbeModel* probe = model.get();
   ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
@@ -382,10 +379,7 @@ TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
 }
 
 TEST(EngineSchedulingTest, HigherPriorityRunsFirst) {
-  EngineOptions o;
-  o.device = "cpu";
-  o.pipeline.max_in_flight = 1;
-  auto engine = *Engine::Create(o);
+  auto engine = CpuEngine(/*max_in_flight=*/1);
   auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(100)});
   ProbeModel* probe = model.get();
   QueueOptions q = Batching(1, absl::ZeroDuration());
