@@ -27,6 +27,9 @@ echo "--- allocator-bench cuda:0"
 echo "--- overlap-bench cuda:0"
 "$D/bin/overlap-bench" --device cuda:0 --n 4096 --gemms 1 --batches 24 | tee "$OUT/overlap-bench.txt" \
   || failed+=(overlap-bench)
+echo "--- bucketing-bench cuda:0"
+"$D/bin/bucketing-bench" --device cuda:0 --requests 4000 | tee "$OUT/bucketing-bench.txt" \
+  || failed+=(bucketing-bench)
 echo "--- embedded_engine cuda:0"
 "$D/bin/embedded_engine" cuda:0 || failed+=(embedded_engine)
 echo "--- infer-server on cuda:0"
