@@ -10,16 +10,18 @@ D=/tmp/infer-device
 rm -rf "$D" && mkdir -p "$D" && tar -C "$D" -xJf .device/bundle.tar.xz || exit 1
 export LD_LIBRARY_PATH="$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export INFER_SERVER_BINARY="$D/bin/infer-server"
-OUT="${OUT:-/tmp/gpu-run}"
-mkdir -p "$OUT"
+OUT="${OUT:-/tmp/gpu-run}"  # a few files: the summary log and the benchmark tables
+LOGS=/tmp/gpu-run-logs        # one log per test binary (failures are echoed to the summary)
+mkdir -p "$OUT" "$LOGS"
+exec > >(tee "$OUT/gpu-run.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 failed=()
 for t in "$D"/tests/*; do
   name=$(basename "$t")
-  if "$t" --gtest_brief=1 > "$OUT/$name.log" 2>&1; then
-    echo "PASS $name ($(grep -c '\[  SKIPPED \]' "$OUT/$name.log") skipped)"
+  if "$t" --gtest_brief=1 > "$LOGS/$name.log" 2>&1; then
+    echo "PASS $name ($(grep -c '\[  SKIPPED \]' "$LOGS/$name.log") skipped)"
   else
-    echo "FAIL $name"; tail -30 "$OUT/$name.log"; failed+=("$name")
+    echo "FAIL $name"; tail -30 "$LOGS/$name.log"; failed+=("$name")
   fi
 done
 echo "--- allocator-bench cuda:0"
@@ -33,10 +35,10 @@ echo "--- bucketing-bench cuda:0"
 echo "--- embedded_engine cuda:0"
 "$D/bin/embedded_engine" cuda:0 || failed+=(embedded_engine)
 echo "--- infer-server on cuda:0"
-"$D/bin/infer-server" --device cuda:0 --grpc-address 127.0.0.1:0 > "$OUT/server.log" 2>&1 &
+"$D/bin/infer-server" --device cuda:0 --grpc-address 127.0.0.1:0 > "$LOGS/server.log" 2>&1 &
 pid=$!
 sleep 3
-grep -E "device|listening" "$OUT/server.log"
+grep -E "device|listening" "$LOGS/server.log"
 kill -TERM $pid; wait $pid || failed+=(infer-server)
 if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; exit 1; fi
 echo "ALL PASSED"
