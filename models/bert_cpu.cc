@@ -80,6 +80,18 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Load(const std::
   return m;
 }
 
+int64_t BertEncoderCpu::weight_bytes() const {
+  int64_t floats = static_cast<int64_t>(word_.size() + position_.size() + token_type_.size() +
+                                        embed_norm_.gamma.size() + embed_norm_.beta.size());
+  for (const Layer& l : layers_) {
+    for (const Linear* lin : {&l.q, &l.k, &l.v, &l.attn_out, &l.ffn_in, &l.ffn_out}) {
+      floats += static_cast<int64_t>(lin->w.size() + lin->b.size());
+    }
+    floats += static_cast<int64_t>(4 * config_.hidden_size);
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
 void BertEncoderCpu::Apply(const Linear& l, const float* x, int64_t rows, float* y) {
   for (int64_t r = 0; r < rows; ++r) std::copy(l.b.begin(), l.b.end(), y + r * l.out);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),

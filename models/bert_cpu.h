@@ -37,6 +37,8 @@ class BertEncoderCpu {
                                             int64_t seq, bool normalize) const;
 
   const BertConfig& config() const { return config_; }
+  // Bytes of all weights (FP32, host memory).
+  int64_t weight_bytes() const;
 
  private:
   struct Linear {

@@ -102,7 +102,7 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
     }
   }
   for (const TensorSpec& s : spec.inputs) {
-    if (!seen.contains(s.name)) {
+    if (!s.optional && !seen.contains(s.name)) {
       return absl::InvalidArgumentError(absl::StrCat("missing input '", s.name, "' for model '",
                                                      spec.name,
                                                      "'; expected inputs: ", Names(spec.inputs)));

@@ -30,6 +30,9 @@ struct TensorSpec {
   std::string name;
   DataType dtype = DataType::kFp32;
   std::vector<int64_t> shape;
+  // An input the request may leave out (the model's checks say which
+  // combinations it needs).
+  bool optional = false;
 };
 
 struct ModelSpec {
@@ -87,9 +90,15 @@ class Model {
 
   virtual const ModelSpec& spec() const = 0;
 
+  // Rewrites a request that passed the spec checks into the form the model
+  // executes (e.g. text into token ids), before ValidateRequest. Called once
+  // per request, before it is queued. Errors are the client's
+  // (INVALID_ARGUMENT).
+  virtual absl::Status Preprocess(InferRequest* request) const { return absl::OkStatus(); }
+
   // Checks beyond the spec that need the data (e.g. token ids within the
   // vocabulary). Called before the request is queued; the spec checks
-  // (ValidateRequestAgainstSpec) have already passed.
+  // (ValidateRequestAgainstSpec) and Preprocess have already run.
   virtual absl::Status ValidateRequest(const InferRequest& request) const {
     return absl::OkStatus();
   }

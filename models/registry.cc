@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/bert_model.h"
 #include "models/embed_pool.h"
 #include "runtime/status_macros.h"
 
@@ -46,18 +47,52 @@ absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
   return std::unique_ptr<Model>(std::move(model));
 }
 
+absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
+                                                  const ModelParams& params,
+                                                  const DeviceContext& context,
+                                                  const std::string& model_dir) {
+  static const char* const kKeys[] = {"checkpoint_dir", "normalize", "max_sequence_length"};
+  for (const auto& [key, value] : params) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown parameter '", key, "' for backend 'bert'; known: ", absl::StrJoin(kKeys, ", ")));
+    }
+  }
+  BertModelOptions o;
+  o.name = name;
+  o.checkpoint_dir = model_dir;
+  if (auto it = params.find("checkpoint_dir"); it != params.end()) {
+    // Relative paths are relative to the model's folder.
+    o.checkpoint_dir = !it->second.empty() && it->second[0] == '/'
+                           ? it->second
+                           : absl::StrCat(model_dir, "/", it->second);
+  }
+  if (auto it = params.find("normalize"); it != params.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter 'normalize' = '", it->second, "' is not true or false"));
+    }
+    o.normalize = it->second == "true";
+  }
+  INFER_RETURN_IF_ERROR(ParseParam(params, "max_sequence_length", &o.max_sequence_length));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertModel> model, BertModel::Create(o, context));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
                                                           const std::string& name,
                                                           const ModelParams& params,
-                                                          const DeviceContext& context) {
+                                                          const DeviceContext& context,
+                                                          const std::string& model_dir) {
   if (backend == "embed_pool") return CreateEmbedPool(name, params, context);
+  if (backend == "bert") return CreateBert(name, params, context, model_dir);
   return absl::InvalidArgumentError(
       absl::StrCat("unknown backend '", backend,
                    "'; built-in backends: ", absl::StrJoin(BuiltinBackends(), ", ")));
 }
 
-std::vector<std::string> BuiltinBackends() { return {"embed_pool"}; }
+std::vector<std::string> BuiltinBackends() { return {"bert", "embed_pool"}; }
 
 }  // namespace infer

@@ -21,10 +21,13 @@ using ModelParams = absl::flat_hash_map<std::string, std::string>;
 // unknown backend, an unknown parameter or a malformed value (each naming
 // the key and what is accepted). The context is borrowed and must outlive
 // the model.
+// `model_dir` is the model's folder in the repository (where a checkpoint
+// may live).
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
                                                           const std::string& name,
                                                           const ModelParams& params,
-                                                          const DeviceContext& context);
+                                                          const DeviceContext& context,
+                                                          const std::string& model_dir = "");
 
 std::vector<std::string> BuiltinBackends();
 

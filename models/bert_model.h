@@ -1,0 +1,65 @@
+// bert: a BERT-family sentence encoder served from a Hugging Face checkpoint
+// folder (config.json, model.safetensors, vocab.txt), e.g. all-MiniLM-L6-v2.
+//
+// Inputs (send either text, or token ids):
+//   text            BYTES [-1]       one sentence per element (UTF-8)
+//   input_ids       INT64 [-1, -1]   (batch, sequence) WordPiece ids
+//   attention_mask  INT64 [-1, -1]   optional with input_ids: 1 real, 0 padding
+// Output:
+//   embedding       FP32  [-1, hidden]  mean over real tokens, L2-normalised
+//
+// Text is tokenised when the request arrives (Preprocess), so length classes
+// see real token counts. This version computes on the CPU (FP32, OpenBLAS,
+// models/bert_cpu.h); on a CUDA device Create refuses with the reason. Its
+// activations are host memory, not drawn from the caching allocator: on the
+// CPU device, PeakBytes is an estimate that admission budgets against.
+//
+// Thread-safety: see Model.
+#ifndef INFER_MODELS_BERT_MODEL_H_
+#define INFER_MODELS_BERT_MODEL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/bert_cpu.h"
+#include "models/model.h"
+#include "models/wordpiece.h"
+#include "runtime/device_context.h"
+
+namespace infer {
+
+struct BertModelOptions {
+  std::string name = "minilm";
+  std::string checkpoint_dir;       // config.json, model.safetensors, vocab.txt
+  bool normalize = true;            // L2-normalise the pooled embedding
+  int64_t max_sequence_length = 0;  // 0: the config's max_position_embeddings
+};
+
+class BertModel final : public Model {
+ public:
+  static absl::StatusOr<std::unique_ptr<BertModel>> Create(const BertModelOptions& options,
+                                                           const DeviceContext& context);
+
+  const ModelSpec& spec() const override { return spec_; }
+  absl::Status Preprocess(InferRequest* request) const override;
+  absl::Status ValidateRequest(const InferRequest& request) const override;
+  int64_t PeakBytes(int64_t rows, int64_t length) const override;
+  int64_t WeightBytes() const override { return encoder_->weight_bytes(); }
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override;
+
+ private:
+  class Batch;
+  BertModel() = default;
+
+  BertModelOptions options_;
+  ModelSpec spec_;
+  std::unique_ptr<BertEncoderCpu> encoder_;
+  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+  int64_t max_length_ = 0;
+};
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_BERT_MODEL_H_
