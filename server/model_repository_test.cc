@@ -109,9 +109,10 @@ TEST_F(RepositoryTest, UnknownFieldBackendAndParameterAreNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, "max_batch"));
   fs::remove_all(dir_ / "a");
   Write("b", "backend: \"onnx\"\n");
-  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "b/config.pbtxt: unknown backend 'onnx'; built-in backends: bert, embed_pool"));
+  EXPECT_THAT(
+      LoadModelRepository(dir_.string(), engine->get()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "b/config.pbtxt: unknown backend 'onnx'; built-in backends: bert, embed_pool"));
   fs::remove_all(dir_ / "b");
   Write("c", R"(backend: "embed_pool"
                parameters { key: "hidden" value { string_value: "3" } })");
