@@ -1,7 +1,6 @@
 #include "models/bert_model.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
@@ -14,19 +13,6 @@ const Tensor* FindInput(const InferRequest& r, const std::string& name) {
     if (t.name == name) return &t;
   }
   return nullptr;
-}
-
-// The elements of a BYTES tensor (layout already validated).
-std::vector<absl::string_view> Elements(const Tensor& t) {
-  std::vector<absl::string_view> out;
-  size_t at = 0;
-  while (at + 4 <= t.data.size()) {
-    uint32_t len = 0;
-    std::memcpy(&len, t.data.data() + at, 4);
-    out.emplace_back(t.data.data() + at + 4, len);
-    at += 4 + len;
-  }
-  return out;
 }
 
 Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
@@ -88,7 +74,8 @@ absl::Status BertModel::Preprocess(InferRequest* request) const {
   }
   std::vector<std::vector<int64_t>> rows;
   int64_t seq = 0;
-  const std::vector<absl::string_view> sentences = Elements(*text);
+  INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> sentences,
+                         BytesElements(*text, text->shape[0], "input 'text'"));
   for (size_t i = 0; i < sentences.size(); ++i) {
     absl::StatusOr<std::vector<int64_t>> ids = tokenizer_->Encode(sentences[i]);
     if (!ids.ok()) {
@@ -188,19 +175,8 @@ class BertModel::Batch final : public ModelBatch {
   }
   absl::Status Download(Stream*) override { return absl::OkStatus(); }
   absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-    const int64_t h = model_.encoder_->config().hidden_size;
-    int64_t row = 0;
-    for (size_t i = 0; i < responses.size(); ++i) {
-      const int64_t b = rows_per_request_[i];
-      Tensor t;
-      t.name = "embedding";
-      t.dtype = DataType::kFp32;
-      t.shape = {b, h};
-      t.data.assign(b * h * sizeof(float), '\0');
-      if (!out_.empty()) std::memcpy(t.data.data(), out_.data() + row * h, b * h * sizeof(float));
-      row += b;
-      responses[i]->outputs.push_back(std::move(t));
-    }
+    AppendFp32Rows("embedding", out_.data(), model_.encoder_->config().hidden_size,
+                   rows_per_request_, responses);
     return absl::OkStatus();
   }
 

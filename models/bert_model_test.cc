@@ -19,11 +19,7 @@ Tensor Text(const std::vector<std::string>& sentences) {
   t.name = "text";
   t.dtype = DataType::kBytes;
   t.shape = {static_cast<int64_t>(sentences.size())};
-  for (const std::string& s : sentences) {
-    const uint32_t n = static_cast<uint32_t>(s.size());
-    t.data.append(reinterpret_cast<const char*>(&n), 4);
-    t.data += s;
-  }
+  for (const std::string& s : sentences) AppendBytesElement(s, &t.data);
   return t;
 }
 

@@ -214,19 +214,8 @@ class EmbedPoolModel::Batch final : public ModelBatch {
   }
 
   absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-    const int64_t dim = model_.options_.embedding_size;
-    const float* pooled = out_.as<float>();
-    int64_t row = 0;
-    for (size_t i = 0; i < rows_per_request_.size(); ++i) {
-      const int64_t b = rows_per_request_[i];
-      Tensor t;
-      t.name = "embedding";
-      t.dtype = DataType::kFp32;
-      t.shape = {b, dim};
-      t.data.assign(reinterpret_cast<const char*>(pooled + row * dim), b * dim * sizeof(float));
-      row += b;
-      responses[i]->outputs.push_back(std::move(t));
-    }
+    AppendFp32Rows("embedding", out_.as<float>(), model_.options_.embedding_size, rows_per_request_,
+                   responses);
     return absl::OkStatus();
   }
 

@@ -21,35 +21,6 @@ const TensorSpec* Find(const std::vector<TensorSpec>& specs, const std::string& 
   return nullptr;
 }
 
-// Validates the raw BYTES layout: a 4-byte little-endian length before each
-// element, exactly `count` elements, nothing left over.
-absl::Status CheckBytesLayout(const Tensor& t, int64_t count, const std::string& what) {
-  size_t offset = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    if (t.data.size() - offset < 4) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " holds ", i,
-                                                     " BYTES elements; its shape ",
-                                                     ShapeToString(t.shape), " needs ", count));
-    }
-    uint32_t len = 0;
-    for (int b = 3; b >= 0; --b) {
-      len = (len << 8) | static_cast<unsigned char>(t.data[offset + b]);
-    }
-    offset += 4;
-    if (t.data.size() - offset < len) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " element ", i, " declares ", len,
-                                                     " bytes but only ", t.data.size() - offset,
-                                                     " remain"));
-    }
-    offset += len;
-  }
-  if (offset != t.data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has ", t.data.size() - offset,
-                                                   " bytes after its ", count, " BYTES elements"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request) {
@@ -84,7 +55,7 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
     }
     INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, what));
     if (t.dtype == DataType::kBytes) {
-      INFER_RETURN_IF_ERROR(CheckBytesLayout(t, count, what));
+      INFER_RETURN_IF_ERROR(BytesElements(t, count, what).status());
     } else {
       INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
       if (static_cast<int64_t>(t.data.size()) != bytes) {
@@ -135,6 +106,24 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
   if (s.ok()) s = sync;
   if (s.ok()) s = batch->Finish(responses);
   return s;
+}
+
+void AppendFp32Rows(const std::string& name, const float* data, int64_t width,
+                    absl::Span<const int64_t> rows_per_request,
+                    absl::Span<InferResponse* const> responses) {
+  int64_t row = 0;
+  for (size_t i = 0; i < responses.size(); ++i) {
+    const int64_t b = rows_per_request[i];
+    Tensor t;
+    t.name = name;
+    t.dtype = DataType::kFp32;
+    t.shape = {b, width};
+    if (b * width > 0) {
+      t.data.assign(reinterpret_cast<const char*>(data + row * width), b * width * sizeof(float));
+    }
+    row += b;
+    responses[i]->outputs.push_back(std::move(t));
+  }
 }
 
 int64_t Model::SequenceLength(const InferRequest& request) const {

@@ -135,6 +135,12 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
 // tensor, what was wrong and what is allowed.
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request);
 
+// For ModelBatch::Finish: splits consecutive FP32 rows of `width` values into
+// one [rows_per_request[i], width] output named `name` per response.
+void AppendFp32Rows(const std::string& name, const float* data, int64_t width,
+                    absl::Span<const int64_t> rows_per_request,
+                    absl::Span<InferResponse* const> responses);
+
 // The batch dimension of a request that passed ValidateRequestAgainstSpec.
 int64_t RequestBatchSize(const InferRequest& request);
 

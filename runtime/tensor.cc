@@ -87,6 +87,44 @@ absl::StatusOr<int64_t> ByteSize(DataType dtype, absl::Span<const int64_t> shape
   return *count * size;
 }
 
+void AppendBytesElement(absl::string_view element, std::string* data) {
+  const uint32_t n = static_cast<uint32_t>(element.size());
+  const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                       static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
+  data->append(len, 4);
+  data->append(element.data(), element.size());
+}
+
+absl::StatusOr<std::vector<absl::string_view>> BytesElements(const Tensor& t, int64_t count,
+                                                             absl::string_view what) {
+  std::vector<absl::string_view> out;
+  size_t offset = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (t.data.size() - offset < 4) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " holds ", i,
+                                                     " BYTES elements; its shape ",
+                                                     ShapeToString(t.shape), " needs ", count));
+    }
+    uint32_t len = 0;
+    for (int b = 3; b >= 0; --b) {
+      len = (len << 8) | static_cast<unsigned char>(t.data[offset + b]);
+    }
+    offset += 4;
+    if (t.data.size() - offset < len) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " element ", i, " declares ", len,
+                                                     " bytes but only ", t.data.size() - offset,
+                                                     " remain"));
+    }
+    out.emplace_back(t.data.data() + offset, len);
+    offset += len;
+  }
+  if (offset != t.data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", t.data.size() - offset,
+                                                   " bytes after its ", count, " BYTES elements"));
+  }
+  return out;
+}
+
 std::string ShapeToString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }

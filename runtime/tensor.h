@@ -53,6 +53,16 @@ absl::StatusOr<int64_t> ByteSize(DataType dtype, absl::Span<const int64_t> shape
 
 std::string ShapeToString(absl::Span<const int64_t> shape);
 
+// BYTES layout helpers (4-byte little-endian length, then the bytes).
+void AppendBytesElement(absl::string_view element, std::string* data);
+
+struct Tensor;
+// The elements of a BYTES tensor, in order (views into t.data).
+// INVALID_ARGUMENT naming `what` when the layout is broken or does not hold
+// exactly `count` elements.
+absl::StatusOr<std::vector<absl::string_view>> BytesElements(const Tensor& t, int64_t count,
+                                                             absl::string_view what);
+
 struct Tensor {
   std::string name;
   DataType dtype = DataType::kFp32;

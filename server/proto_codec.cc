@@ -53,11 +53,7 @@ absl::Status CopyBytes(const InputProto& input, int64_t count, const std::string
     if (s.size() > std::numeric_limits<uint32_t>::max()) {
       return absl::InvalidArgumentError(absl::StrCat(what, " element is over 4 GiB"));
     }
-    const uint32_t n = static_cast<uint32_t>(s.size());
-    const char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                         static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
-    t->data.append(len, 4);
-    t->data.append(s);
+    AppendBytesElement(s, &t->data);
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,5 @@
 #include "server/request_split.h"
 
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
@@ -19,14 +18,16 @@ absl::StatusOr<std::vector<size_t>> RowOffsets(const Tensor& t) {
     for (int64_t r = 1; r <= rows; ++r) offsets.push_back(r * row_bytes);
     return offsets;
   }
-  size_t at = 0;  // BYTES: walk the 4-byte length prefixes (layout already validated)
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t e = 0; e < per_row; ++e) {
-      uint32_t len = 0;
-      std::memcpy(&len, t.data.data() + at, 4);
-      at += 4 + len;
+  // BYTES: a row ends where its last element's bytes end.
+  INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> elements,
+                         BytesElements(t, rows * per_row, t.name));
+  for (int64_t r = 1; r <= rows; ++r) {
+    if (per_row == 0) {
+      offsets.push_back(offsets.back());
+      continue;
     }
-    offsets.push_back(at);
+    const absl::string_view last = elements[r * per_row - 1];
+    offsets.push_back(static_cast<size_t>(last.data() + last.size() - t.data.data()));
   }
   return offsets;
 }
