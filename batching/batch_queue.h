@@ -182,6 +182,7 @@ class BatchQueue {
     // The most urgent ready bucket.
     int best = -1;
     std::pair<int, uint64_t> best_key{0, 0};
+    Plan best_plan;
     for (size_t b = 0; b < buckets_.size(); ++b) {
       Bucket& bucket = buckets_[b];
       if (bucket.entries.empty()) continue;
@@ -198,9 +199,12 @@ class BatchQueue {
       }
       // Nothing fits the memory available now: wait for batches in flight.
       if (bucket.entries.empty() || plan.count == 0) continue;
+      // Without priorities the bucket is in arrival order already.
       const Entry& oldest =
-          *std::min_element(bucket.entries.begin(), bucket.entries.end(),
-                            [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
+          options_.priority_levels <= 1
+              ? bucket.entries.front()
+              : *std::min_element(bucket.entries.begin(), bucket.entries.end(),
+                                  [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
       const bool expired = now - oldest.enqueued >= options_.max_queue_delay;
       if (!(plan.full || expired || flush)) continue;
       const std::pair<int, uint64_t> key{Urgency(bucket.entries.front(), now),
@@ -208,11 +212,12 @@ class BatchQueue {
       if (best < 0 || key < best_key) {
         best = static_cast<int>(b);
         best_key = key;
+        best_plan = plan;
       }
     }
     if (best < 0) return out;
     Bucket& bucket = buckets_[best];
-    const Plan plan = PlanBatch(bucket);
+    const Plan& plan = best_plan;  // the bucket has not changed since
     if (gate_ != nullptr && !gate_->TryReserve(plan.peak)) return out;
     out.bucket = static_cast<size_t>(best);
     out.rows = plan.rows;
