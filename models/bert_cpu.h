@@ -1,14 +1,10 @@
-// BertEncoderCpu: the BERT encoder forward pass in FP32 on the CPU
-// (OpenBLAS GEMMs), with mean pooling over the attention mask and optional
-// L2 normalisation — the sentence-transformers recipe of all-MiniLM-L6-v2.
+// BertEncoderCpu: the BERT encoder (models/bert_encoder.h) in FP32 on the CPU,
+// OpenBLAS GEMMs (multi-threaded by OpenBLAS), plain loops for the rest. It
+// is also the reference the CUDA encoder is tested against.
 //
-//   x = LayerNorm(word[ids] + position[0..S) + token_type[0])
-//   per layer: x = LayerNorm(x + Wo · MultiHeadAttention(x, mask))
-//              x = LayerNorm(x + W2 · GELU(W1 · x))        (GELU: erf form)
-//   embedding[b] = mean of x[b, s] over s with mask[b, s] = 1
-//
-// This is the CPU reference of the encoder and the building block of the
-// served encoder model. Immutable after Load; Encode is thread-safe.
+// Scratch memory comes from the context's allocator when one is given (the
+// served model), else from the heap (tests, benchmarks).
+// Immutable after Load; Encode is thread-safe.
 #ifndef INFER_MODELS_BERT_CPU_H_
 #define INFER_MODELS_BERT_CPU_H_
 
@@ -19,50 +15,40 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "models/checkpoint.h"
+#include "models/bert_encoder.h"
 
 namespace infer {
 
-class BertEncoderCpu {
+class BertEncoderCpu final : public BertEncoder {
  public:
-  // Loads `dir`/config.json and `dir`/model.safetensors (Hugging Face BERT
-  // layout, with or without the "bert." prefix). INVALID_ARGUMENT naming the
-  // tensor when one is missing or has the wrong shape.
-  static absl::StatusOr<std::unique_ptr<BertEncoderCpu>> Load(const std::string& dir);
+  // `allocator` may be null: scratch then comes from the heap.
+  static absl::StatusOr<std::unique_ptr<BertEncoderCpu>> Load(
+      const std::string& dir, CachingAllocator* allocator = nullptr);
+  static std::unique_ptr<BertEncoderCpu> FromWeights(BertWeights weights,
+                                                     CachingAllocator* allocator = nullptr);
 
-  // `ids` and `mask` are [batch, seq] row-major; mask is 1 for real tokens.
-  // Returns [batch, hidden] pooled embeddings, L2-normalised if `normalize`.
+  // Host-side convenience: checks the inputs (shapes, id range, length) and
+  // returns [batch, hidden] embeddings.
   absl::StatusOr<std::vector<float>> Encode(absl::Span<const int64_t> ids,
                                             absl::Span<const int64_t> mask, int64_t batch,
                                             int64_t seq, bool normalize) const;
 
-  const BertConfig& config() const { return config_; }
-  // Bytes of all weights (FP32, host memory).
-  int64_t weight_bytes() const;
+  const BertConfig& config() const override { return w_.config; }
+  // FP32 weights in host memory.
+  int64_t WeightBytes() const override;
+  int64_t PeakBytes(int64_t rows, int64_t length) const override;
+  absl::Status Encode(Stream* stream, const int64_t* ids, const int64_t* mask, int64_t batch,
+                      int64_t seq, bool normalize, float* out) const override;
 
  private:
-  struct Linear {
-    std::vector<float> w;  // [out, in], as Hugging Face stores it
-    std::vector<float> b;  // [out]
-    int64_t out = 0, in = 0;
-  };
-  struct Norm {
-    std::vector<float> gamma, beta;
-  };
-  struct Layer {
-    Linear q, k, v, attn_out, ffn_in, ffn_out;
-    Norm attn_norm, ffn_norm;
-  };
-
-  BertEncoderCpu() = default;
+  BertEncoderCpu(BertWeights w, CachingAllocator* allocator)
+      : w_(std::move(w)), allocator_(allocator) {}
   // y[rows, out] = x[rows, in] · W^T + b
-  static void Apply(const Linear& l, const float* x, int64_t rows, float* y);
-  void LayerNorm(const Norm& n, float* x, int64_t rows) const;
+  static void Apply(const BertWeights::Linear& l, const float* x, int64_t rows, float* y);
+  void LayerNorm(const BertWeights::Norm& n, float* x, int64_t rows) const;
 
-  BertConfig config_;
-  std::vector<float> word_, position_, token_type_;
-  Norm embed_norm_;
-  std::vector<Layer> layers_;
+  BertWeights w_;
+  CachingAllocator* allocator_;  // borrowed; may be null
 };
 
 }  // namespace infer

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "models/bert_gen.h"
 #include "models/wordpiece.h"
 #include "tests/testing/status_matchers.h"
 
@@ -133,6 +134,119 @@ TEST_F(BertCpuTest, RejectsBadInput) {
       StatusIs(absl::StatusCode::kInvalidArgument, "513 tokens; the model allows 512"));
 }
 #endif
+
+// The encoder against a naive forward pass (plain loops, double
+// accumulation, written from the formulas in models/bert_encoder.h) on a tiny
+// synthetic checkpoint, with ragged padding and without normalisation.
+std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t>& ids,
+                                 const std::vector<int64_t>& mask, int64_t batch, int64_t seq) {
+  const BertConfig& c = w.config;
+  const int64_t h = c.hidden_size, heads = c.num_attention_heads, dh = h / heads;
+  using Rows = std::vector<std::vector<double>>;
+  auto layer_norm = [&](std::vector<double>& v, const BertWeights::Norm& n) {
+    double mean = 0, var = 0;
+    for (double x : v) mean += x;
+    mean /= h;
+    for (double x : v) var += (x - mean) * (x - mean);
+    var /= h;
+    for (int64_t i = 0; i < h; ++i) {
+      v[i] = (v[i] - mean) / std::sqrt(var + c.layer_norm_eps) * n.gamma[i] + n.beta[i];
+    }
+  };
+  auto linear = [](const std::vector<double>& x, const BertWeights::Linear& l) {
+    std::vector<double> y(l.out);
+    for (int64_t o = 0; o < l.out; ++o) {
+      y[o] = l.b[o];
+      for (int64_t i = 0; i < l.in; ++i) y[o] += double{l.w[o * l.in + i]} * x[i];
+    }
+    return y;
+  };
+  std::vector<double> out(batch * h, 0.0);
+  for (int64_t b = 0; b < batch; ++b) {
+    Rows x(seq, std::vector<double>(h));
+    for (int64_t s = 0; s < seq; ++s) {
+      for (int64_t i = 0; i < h; ++i) {
+        x[s][i] = double{w.word[ids[b * seq + s] * h + i]} + w.position[s * h + i] +
+                  w.token_type[i];
+      }
+      layer_norm(x[s], w.embed_norm);
+    }
+    for (const BertWeights::Layer& l : w.layers) {
+      Rows q(seq), k(seq), v(seq), ctx(seq, std::vector<double>(h, 0.0));
+      for (int64_t s = 0; s < seq; ++s) {
+        q[s] = linear(x[s], l.q);
+        k[s] = linear(x[s], l.k);
+        v[s] = linear(x[s], l.v);
+      }
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        for (int64_t s = 0; s < seq; ++s) {
+          std::vector<double> p(seq, 0.0);
+          double mx = -1e300, sum = 0;
+          for (int64_t t = 0; t < seq; ++t) {
+            if (mask[b * seq + t] == 0) continue;
+            for (int64_t d = 0; d < dh; ++d) p[t] += q[s][hd * dh + d] * k[t][hd * dh + d];
+            p[t] /= std::sqrt(double(dh));
+            mx = std::max(mx, p[t]);
+          }
+          for (int64_t t = 0; t < seq; ++t) {
+            p[t] = mask[b * seq + t] == 0 ? 0.0 : std::exp(p[t] - mx);
+            sum += p[t];
+          }
+          for (int64_t t = 0; t < seq; ++t) {
+            for (int64_t d = 0; d < dh; ++d) ctx[s][hd * dh + d] += p[t] / sum * v[t][hd * dh + d];
+          }
+        }
+      }
+      for (int64_t s = 0; s < seq; ++s) {
+        std::vector<double> a = linear(ctx[s], l.attn_out);
+        for (int64_t i = 0; i < h; ++i) x[s][i] += a[i];
+        layer_norm(x[s], l.attn_norm);
+        std::vector<double> f = linear(x[s], l.ffn_in);
+        for (double& e : f) e = 0.5 * e * (1.0 + std::erf(e / std::sqrt(2.0)));
+        std::vector<double> y = linear(f, l.ffn_out);
+        for (int64_t i = 0; i < h; ++i) x[s][i] += y[i];
+        layer_norm(x[s], l.ffn_norm);
+      }
+    }
+    int64_t count = 0;
+    for (int64_t s = 0; s < seq; ++s) {
+      if (mask[b * seq + s] == 0) continue;
+      ++count;
+      for (int64_t i = 0; i < h; ++i) out[b * h + i] += x[s][i];
+    }
+    for (int64_t i = 0; i < h; ++i) out[b * h + i] /= std::max<int64_t>(count, 1);
+  }
+  return out;
+}
+
+TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
+  const std::string dir = ::testing::TempDir() + "/bert_cpu_test_tiny";
+  BertGenOptions o;
+  o.config = *BertPreset("tiny");
+  o.seed = 42;
+  ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
+  auto weights = LoadBertWeights(dir);
+  ASSERT_THAT(weights, IsOk());
+  auto model = BertEncoderCpu::Load(dir);
+  ASSERT_THAT(model, IsOk());
+  const int64_t batch = 3, seq = 9, h = o.config.hidden_size;
+  std::vector<int64_t> ids(batch * seq), mask(batch * seq);
+  const int64_t lengths[] = {9, 4, 1};
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      ids[b * seq + s] = s < lengths[b] ? (7 + 31 * b + 13 * s) % o.config.vocab_size : 0;
+      mask[b * seq + s] = s < lengths[b] ? 1 : 0;
+    }
+  }
+  auto got = (*model)->Encode(ids, mask, batch, seq, /*normalize=*/false);
+  ASSERT_THAT(got, IsOk());
+  const std::vector<double> want = NaiveForward(*weights, ids, mask, batch, seq);
+  ASSERT_EQ(got->size(), want.size());
+  double scale = 0;
+  for (double x : want) scale = std::max(scale, std::abs(x));
+  ASSERT_GT(scale, 0.01);  // a live signal, not zeros
+  for (int64_t i = 0; i < batch * h; ++i) EXPECT_NEAR((*got)[i], want[i], 1e-4 * scale) << i;
+}
 
 TEST(BertCpuLoadTest, MissingCheckpointIsNamed) {
   EXPECT_THAT(BertEncoderCpu::Load("/nonexistent"),

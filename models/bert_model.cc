@@ -1,6 +1,7 @@
 #include "models/bert_model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
@@ -29,15 +30,14 @@ Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
                                                              const DeviceContext& context) {
-  if (context.device == nullptr || context.device->info().kind != DeviceKind::kCpu) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("bert model '", options.name,
-                     "': only the CPU implementation exists so far; serve it "
-                     "with --device cpu"));
+  if (context.device == nullptr || context.allocator == nullptr || context.staging == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bert model '", options.name, "': the device context is incomplete"));
   }
   std::unique_ptr<BertModel> m(new BertModel());
   m->options_ = options;
-  INFER_ASSIGN_OR_RETURN(m->encoder_, BertEncoderCpu::Load(options.checkpoint_dir));
+  m->context_ = context;
+  INFER_ASSIGN_OR_RETURN(m->encoder_, LoadBertEncoder(options.checkpoint_dir, context));
   INFER_ASSIGN_OR_RETURN(
       m->tokenizer_, WordPieceTokenizer::FromVocabFile(options.checkpoint_dir + "/vocab.txt", {}));
   const BertConfig& c = m->encoder_->config();
@@ -143,74 +143,104 @@ absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
 }
 
 int64_t BertModel::PeakBytes(int64_t rows, int64_t length) const {
-  const BertConfig& c = encoder_->config();
   const int64_t tokens = rows * length;
-  // x, q, k, v, context, scratch ([tokens, hidden] each), the FFN
-  // intermediate, one head's scores, ids and mask, the pooled output.
-  return (tokens * (6 * c.hidden_size + c.intermediate_size) + length * length +
-          rows * c.hidden_size) *
-             static_cast<int64_t>(sizeof(float)) +
-         2 * tokens * static_cast<int64_t>(sizeof(int64_t));
+  if (tokens == 0) return 0;
+  // The batch's ids and mask, its pooled output, and the encoder's scratch.
+  return CachingAllocator::BlockBytes(2 * tokens * static_cast<int64_t>(sizeof(int64_t))) +
+         CachingAllocator::BlockBytes(rows * encoder_->config().hidden_size *
+                                      static_cast<int64_t>(sizeof(float))) +
+         encoder_->PeakBytes(rows, length);
 }
 
-// One batch: ids and mask packed [rows, seq]; the encoder runs in Compute
-// (on the CPU, in the pipeline's compute thread).
+// One batch: ids and mask packed [2, rows, seq] in staging memory, uploaded,
+// encoded on the device, and the pooled rows copied back into staging memory.
 class BertModel::Batch final : public ModelBatch {
  public:
-  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, int64_t seq,
-        std::vector<int64_t> ids, std::vector<int64_t> mask)
+  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, int64_t rows, int64_t seq,
+        StagingBuffer input)
       : model_(model),
         rows_per_request_(std::move(rows_per_request)),
+        rows_(rows),
         seq_(seq),
-        ids_(std::move(ids)),
-        mask_(std::move(mask)) {}
+        input_(std::move(input)) {}
 
-  absl::Status Upload(Stream*) override { return absl::OkStatus(); }
-  absl::Status Compute(Stream*) override {
-    const int64_t rows = seq_ == 0 ? 0 : static_cast<int64_t>(ids_.size()) / seq_;
-    if (rows == 0) return absl::OkStatus();
-    INFER_ASSIGN_OR_RETURN(
-        out_, model_.encoder_->Encode(ids_, mask_, rows, seq_, model_.options_.normalize));
-    return absl::OkStatus();
+  absl::Status Upload(Stream* stream) override {
+    if (tokens() == 0) return absl::OkStatus();
+    const size_t bytes = 2 * tokens() * sizeof(int64_t);
+    INFER_ASSIGN_OR_RETURN(d_input_, DeviceBuffer::Allocate(allocator(), bytes, stream));
+    return device()->CopyToDevice(d_input_.get(), input_.data(), bytes, stream);
   }
-  absl::Status Download(Stream*) override { return absl::OkStatus(); }
+
+  absl::Status Compute(Stream* stream) override {
+    if (tokens() == 0) return absl::OkStatus();
+    INFER_ASSIGN_OR_RETURN(d_out_, DeviceBuffer::Allocate(allocator(), out_bytes(), stream));
+    // d_input_ was allocated on the upload stream; this stream reads it too.
+    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_input_.get(), stream));
+    const int64_t* ids = d_input_.as<int64_t>();
+    return model_.encoder_->Encode(stream, ids, ids + tokens(), rows_, seq_,
+                                   model_.options_.normalize, d_out_.as<float>());
+  }
+
+  absl::Status Download(Stream* stream) override {
+    INFER_ASSIGN_OR_RETURN(out_, model_.context_.staging->Acquire(out_bytes()));
+    if (tokens() == 0) {
+      std::memset(out_.data(), 0, out_bytes());
+      return absl::OkStatus();
+    }
+    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_out_.get(), stream));
+    return device()->CopyToHost(out_.data(), d_out_.get(), out_bytes(), stream);
+  }
+
   absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-    AppendFp32Rows("embedding", out_.data(), model_.encoder_->config().hidden_size,
+    AppendFp32Rows("embedding", out_.as<float>(), model_.encoder_->config().hidden_size,
                    rows_per_request_, responses);
     return absl::OkStatus();
   }
 
  private:
+  int64_t tokens() const { return rows_ * seq_; }
+  size_t out_bytes() const { return rows_ * model_.encoder_->config().hidden_size * sizeof(float); }
+  Device* device() const { return model_.context_.device; }
+  CachingAllocator* allocator() const { return model_.context_.allocator; }
+
   const BertModel& model_;
   const std::vector<int64_t> rows_per_request_;
-  const int64_t seq_;
-  const std::vector<int64_t> ids_, mask_;
-  std::vector<float> out_;
+  const int64_t rows_, seq_;
+  StagingBuffer input_;  // ids [rows, seq] then mask [rows, seq]
+  StagingBuffer out_;    // [rows, hidden]
+  DeviceBuffer d_input_, d_out_;
 };
 
 absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     absl::Span<const InferRequest* const> requests) {
   std::vector<int64_t> rows_per_request;
-  int64_t seq = 0;
+  int64_t rows = 0, seq = 0;
   for (const InferRequest* r : requests) {
     const Tensor* ids = FindInput(*r, "input_ids");
     rows_per_request.push_back(ids->shape[0]);
+    rows += ids->shape[0];
     seq = std::max(seq, ids->shape[1]);
   }
-  std::vector<int64_t> ids, mask;
+  const int64_t tokens = rows * seq;
+  INFER_ASSIGN_OR_RETURN(StagingBuffer input,
+                         context_.staging->Acquire(2 * tokens * sizeof(int64_t)));
+  int64_t* ids = input.as<int64_t>();
+  int64_t* mask = ids + tokens;
+  int64_t row = 0;
   for (const InferRequest* r : requests) {
     const Tensor* t = FindInput(*r, "input_ids");
     const Tensor* m = FindInput(*r, "attention_mask");
-    for (int64_t b = 0; b < t->shape[0]; ++b) {
+    for (int64_t b = 0; b < t->shape[0]; ++b, ++row) {
       for (int64_t s = 0; s < seq; ++s) {
         const bool in = s < t->shape[1];
-        ids.push_back(in ? t->as<int64_t>()[b * t->shape[1] + s] : tokenizer_->pad_id());
-        mask.push_back(!in ? 0 : m != nullptr ? m->as<int64_t>()[b * t->shape[1] + s] : 1);
+        const int64_t src = b * t->shape[1] + s;
+        ids[row * seq + s] = in ? t->as<int64_t>()[src] : tokenizer_->pad_id();
+        mask[row * seq + s] = !in ? 0 : m != nullptr ? m->as<int64_t>()[src] : 1;
       }
     }
   }
   return std::unique_ptr<ModelBatch>(
-      new Batch(*this, std::move(rows_per_request), seq, std::move(ids), std::move(mask)));
+      new Batch(*this, std::move(rows_per_request), rows, seq, std::move(input)));
 }
 
 }  // namespace infer

@@ -9,10 +9,10 @@
 //   embedding       FP32  [-1, hidden]  mean over real tokens, L2-normalised
 //
 // Text is tokenised when the request arrives (Preprocess), so length classes
-// see real token counts. This version computes on the CPU (FP32, OpenBLAS,
-// models/bert_cpu.h); on a CUDA device Create refuses with the reason. Its
-// activations are host memory, not drawn from the caching allocator: on the
-// CPU device, PeakBytes is an estimate that admission budgets against.
+// see real token counts. The encoder runs on the context's device: FP32 with
+// OpenBLAS on the CPU, FP16 with cuBLAS and fused kernels on CUDA
+// (models/bert_encoder.h). Ids, mask, activations and output all come from
+// the context's caching allocator, and PeakBytes counts them block by block.
 //
 // Thread-safety: see Model.
 #ifndef INFER_MODELS_BERT_MODEL_H_
@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "models/bert_cpu.h"
+#include "models/bert_encoder.h"
 #include "models/model.h"
 #include "models/wordpiece.h"
 #include "runtime/device_context.h"
@@ -45,7 +45,7 @@ class BertModel final : public Model {
   absl::Status Preprocess(InferRequest* request) const override;
   absl::Status ValidateRequest(const InferRequest& request) const override;
   int64_t PeakBytes(int64_t rows, int64_t length) const override;
-  int64_t WeightBytes() const override { return encoder_->weight_bytes(); }
+  int64_t WeightBytes() const override { return encoder_->WeightBytes(); }
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;
 
@@ -54,8 +54,9 @@ class BertModel final : public Model {
   BertModel() = default;
 
   BertModelOptions options_;
+  DeviceContext context_;
   ModelSpec spec_;
-  std::unique_ptr<BertEncoderCpu> encoder_;
+  std::unique_ptr<BertEncoder> encoder_;
   std::unique_ptr<WordPieceTokenizer> tokenizer_;
   int64_t max_length_ = 0;
 };

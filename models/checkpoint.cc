@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "models/half.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor.h"
 
@@ -13,33 +14,6 @@ namespace infer {
 namespace {
 
 using Json = nlohmann::json;
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1F;
-  uint32_t mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;  // zero
-    } else {        // subnormal: normalize
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3FF;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | (mant << 13);  // inf / nan
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -135,6 +109,75 @@ absl::StatusOr<std::map<std::string, CheckpointTensor>> ReadSafetensors(const st
     tensors.emplace(name, std::move(t));
   }
   return tensors;
+}
+
+absl::Status WriteSafetensors(const std::string& path,
+                              const std::map<std::string, CheckpointTensor>& tensors,
+                              const std::string& dtype) {
+  if (dtype != "F32" && dtype != "F16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("safetensors dtype '", dtype, "' cannot be written; use F32 or F16"));
+  }
+  const size_t elem = dtype == "F32" ? 4 : 2;
+  Json header = Json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    absl::StatusOr<int64_t> count = ElementCount(t.shape, name);
+    if (!count.ok()) return count.status();
+    if (*count != static_cast<int64_t>(t.values.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has ", t.values.size(),
+                                                     " values for shape ", ShapeToString(t.shape)));
+    }
+    const uint64_t bytes = t.values.size() * elem;
+    header[name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xFF);
+  out.write(len, 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  std::vector<char> buf;
+  for (const auto& [name, t] : tensors) {
+    buf.resize(t.values.size() * elem);
+    if (elem == 4) {
+      std::memcpy(buf.data(), t.values.data(), buf.size());
+    } else {
+      for (size_t i = 0; i < t.values.size(); ++i) {
+        const uint16_t h = FloatToHalf(t.values[i]);
+        std::memcpy(buf.data() + 2 * i, &h, 2);
+      }
+    }
+    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+  }
+  if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::Status WriteBertConfig(const std::string& path, const BertConfig& c) {
+  const Json j = {{"architectures", {"BertModel"}},
+                  {"model_type", "bert"},
+                  {"vocab_size", c.vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"num_hidden_layers", c.num_hidden_layers},
+                  {"num_attention_heads", c.num_attention_heads},
+                  {"intermediate_size", c.intermediate_size},
+                  {"max_position_embeddings", c.max_position_embeddings},
+                  {"type_vocab_size", c.type_vocab_size},
+                  {"pad_token_id", c.pad_token_id},
+                  {"layer_norm_eps", c.layer_norm_eps},
+                  {"hidden_act", c.hidden_act},
+                  {"hidden_dropout_prob", 0.0},
+                  {"attention_probs_dropout_prob", 0.0},
+                  {"initializer_range", 0.02},
+                  {"position_embedding_type", "absolute"}};
+  std::ofstream out(path, std::ios::trunc);
+  out << j.dump(2) << "\n";
+  if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BertConfig> ReadBertConfig(const std::string& path) {

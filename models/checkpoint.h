@@ -29,6 +29,14 @@ struct CheckpointTensor {
 // NOT_FOUND when the file cannot be read.
 absl::StatusOr<std::map<std::string, CheckpointTensor>> ReadSafetensors(const std::string& path);
 
+// Writes `tensors` as a safetensors file (tensors in name order, 8-byte
+// aligned header), each stored as `dtype`: "F32" or "F16" (rounded to
+// nearest even). INVALID_ARGUMENT for another dtype or a tensor whose values
+// do not match its shape; INTERNAL when the file cannot be written.
+absl::Status WriteSafetensors(const std::string& path,
+                              const std::map<std::string, CheckpointTensor>& tensors,
+                              const std::string& dtype);
+
 // The fields of a BERT-family config.json that an encoder needs.
 struct BertConfig {
   int64_t vocab_size = 0;
@@ -37,7 +45,7 @@ struct BertConfig {
   int64_t num_attention_heads = 0;
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
-  int64_t type_vocab_size = 0;
+  int64_t type_vocab_size = 2;  // Hugging Face's default when absent
   int64_t pad_token_id = 0;
   double layer_norm_eps = 1e-12;
   std::string hidden_act;  // "gelu" (erf form) is what BERT uses
@@ -47,6 +55,10 @@ struct BertConfig {
 // hidden_size divisible by num_attention_heads, a supported activation.
 // INVALID_ARGUMENT naming the file and field.
 absl::StatusOr<BertConfig> ReadBertConfig(const std::string& path);
+
+// Writes `config` as a Hugging Face BertModel config.json that ReadBertConfig
+// (and transformers.BertModel) reads back.
+absl::Status WriteBertConfig(const std::string& path, const BertConfig& config);
 
 }  // namespace infer
 

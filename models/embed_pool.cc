@@ -7,26 +7,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/seeded_random.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
 namespace {
-
-// splitmix64: a tiny, well-mixed generator, identical on every platform.
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [-scale, scale).
-void Fill(std::vector<float>& v, uint64_t& state, float scale) {
-  for (float& x : v) {
-    const double u = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
-    x = static_cast<float>((2.0 * u - 1.0) * scale);
-  }
-}
 
 absl::Status CheckOptions(const EmbedPoolOptions& o) {
   auto positive = [](int64_t v, const char* field) -> absl::Status {
@@ -72,9 +57,9 @@ EmbedPoolModel::HostWeights EmbedPoolModel::GenerateWeights(const EmbedPoolOptio
   w.table.resize(o.vocab_size * o.hidden_size);
   w.dense.resize(o.hidden_size * o.embedding_size);
   w.bias.resize(o.embedding_size);
-  Fill(w.table, state, 1.0f);
-  Fill(w.dense, state, 1.0f / std::sqrt(static_cast<float>(o.hidden_size)));
-  Fill(w.bias, state, 0.1f);
+  FillUniform(w.table, state, 1.0f);
+  FillUniform(w.dense, state, 1.0f / std::sqrt(static_cast<float>(o.hidden_size)));
+  FillUniform(w.bias, state, 0.1f);
   return w;
 }
 

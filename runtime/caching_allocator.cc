@@ -46,7 +46,8 @@ size_t CachingAllocator::RoundedSize(size_t bytes) {
 int64_t CachingAllocator::BlockBytes(int64_t bytes) {
   const size_t rounded = RoundedSize(static_cast<size_t>(bytes));
   if (rounded <= kSmallRequestBytes) return static_cast<int64_t>(rounded);
-  return static_cast<int64_t>(RoundUp(rounded, kLargeRoundBytes));
+  const size_t segment = RoundUp(rounded, kLargeRoundBytes);
+  return static_cast<int64_t>(segment - rounded > kSmallRequestBytes ? rounded : segment);
 }
 
 absl::StatusOr<std::unique_ptr<CachingAllocator>> CachingAllocator::Create(

@@ -132,9 +132,12 @@ class CachingAllocator final : public DeviceAllocator {
   static constexpr size_t kLargeRoundBytes = 2 << 20;
   // Bytes a request of `bytes` occupies in a block (0 on overflow).
   static size_t RoundedSize(size_t bytes);
-  // The most a request of `bytes` can take from the budget as a block: the
-  // rounded size for small requests, the whole 2 MiB-rounded segment for
-  // large ones (a block is split only when the rest exceeds 1 MiB).
+  // The block a request of `bytes` gets from a fresh segment: the rounded
+  // size for small requests; for large ones the rounded size when the rest of
+  // its 2 MiB-rounded segment exceeds 1 MiB (the rest is split off and stays
+  // free for others), else the whole segment. A cached free block is split by
+  // the same rule, so reusing one can cost up to 1 MiB more per large block;
+  // the memory headroom covers that.
   static int64_t BlockBytes(int64_t bytes);
 
  private:

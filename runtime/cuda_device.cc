@@ -12,11 +12,6 @@
 namespace infer {
 namespace {
 
-absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
-  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": cuBLAS error ", static_cast<int>(st)));
-}
-
 std::string UuidString(const cudaUUID_t& uuid) {
   const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
   return absl::StrFormat("GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
@@ -227,5 +222,15 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
 }
 
 cudaStream_t NativeCudaStream(Stream* stream) { return Native(stream); }
+
+cublasHandle_t NativeCublasHandle(Stream* stream) {
+  return static_cast<CudaStream*>(stream)->cublas();
+}
+
+absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": cuBLAS error ", static_cast<int>(st), " (",
+                                          cublasGetStatusString(st), ")"));
+}
 
 }  // namespace infer

@@ -3,6 +3,7 @@
 #ifndef INFER_RUNTIME_CUDA_DEVICE_H_
 #define INFER_RUNTIME_CUDA_DEVICE_H_
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -22,6 +23,13 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal);
 
 // The native stream behind a Stream created by a CUDA device, for kernels.
 cudaStream_t NativeCudaStream(Stream* stream);
+
+// The cuBLAS handle bound to a Stream created by a CUDA device. Used by one
+// thread at a time, like its stream.
+cublasHandle_t NativeCublasHandle(Stream* stream);
+
+// Converts a cuBLAS status into a Status naming `what`; OK for success.
+absl::Status CublasStatus(cublasStatus_t st, absl::string_view what);
 
 // Converts a CUDA runtime error into a Status naming `what`; OK for success.
 absl::Status CudaStatus(cudaError_t err, absl::string_view what);

@@ -1,0 +1,213 @@
+#include "models/bert_cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "models/bert_cuda_kernels.cuh"
+#include "models/half.h"
+#include "runtime/cuda_device.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+namespace {
+
+// Host copies that must stay alive until the weights stream has passed them.
+class Uploader {
+ public:
+  Uploader(const DeviceContext& context, Stream* stream) : context_(context), stream_(stream) {}
+
+  absl::StatusOr<DeviceBuffer> Half(const std::vector<float>& v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = FloatToHalf(v[i]);
+    halves_.push_back(std::move(h));
+    return Copy(halves_.back().data(), halves_.back().size() * sizeof(uint16_t));
+  }
+  absl::StatusOr<DeviceBuffer> Float(const std::vector<float>& v) {
+    return Copy(v.data(), v.size() * sizeof(float));
+  }
+  absl::StatusOr<DeviceBuffer> FloatOwned(std::vector<float> v) {
+    floats_.push_back(std::move(v));
+    return Float(floats_.back());
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  absl::StatusOr<DeviceBuffer> Copy(const void* host, size_t bytes) {
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(context_.allocator, bytes, stream_));
+    INFER_RETURN_IF_ERROR(context_.device->CopyToDevice(b.get(), host, bytes, stream_));
+    bytes_ += CachingAllocator::BlockBytes(static_cast<int64_t>(bytes));
+    return b;
+  }
+
+  const DeviceContext& context_;
+  Stream* const stream_;
+  std::vector<std::vector<uint16_t>> halves_;
+  std::vector<std::vector<float>> floats_;
+  int64_t bytes_ = 0;
+};
+
+std::vector<float> Concat(const std::vector<float>& a, const std::vector<float>& b,
+                          const std::vector<float>& c) {
+  std::vector<float> out;
+  out.reserve(a.size() + b.size() + c.size());
+  out.insert(out.end(), a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  out.insert(out.end(), c.begin(), c.end());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertWeights& w,
+                                                                     const DeviceContext& context) {
+  const BertConfig& c = w.config;
+  const int64_t head_dim = c.hidden_size / c.num_attention_heads;
+  if (head_dim > cuda::kMaxAttentionHeadDim || c.hidden_size > cuda::kMaxLayerNormHidden) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the CUDA encoder handles head sizes up to ", cuda::kMaxAttentionHeadDim,
+        " and hidden sizes up to ", cuda::kMaxLayerNormHidden, "; this model has head size ",
+        head_dim, " and hidden size ", c.hidden_size));
+  }
+  std::unique_ptr<BertEncoderCuda> m(new BertEncoderCuda(context));
+  m->config_ = c;
+  int major = 0;
+  INFER_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                                    context.device->info().ordinal),
+                             "cudaDeviceGetAttribute");
+  // cuBLAS's recommended workspace: 32 MiB on Hopper, 4 MiB before it.
+  m->workspace_bytes_ = static_cast<size_t>(major >= 9 ? 32 : 4) << 20;
+  INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream());
+  Uploader up(context, m->weights_stream_.get());
+  auto linear = [&](const BertWeights::Linear& l, Linear* out) -> absl::Status {
+    out->out = l.out;
+    out->in = l.in;
+    INFER_ASSIGN_OR_RETURN(out->w, up.Half(l.w));
+    INFER_ASSIGN_OR_RETURN(out->b, up.Float(l.b));
+    return absl::OkStatus();
+  };
+  auto norm = [&](const BertWeights::Norm& n, Norm* out) -> absl::Status {
+    INFER_ASSIGN_OR_RETURN(out->gamma, up.Float(n.gamma));
+    INFER_ASSIGN_OR_RETURN(out->beta, up.Float(n.beta));
+    return absl::OkStatus();
+  };
+  INFER_ASSIGN_OR_RETURN(m->word_, up.Half(w.word));
+  INFER_ASSIGN_OR_RETURN(m->position_, up.Half(w.position));
+  INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type));
+  INFER_RETURN_IF_ERROR(norm(w.embed_norm, &m->embed_norm_));
+  m->layers_.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const BertWeights::Layer& src = w.layers[i];
+    Layer& dst = m->layers_[i];
+    dst.qkv.out = 3 * c.hidden_size;
+    dst.qkv.in = c.hidden_size;
+    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(Concat(src.q.w, src.k.w, src.v.w)));
+    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.FloatOwned(Concat(src.q.b, src.k.b, src.v.b)));
+    INFER_RETURN_IF_ERROR(linear(src.attn_out, &dst.attn_out));
+    INFER_RETURN_IF_ERROR(linear(src.ffn_in, &dst.ffn_in));
+    INFER_RETURN_IF_ERROR(linear(src.ffn_out, &dst.ffn_out));
+    INFER_RETURN_IF_ERROR(norm(src.attn_norm, &dst.attn_norm));
+    INFER_RETURN_IF_ERROR(norm(src.ffn_norm, &dst.ffn_norm));
+  }
+  // The host copies die with `up`: wait for the uploads.
+  INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(m->weights_stream_.get()));
+  m->weight_bytes_ = up.bytes();
+  return std::unique_ptr<BertEncoder>(std::move(m));
+}
+
+// Encode's scratch, by allocator block: x and ctx ([tokens, hidden] FP16), the
+// work buffer (the fused QKV projection, then the FFN intermediate: [tokens,
+// max(3 * hidden, intermediate)] FP16), and the cuBLAS workspace.
+int64_t BertEncoderCuda::PeakBytes(int64_t rows, int64_t length) const {
+  const int64_t tokens = rows * length, half = 2;
+  if (tokens == 0) return 0;
+  const int64_t work_cols = std::max(3 * config_.hidden_size, config_.intermediate_size);
+  return 2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
+         CachingAllocator::BlockBytes(tokens * work_cols * half) +
+         CachingAllocator::BlockBytes(static_cast<int64_t>(workspace_bytes_));
+}
+
+// y[rows, out] = x[rows, in] · W^T (row-major FP16; W stored [out, in]). In
+// cuBLAS's column-major terms: y^T = W · x^T, i.e. op(A) = W^T-as-stored.
+absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l,
+                                   void* y) const {
+  const float alpha = 1.0f, beta = 0.0f;
+  return CublasStatus(
+      cublasGemmEx(NativeCublasHandle(stream), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out),
+                   static_cast<int>(rows), static_cast<int>(l.in), &alpha, l.w.get(), CUDA_R_16F,
+                   static_cast<int>(l.in), x, CUDA_R_16F, static_cast<int>(l.in), &beta, y,
+                   CUDA_R_16F, static_cast<int>(l.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (FP16)");
+}
+
+absl::Status BertEncoderCuda::Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
+                                     int64_t batch, int64_t seq, bool normalize,
+                                     float* out) const {
+  const BertConfig& c = config_;
+  const int64_t tokens = batch * seq, h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t heads = c.num_attention_heads, dh = h / heads;
+  if (tokens == 0) return absl::OkStatus();
+  if (tokens > (int64_t{1} << 31) / std::max(3 * h, inter)) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
+  }
+  CachingAllocator* alloc = context_.allocator;
+  const int64_t work_cols = std::max(3 * h, inter);
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer work,
+                         DeviceBuffer::Allocate(alloc, tokens * work_cols * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer workspace,
+                         DeviceBuffer::Allocate(alloc, workspace_bytes_, stream));
+  cublasHandle_t handle = NativeCublasHandle(stream);
+  INFER_RETURN_IF_ERROR(CublasStatus(cublasSetWorkspace(handle, workspace.get(), workspace_bytes_),
+                                     "cublasSetWorkspace"));
+  cudaStream_t s = NativeCudaStream(stream);
+  auto* xh = x.as<__half>();
+  auto* ctxh = ctx.as<__half>();
+  auto* workh = work.as<__half>();
+  const auto eps = static_cast<float>(c.layer_norm_eps);
+  absl::Status status = [&]() -> absl::Status {
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchEmbedLayerNorm(s, ids, word_.as<__half>(), position_.as<__half>(),
+                                   token_type_.as<__half>(), embed_norm_.gamma.as<float>(),
+                                   embed_norm_.beta.as<float>(), eps, tokens, seq, h, xh),
+        "embedding kernel");
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+    for (const Layer& l : layers_) {
+      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.qkv, workh));
+      INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAttention(s, workh, l.qkv.b.as<float>(), mask, batch,
+                                                       seq, heads, dh, scale, ctxh),
+                                 "attention kernel");
+      INFER_RETURN_IF_ERROR(Gemm(stream, ctxh, tokens, l.attn_out, workh));
+      INFER_RETURN_IF_CUDA_ERROR(
+          cuda::LaunchBiasResidualLayerNorm(s, xh, workh, l.attn_out.b.as<float>(),
+                                            l.attn_norm.gamma.as<float>(),
+                                            l.attn_norm.beta.as<float>(), eps, tokens, h),
+          "residual LayerNorm kernel");
+      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
+      INFER_RETURN_IF_CUDA_ERROR(
+          cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
+      INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh));
+      INFER_RETURN_IF_CUDA_ERROR(
+          cuda::LaunchBiasResidualLayerNorm(s, xh, ctxh, l.ffn_out.b.as<float>(),
+                                            l.ffn_norm.gamma.as<float>(),
+                                            l.ffn_norm.beta.as<float>(), eps, tokens, h),
+          "residual LayerNorm kernel");
+    }
+    INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchMeanPool(s, xh, mask, batch, seq, h, normalize, out),
+                               "pooling kernel");
+    return absl::OkStatus();
+  }();
+  // The workspace returns to the allocator with this scope: detach it so no
+  // later GEMM on this stream's handle uses a block another batch may own.
+  // (Frees are stream-ordered: the kernels enqueued above finish first.)
+  const absl::Status detach =
+      CublasStatus(cublasSetWorkspace(handle, nullptr, 0), "cublasSetWorkspace");
+  return status.ok() ? detach : status;
+}
+
+}  // namespace infer
