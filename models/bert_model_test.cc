@@ -5,7 +5,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 
 #include "models/bert_gen.h"
 #include "tests/testing/minilm.h"
@@ -221,6 +226,54 @@ TEST(BertModelGpuTest, GpuMatchesCpu) {
             << dir << " len " << len << " row " << r;
       }
     }
+  }
+}
+
+// sentence-transformers' embeddings of the fixture sentences: the file named by
+// INFER_MINILM_FIXTURE (scripts/gpu-run.sh makes one on the GPU with
+// scripts/make-minilm-fixture.py), else the committed CPU one.
+std::vector<std::pair<std::string, std::vector<float>>> ReadEmbeddingFixture() {
+  std::string path = "tests/fixtures/minilm_embeddings.tsv";
+  if (const char* env = std::getenv("INFER_MINILM_FIXTURE"); env != nullptr && *env != '\0') {
+    path = env;
+  } else if (std::ifstream(std::string(INFER_SOURCE_DIR) + "/" + path).good()) {
+    path = std::string(INFER_SOURCE_DIR) + "/" + path;
+  }
+  std::vector<std::pair<std::string, std::vector<float>>> rows;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t tab = line.find('\t');
+    std::vector<float> e;
+    for (absl::string_view v : absl::StrSplit(line.substr(tab + 1), ' ')) {
+      float x = 0;
+      EXPECT_TRUE(absl::SimpleAtof(v, &x));
+      e.push_back(x);
+    }
+    rows.emplace_back(line.substr(0, tab), std::move(e));
+  }
+  return rows;
+}
+
+TEST(BertModelGpuTest, MiniLmTextMatchesSentenceTransformers) {
+  const CudaAvailability cuda = ProbeCuda();
+  if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
+  if (MiniLmDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
+  const auto fixture = ReadEmbeddingFixture();
+  ASSERT_FALSE(fixture.empty());
+  Served gpu("cuda:0", MiniLmDir());
+  ASSERT_TRUE(gpu.ok());
+  std::vector<std::string> sentences;
+  for (const auto& [s, e] : fixture) sentences.push_back(s);
+  InferRequest r;
+  r.inputs.push_back(Text(sentences));
+  const std::vector<float> got = gpu.Run(r);
+  ASSERT_EQ(got.size(), fixture.size() * 384);
+  for (size_t i = 0; i < fixture.size(); ++i) {
+    EXPECT_GE(Cosine(got.data() + i * 384, fixture[i].second.data(), 384), 0.999)
+        << fixture[i].first;
   }
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine needs into .device/bundle.tar.xz (git-ignored): the
-# built binaries and test binaries (debug info stripped), and the shared
+# built binaries and test binaries (debug info stripped), the shared
 # libraries they link that such a machine may lack (gRPC, protobuf, Abseil,
-# spdlog, OpenBLAS...), xz-compressed to stay small enough to copy over. The
+# spdlog, OpenBLAS...), and all-MiniLM-L6-v2 converted to FP16 (45 MB instead
+# of 90), xz-compressed to stay small enough to copy over (about 55 MB). The
 # CUDA libraries (libcudart, libcublas*, libcuda) are not packed: the GPU
 # machine has its own CUDA 13. There, scripts/gpu-run.sh unpacks and runs it.
 set -euo pipefail
@@ -11,6 +12,8 @@ scripts/build.sh
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/tests" "$STAGE/lib"
+scripts/export-demo-models.sh >/dev/null
+build/bin/infer-model-gen --from model_repository/minilm --dtype f16 --out "$STAGE/minilm"
 find build/bin -maxdepth 1 -type f -executable -exec cp {} "$STAGE/bin/" \;
 find build/tests -maxdepth 1 -type f -executable -exec cp {} "$STAGE/tests/" \;
 strip --strip-debug "$STAGE"/bin/* "$STAGE"/tests/*
@@ -25,5 +28,5 @@ done | sort -u | while read -r lib; do
 done
 rm -rf .device
 mkdir -p .device
-tar -C "$STAGE" -cJf .device/bundle.tar.xz bin tests lib
+tar -C "$STAGE" -cJf .device/bundle.tar.xz bin tests lib minilm
 du -sh .device/bundle.tar.xz

