@@ -79,19 +79,19 @@ int main(int argc, char** argv) {
       std::vector<int64_t> host(2 * tokens, 1);  // ids, then the mask (all real)
       for (int64_t i = 0; i < tokens; ++i) host[i] = 1000 + rng() % (c.vocab_size - 1000);
       auto input = infer::DeviceBuffer::Allocate(allocator->get(), host.size() * 8, stream->get());
-      auto output = infer::DeviceBuffer::Allocate(allocator->get(), b * c.hidden_size * 4,
-                                                  stream->get());
+      auto output =
+          infer::DeviceBuffer::Allocate(allocator->get(), b * c.hidden_size * 4, stream->get());
       if (!input.ok()) return Fail(input.status());
       if (!output.ok()) return Fail(output.status());
-      absl::Status st = (*device)->CopyToDevice(input->get(), host.data(), host.size() * 8,
-                                                stream->get());
+      absl::Status st =
+          (*device)->CopyToDevice(input->get(), host.data(), host.size() * 8, stream->get());
       if (st.ok()) st = (*device)->SynchronizeStream(stream->get());
       if (!st.ok()) return Fail(st);
       std::vector<double> ms;
       for (int r = 0; r <= runs; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        st = (*encoder)->Encode(stream->get(), input->as<int64_t>(),
-                                input->as<int64_t>() + tokens, b, len, true, output->as<float>());
+        st = (*encoder)->Encode(stream->get(), input->as<int64_t>(), input->as<int64_t>() + tokens,
+                                b, len, infer::BertPooling::kMean, true, output->as<float>());
         if (st.ok()) st = (*device)->SynchronizeStream(stream->get());
         if (!st.ok()) return Fail(st);
         const double t =

@@ -90,7 +90,8 @@ void BertEncoderCpu::LayerNorm(const BertWeights::Norm& n, float* x, int64_t row
 absl::StatusOr<std::vector<float>> BertEncoderCpu::Encode(absl::Span<const int64_t> ids,
                                                           absl::Span<const int64_t> mask,
                                                           int64_t batch, int64_t seq,
-                                                          bool normalize) const {
+                                                          bool normalize,
+                                                          BertPooling pooling) const {
   const BertConfig& c = w_.config;
   if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
       static_cast<int64_t>(mask.size()) != batch * seq) {
@@ -107,12 +108,13 @@ absl::StatusOr<std::vector<float>> BertEncoderCpu::Encode(absl::Span<const int64
     }
   }
   std::vector<float> out(batch * c.hidden_size);
-  INFER_RETURN_IF_ERROR(Encode(nullptr, ids.data(), mask.data(), batch, seq, normalize, out.data()));
+  INFER_RETURN_IF_ERROR(
+      Encode(nullptr, ids.data(), mask.data(), batch, seq, pooling, normalize, out.data()));
   return out;
 }
 
 absl::Status BertEncoderCpu::Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
-                                    int64_t batch, int64_t seq, bool normalize,
+                                    int64_t batch, int64_t seq, BertPooling pooling, bool normalize,
                                     float* out) const {
   const BertConfig& c = w_.config;
   const int64_t h = c.hidden_size, heads = c.num_attention_heads, dh = h / heads;
@@ -167,8 +169,8 @@ absl::Status BertEncoderCpu::Encode(Stream* stream, const int64_t* ids, const in
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seq),
                     static_cast<int>(dh), static_cast<int>(seq), 1.0f, scores,
-                    static_cast<int>(seq), vb, static_cast<int>(h), 0.0f, ctx + b * seq * h + hd * dh,
-                    static_cast<int>(h));
+                    static_cast<int>(seq), vb, static_cast<int>(h), 0.0f,
+                    ctx + b * seq * h + hd * dh, static_cast<int>(h));
       }
     }
     Apply(l.attn_out, ctx, rows, tmp);
@@ -182,12 +184,13 @@ absl::Status BertEncoderCpu::Encode(Stream* stream, const int64_t* ids, const in
     for (int64_t i = 0; i < rows * h; ++i) x[i] += tmp[i];
     LayerNorm(l.ffn_norm, x, rows);
   }
-  // Mean pooling over real tokens, then optional L2 normalisation.
+  // Mean pooling over real tokens (or the [CLS] state), then optional L2
+  // normalisation.
   std::fill(out, out + batch * h, 0.0f);
   for (int64_t b = 0; b < batch; ++b) {
     int64_t count = 0;
     for (int64_t s = 0; s < seq; ++s) {
-      if (mask[b * seq + s] == 0) continue;
+      if (pooling == BertPooling::kCls ? s != 0 : mask[b * seq + s] == 0) continue;
       ++count;
       for (int64_t i = 0; i < h; ++i) out[b * h + i] += x[(b * seq + s) * h + i];
     }

@@ -31,14 +31,15 @@ class BertEncoderCpu final : public BertEncoder {
   // returns [batch, hidden] embeddings.
   absl::StatusOr<std::vector<float>> Encode(absl::Span<const int64_t> ids,
                                             absl::Span<const int64_t> mask, int64_t batch,
-                                            int64_t seq, bool normalize) const;
+                                            int64_t seq, bool normalize,
+                                            BertPooling pooling = BertPooling::kMean) const;
 
   const BertConfig& config() const override { return w_.config; }
   // FP32 weights in host memory.
   int64_t WeightBytes() const override;
   int64_t PeakBytes(int64_t rows, int64_t length) const override;
   absl::Status Encode(Stream* stream, const int64_t* ids, const int64_t* mask, int64_t batch,
-                      int64_t seq, bool normalize, float* out) const override;
+                      int64_t seq, BertPooling pooling, bool normalize, float* out) const override;
 
  private:
   BertEncoderCpu(BertWeights w, CachingAllocator* allocator)

@@ -3,6 +3,8 @@
 // by tests/fixtures/README.md's command).
 #include "models/bert_cpu.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 
@@ -139,7 +141,8 @@ TEST_F(BertCpuTest, RejectsBadInput) {
 // accumulation, written from the formulas in models/bert_encoder.h) on a tiny
 // synthetic checkpoint, with ragged padding and without normalisation.
 std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t>& ids,
-                                 const std::vector<int64_t>& mask, int64_t batch, int64_t seq) {
+                                 const std::vector<int64_t>& mask, int64_t batch, int64_t seq,
+                                 bool cls) {
   const BertConfig& c = w.config;
   const int64_t h = c.hidden_size, heads = c.num_attention_heads, dh = h / heads;
   using Rows = std::vector<std::vector<double>>;
@@ -166,8 +169,8 @@ std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t
     Rows x(seq, std::vector<double>(h));
     for (int64_t s = 0; s < seq; ++s) {
       for (int64_t i = 0; i < h; ++i) {
-        x[s][i] = double{w.word[ids[b * seq + s] * h + i]} + w.position[s * h + i] +
-                  w.token_type[i];
+        x[s][i] =
+            double{w.word[ids[b * seq + s] * h + i]} + w.position[s * h + i] + w.token_type[i];
       }
       layer_norm(x[s], w.embed_norm);
     }
@@ -208,6 +211,10 @@ std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t
         layer_norm(x[s], l.ffn_norm);
       }
     }
+    if (cls) {
+      for (int64_t i = 0; i < h; ++i) out[b * h + i] = x[0][i];
+      continue;
+    }
     int64_t count = 0;
     for (int64_t s = 0; s < seq; ++s) {
       if (mask[b * seq + s] == 0) continue;
@@ -220,7 +227,7 @@ std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t
 }
 
 TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
-  const std::string dir = ::testing::TempDir() + "/bert_cpu_test_tiny";
+  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_cpu_test_tiny";
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.seed = 42;
@@ -238,14 +245,19 @@ TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
       mask[b * seq + s] = s < lengths[b] ? 1 : 0;
     }
   }
-  auto got = (*model)->Encode(ids, mask, batch, seq, /*normalize=*/false);
-  ASSERT_THAT(got, IsOk());
-  const std::vector<double> want = NaiveForward(*weights, ids, mask, batch, seq);
-  ASSERT_EQ(got->size(), want.size());
-  double scale = 0;
-  for (double x : want) scale = std::max(scale, std::abs(x));
-  ASSERT_GT(scale, 0.01);  // a live signal, not zeros
-  for (int64_t i = 0; i < batch * h; ++i) EXPECT_NEAR((*got)[i], want[i], 1e-4 * scale) << i;
+  for (const bool cls : {false, true}) {
+    auto got = (*model)->Encode(ids, mask, batch, seq, /*normalize=*/false,
+                                cls ? BertPooling::kCls : BertPooling::kMean);
+    ASSERT_THAT(got, IsOk());
+    const std::vector<double> want = NaiveForward(*weights, ids, mask, batch, seq, cls);
+    ASSERT_EQ(got->size(), want.size());
+    double scale = 0;
+    for (double x : want) scale = std::max(scale, std::abs(x));
+    ASSERT_GT(scale, 0.01);  // a live signal, not zeros
+    for (int64_t i = 0; i < batch * h; ++i) {
+      EXPECT_NEAR((*got)[i], want[i], 1e-4 * scale) << i << (cls ? " CLS" : " mean");
+    }
+  }
 }
 
 TEST(BertCpuLoadTest, MissingCheckpointIsNamed) {

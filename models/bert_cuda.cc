@@ -38,7 +38,8 @@ class Uploader {
 
  private:
   absl::StatusOr<DeviceBuffer> Copy(const void* host, size_t bytes) {
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(context_.allocator, bytes, stream_));
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer b,
+                           DeviceBuffer::Allocate(context_.allocator, bytes, stream_));
     INFER_RETURN_IF_ERROR(context_.device->CopyToDevice(b.get(), host, bytes, stream_));
     bytes_ += CachingAllocator::BlockBytes(static_cast<int64_t>(bytes));
     return b;
@@ -68,10 +69,10 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
   const BertConfig& c = w.config;
   const int64_t head_dim = c.hidden_size / c.num_attention_heads;
   if (head_dim > cuda::kMaxAttentionHeadDim || c.hidden_size > cuda::kMaxLayerNormHidden) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the CUDA encoder handles head sizes up to ", cuda::kMaxAttentionHeadDim,
-        " and hidden sizes up to ", cuda::kMaxLayerNormHidden, "; this model has head size ",
-        head_dim, " and hidden size ", c.hidden_size));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CUDA encoder handles head sizes up to ", cuda::kMaxAttentionHeadDim,
+                     " and hidden sizes up to ", cuda::kMaxLayerNormHidden,
+                     "; this model has head size ", head_dim, " and hidden size ", c.hidden_size));
   }
   std::unique_ptr<BertEncoderCuda> m(new BertEncoderCuda(context));
   m->config_ = c;
@@ -145,8 +146,8 @@ absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, 
 }
 
 absl::Status BertEncoderCuda::Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
-                                     int64_t batch, int64_t seq, bool normalize,
-                                     float* out) const {
+                                     int64_t batch, int64_t seq, BertPooling pooling,
+                                     bool normalize, float* out) const {
   const BertConfig& c = config_;
   const int64_t tokens = batch * seq, h = c.hidden_size, inter = c.intermediate_size;
   const int64_t heads = c.num_attention_heads, dh = h / heads;
@@ -198,8 +199,9 @@ absl::Status BertEncoderCuda::Encode(Stream* stream, const int64_t* ids, const i
                                             l.ffn_norm.beta.as<float>(), eps, tokens, h),
           "residual LayerNorm kernel");
     }
-    INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchMeanPool(s, xh, mask, batch, seq, h, normalize, out),
-                               "pooling kernel");
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchPool(s, xh, mask, batch, seq, h, pooling == BertPooling::kCls, normalize, out),
+        "pooling kernel");
     return absl::OkStatus();
   }();
   // The workspace returns to the allocator with this scope: detach it so no

@@ -35,7 +35,7 @@ class BertEncoderCuda final : public BertEncoder {
   int64_t WeightBytes() const override { return weight_bytes_; }
   int64_t PeakBytes(int64_t rows, int64_t length) const override;
   absl::Status Encode(Stream* stream, const int64_t* ids, const int64_t* mask, int64_t batch,
-                      int64_t seq, bool normalize, float* out) const override;
+                      int64_t seq, BertPooling pooling, bool normalize, float* out) const override;
 
  private:
   struct Linear {

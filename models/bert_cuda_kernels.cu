@@ -183,19 +183,20 @@ __global__ void AttentionKernel(const __half* __restrict__ qkv, const float* __r
 }
 
 // One block per sequence; threads stride over the hidden dimension.
-__global__ void MeanPoolKernel(const __half* __restrict__ x, const int64_t* __restrict__ mask,
-                               int64_t seq, int64_t hidden, bool normalize,
-                               float* __restrict__ out) {
+__global__ void PoolKernel(const __half* __restrict__ x, const int64_t* __restrict__ mask,
+                           int64_t seq, int64_t hidden, bool cls, bool normalize,
+                           float* __restrict__ out) {
   __shared__ float red[32];
   const int64_t b = blockIdx.x;
+  const int64_t positions = cls ? 1 : seq;  // CLS: position 0 alone
   int64_t count = 0;
-  for (int64_t s = 0; s < seq; ++s) count += mask[b * seq + s] != 0;
+  for (int64_t s = 0; s < positions; ++s) count += cls || mask[b * seq + s] != 0;
   const float inv_count = 1.0f / static_cast<float>(count > 0 ? count : 1);
   float sq = 0.0f;
   for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t s = 0; s < seq; ++s) {
-      if (mask[b * seq + s] != 0) acc += __half2float(x[(b * seq + s) * hidden + d]);
+    for (int64_t s = 0; s < positions; ++s) {
+      if (cls || mask[b * seq + s] != 0) acc += __half2float(x[(b * seq + s) * hidden + d]);
     }
     acc *= inv_count;
     out[b * hidden + d] = acc;
@@ -260,11 +261,11 @@ cudaError_t LaunchAttention(cudaStream_t stream, const __half* qkv, const float*
   return cudaGetLastError();
 }
 
-cudaError_t LaunchMeanPool(cudaStream_t stream, const __half* x, const int64_t* mask,
-                           int64_t batch, int64_t seq, int64_t hidden, bool normalize, float* out) {
+cudaError_t LaunchPool(cudaStream_t stream, const __half* x, const int64_t* mask, int64_t batch,
+                       int64_t seq, int64_t hidden, bool cls, bool normalize, float* out) {
   if (batch == 0) return cudaSuccess;
-  MeanPoolKernel<<<static_cast<unsigned>(batch), kRowThreads, 0, stream>>>(x, mask, seq, hidden,
-                                                                           normalize, out);
+  PoolKernel<<<static_cast<unsigned>(batch), kRowThreads, 0, stream>>>(x, mask, seq, hidden, cls,
+                                                                       normalize, out);
   return cudaGetLastError();
 }
 

@@ -42,10 +42,10 @@ cudaError_t LaunchAttention(cudaStream_t stream, const __half* qkv, const float*
                             const int64_t* mask, int64_t batch, int64_t seq, int64_t heads,
                             int64_t head_dim, float scale, __half* ctx);
 
-// out[b] = mean of x[b, s] over s with mask[b, s] = 1 (zeros when none),
-// L2-normalised if `normalize`; out FP32 [batch, hidden].
-cudaError_t LaunchMeanPool(cudaStream_t stream, const __half* x, const int64_t* mask,
-                           int64_t batch, int64_t seq, int64_t hidden, bool normalize, float* out);
+// out[b] = mean of x[b, s] over s with mask[b, s] = 1 (zeros when none), or
+// x[b, 0] when `cls`; L2-normalised if `normalize`; out FP32 [batch, hidden].
+cudaError_t LaunchPool(cudaStream_t stream, const __half* x, const int64_t* mask, int64_t batch,
+                       int64_t seq, int64_t hidden, bool cls, bool normalize, float* out);
 
 }  // namespace infer::cuda
 

@@ -5,7 +5,8 @@
 //   x = LayerNorm(word[ids] + position[0..S) + token_type[0])
 //   per layer: x = LayerNorm(x + Wo · MultiHeadAttention(x, mask))
 //              x = LayerNorm(x + W2 · GELU(W1 · x))        (GELU: erf form)
-//   embedding[b] = mean of x[b, s] over s with mask[b, s] = 1
+//   embedding[b] = mean of x[b, s] over s with mask[b, s] = 1   (mean pooling)
+//              or x[b, 0], the [CLS] token's state               (CLS pooling)
 //
 // Two implementations: FP32 on the CPU with OpenBLAS (models/bert_cpu.h) and
 // FP16 storage / FP32 accumulation on CUDA with cuBLAS and fused kernels
@@ -56,6 +57,8 @@ struct BertWeights {
 // the file and tensor when one is missing or has the wrong shape.
 absl::StatusOr<BertWeights> LoadBertWeights(const std::string& dir);
 
+enum class BertPooling { kMean, kCls };
+
 class BertEncoder {
  public:
   virtual ~BertEncoder() = default;
@@ -72,7 +75,8 @@ class BertEncoder {
   // [batch, hidden] FP32 device memory. Scratch memory is returned to the
   // allocator on `stream` before this returns (stream-ordered reuse).
   virtual absl::Status Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
-                              int64_t batch, int64_t seq, bool normalize, float* out) const = 0;
+                              int64_t batch, int64_t seq, BertPooling pooling, bool normalize,
+                              float* out) const = 0;
 };
 
 // Loads `dir` (config.json, model.safetensors; Hugging Face layout, with or

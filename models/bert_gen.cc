@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kMinVocab = 128;
 
-BertConfig Shape(int64_t vocab, int64_t hidden, int64_t layers, int64_t heads,
-                 int64_t intermediate, int64_t max_pos) {
+BertConfig Shape(int64_t vocab, int64_t hidden, int64_t layers, int64_t heads, int64_t intermediate,
+                 int64_t max_pos) {
   BertConfig c;
   c.vocab_size = vocab;
   c.hidden_size = hidden;
@@ -54,7 +54,7 @@ std::vector<std::string> SyntheticVocab(int64_t size) {
   for (const std::string& c : chars) v.push_back(c);
   for (char c = 'a'; c <= 'z'; ++c) v.push_back(std::string("##") + c);
   // Then syllables and words made of them, as whole words and continuations.
-  static const char* kOnsets[] = {"b", "c", "d", "f", "g", "h", "k", "l", "m", "n",
+  static const char* kOnsets[] = {"b", "c", "d", "f", "g", "h", "k",  "l",  "m",  "n",
                                   "p", "r", "s", "t", "v", "w", "st", "tr", "ch", "sh"};
   static const char* kVowels[] = {"a", "e", "i", "o", "u", "ai", "ea", "ou"};
   std::vector<std::string> syllables;
@@ -97,8 +97,8 @@ std::vector<std::string> BertPresetNames() {
 absl::StatusOr<BertConfig> BertPreset(absl::string_view name) {
   auto it = Presets().find(std::string(name));
   if (it == Presets().end()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown preset '", name,
-                                                   "'; known: ", absl::StrJoin(BertPresetNames(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown preset '", name, "'; known: ", absl::StrJoin(BertPresetNames(), ", ")));
   }
   return it->second;
 }
@@ -164,7 +164,8 @@ absl::Status ConvertCheckpoint(const std::string& src, const std::string& dst,
   for (const char* f : {"config.json", "vocab.txt"}) {
     std::error_code ec;
     fs::copy_file(fs::path(src) / f, fs::path(dst) / f, fs::copy_options::overwrite_existing, ec);
-    if (ec) return absl::NotFoundError(absl::StrCat("cannot copy ", src, "/", f, ": ", ec.message()));
+    if (ec)
+      return absl::NotFoundError(absl::StrCat("cannot copy ", src, "/", f, ": ", ec.message()));
   }
   return WriteSafetensors(dst + "/model.safetensors", tensors, dtype);
 }

@@ -3,6 +3,8 @@
 // keeping the encoder's output.
 #include "models/bert_gen.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -18,15 +20,16 @@ using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
 
 TEST(HalfTest, RoundTripsAndRoundsToNearestEven) {
-  for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.333251953125f}) {
+  for (float f :
+       {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.333251953125f}) {
     EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f) << f;
   }
   EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);             // rounds up to infinity
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1.0p-11f), 0x3C00);    // tie: to even (down)
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1.8p-10f), 0x3C02);    // tie: to even (up)
-  EXPECT_EQ(FloatToHalf(0x1.0p-25f), 0x0000);           // tie below the smallest subnormal
-  EXPECT_EQ(FloatToHalf(0x1.8p-24f), 0x0002);           // tie between subnormals: to even
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);           // rounds up to infinity
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1.0p-11f), 0x3C00);  // tie: to even (down)
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1.8p-10f), 0x3C02);  // tie: to even (up)
+  EXPECT_EQ(FloatToHalf(0x1.0p-25f), 0x0000);         // tie below the smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1.8p-24f), 0x0002);         // tie between subnormals: to even
   EXPECT_EQ(FloatToHalf(-INFINITY), 0xFC00);
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
   // Every half converts to a float that converts back to itself.
@@ -38,7 +41,7 @@ TEST(HalfTest, RoundTripsAndRoundsToNearestEven) {
 }
 
 TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
-  const std::string dir = ::testing::TempDir() + "/bert_gen_test_tiny";
+  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_tiny";
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.config.vocab_size = 300;
@@ -57,7 +60,8 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
   ASSERT_THAT(ids, IsOk());
   EXPECT_GE(ids->size(), 4u);  // [CLS] ... [SEP], pieces of known characters
   // Same seed, same weights; another seed, others.
-  const std::string again = ::testing::TempDir() + "/bert_gen_test_tiny_again";
+  const std::string again =
+      ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_tiny_again";
   ASSERT_THAT(GenerateBertCheckpoint(again, o), IsOk());
   EXPECT_EQ(LoadBertWeights(again)->layers[1].ffn_in.w, w->layers[1].ffn_in.w);
   o.seed = 2;
@@ -66,8 +70,8 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
 }
 
 TEST(BertGenTest, Fp16ConversionHalvesTheFileAndKeepsTheEmbeddings) {
-  const std::string dir = ::testing::TempDir() + "/bert_gen_test_f32";
-  const std::string half = ::testing::TempDir() + "/bert_gen_test_f16";
+  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_f32";
+  const std::string half = ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_f16";
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
@@ -92,15 +96,15 @@ TEST(BertGenTest, BadShapesAndPresetsAreRefused) {
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.config.num_attention_heads = 5;
-  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + "/x", o),
+  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + std::to_string(getpid()) + "_x", o),
               StatusIs(absl::StatusCode::kInvalidArgument, "divisible"));
   o.config = *BertPreset("tiny");
   o.config.vocab_size = 10;
-  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + "/x", o),
+  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + std::to_string(getpid()) + "_x", o),
               StatusIs(absl::StatusCode::kInvalidArgument, "minimum of 128"));
   o.config = *BertPreset("tiny");
   o.dtype = "BF16";
-  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + "/x", o),
+  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + std::to_string(getpid()) + "_x", o),
               StatusIs(absl::StatusCode::kInvalidArgument, "use F32 or F16"));
 }
 

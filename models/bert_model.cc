@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
@@ -24,6 +26,22 @@ Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
   t.shape = {rows, cols};
   t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
   return t;
+}
+
+// The pooling a sentence-transformers checkpoint declares in
+// 1_Pooling/config.json (mean when the file is absent).
+absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) {
+  const std::string path = dir + "/1_Pooling/config.json";
+  std::ifstream in(path);
+  if (!in) return BertPooling::kMean;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto flag = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+  };
+  if (flag("pooling_mode_mean_tokens")) return BertPooling::kMean;
+  if (flag("pooling_mode_cls_token")) return BertPooling::kCls;
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": only pooling_mode_mean_tokens or pooling_mode_cls_token is supported"));
 }
 
 }  // namespace
@@ -49,6 +67,11 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->max_length_ = options.max_sequence_length > 0
                        ? std::min(options.max_sequence_length, c.max_position_embeddings)
                        : c.max_position_embeddings;
+  if (options.pooling.has_value()) {
+    m->pooling_ = *options.pooling;
+  } else {
+    INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
+  }
   m->spec_.name = options.name;
   m->spec_.platform = "infer_bert";
   m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
@@ -177,7 +200,7 @@ class BertModel::Batch final : public ModelBatch {
     // d_input_ was allocated on the upload stream; this stream reads it too.
     INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_input_.get(), stream));
     const int64_t* ids = d_input_.as<int64_t>();
-    return model_.encoder_->Encode(stream, ids, ids + tokens(), rows_, seq_,
+    return model_.encoder_->Encode(stream, ids, ids + tokens(), rows_, seq_, model_.pooling_,
                                    model_.options_.normalize, d_out_.as<float>());
   }
 

@@ -19,6 +19,7 @@
 #define INFER_MODELS_BERT_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,8 +32,11 @@ namespace infer {
 
 struct BertModelOptions {
   std::string name = "minilm";
-  std::string checkpoint_dir;       // config.json, model.safetensors, vocab.txt
-  bool normalize = true;            // L2-normalise the pooled embedding
+  std::string checkpoint_dir;  // config.json, model.safetensors, vocab.txt
+  bool normalize = true;       // L2-normalise the pooled embedding
+  // Mean over real tokens, or the [CLS] token's state. Unset: what the
+  // checkpoint's sentence-transformers 1_Pooling/config.json says, else mean.
+  std::optional<BertPooling> pooling;
   int64_t max_sequence_length = 0;  // 0: the config's max_position_embeddings
 };
 
@@ -59,6 +63,7 @@ class BertModel final : public Model {
   std::unique_ptr<BertEncoder> encoder_;
   std::unique_ptr<WordPieceTokenizer> tokenizer_;
   int64_t max_length_ = 0;
+  BertPooling pooling_ = BertPooling::kMean;
 };
 
 }  // namespace infer

@@ -3,15 +3,19 @@
 // the CUDA encoder against the CPU one.
 #include "models/bert_model.h"
 
+#include <unistd.h>
+
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-
+#include "models/bert_cpu.h"
 #include "models/bert_gen.h"
 #include "tests/testing/minilm.h"
 #include "tests/testing/status_matchers.h"
@@ -45,9 +49,11 @@ Tensor Int64(const std::string& name, const std::vector<std::vector<int64_t>>& r
   return t;
 }
 
-// A synthetic checkpoint under the test's temporary folder, made once.
+// A synthetic checkpoint in a folder of this test process's own (CTest runs
+// test cases in parallel processes).
 std::string Generated(const std::string& preset, BertConfig* shape = nullptr) {
-  const std::string dir = ::testing::TempDir() + "/bert_model_test_" + preset;
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/bert_model_test_", getpid(), "_", preset);
   BertGenOptions o;
   if (preset == "mid") {  // big enough for 2 MiB blocks, small enough for CPU
     o.config = *BertPreset("tiny");
@@ -184,6 +190,41 @@ TEST_P(BertModelOnDevice, PaddingAndBatchMatesDoNotChangeAnEmbedding) {
   }
 }
 
+// A sentence-transformers checkpoint that pools by [CLS] (1_Pooling/config.json,
+// as bge models ship) is served with CLS pooling; a bad pooling file is named.
+TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
+  const std::string dir = Generated("tiny");
+  std::filesystem::create_directories(dir + "/1_Pooling");
+  const std::vector<int64_t> seq = {2, 40, 41, 42, 3};
+  InferRequest r;
+  r.inputs.push_back(Int64("input_ids", {seq}));
+  auto encoder = BertEncoderCpu::Load(dir);
+  ASSERT_THAT(encoder, IsOk());
+  for (const bool cls : {true, false}) {
+    std::ofstream(dir + "/1_Pooling/config.json")
+        << "{\"pooling_mode_cls_token\": " << (cls ? "true" : "false")
+        << ", \"pooling_mode_mean_tokens\": " << (cls ? "false" : "true") << "}";
+    Served s(GetParam(), dir);
+    ASSERT_TRUE(s.ok());
+    const std::vector<float> got = s.Run(r);
+    auto want = (*encoder)->Encode(seq, std::vector<int64_t>(seq.size(), 1), 1, 5, true,
+                                   cls ? BertPooling::kCls : BertPooling::kMean);
+    ASSERT_THAT(want, IsOk());
+    ASSERT_EQ(got.size(), want->size());
+    for (size_t d = 0; d < got.size(); ++d) {
+      EXPECT_NEAR(got[d], (*want)[d], GetParam() == "cpu" ? 1e-6 : 2e-3) << d << " cls " << cls;
+    }
+  }
+  std::ofstream(dir + "/1_Pooling/config.json") << "{\"pooling_mode_max_tokens\": true}";
+  auto d = TestDevice::Create(GetParam());
+  ASSERT_THAT(d, IsOk());
+  BertModelOptions o;
+  o.checkpoint_dir = dir;
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "1_Pooling/config.json: only"));
+  std::filesystem::remove_all(dir + "/1_Pooling");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, BertModelOnDevice, ::testing::ValuesIn(Devices()));
 
 // The CUDA encoder (FP16) against the CPU one (FP32) on the same weights:
@@ -194,7 +235,8 @@ TEST(BertModelGpuTest, GpuMatchesCpu) {
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
   std::vector<std::string> dirs;
   {
-    const std::string dir = ::testing::TempDir() + "/bert_model_test_base4";
+    const std::string dir =
+        absl::StrCat(::testing::TempDir(), "/bert_model_test_", getpid(), "_base4");
     BertGenOptions o;
     o.config = *BertPreset("bert-base");
     o.config.num_hidden_layers = 4;
@@ -304,9 +346,8 @@ TEST_F(BertModelOnMiniLm, TextAndTokenIdsGiveTheSameNormalisedEmbedding) {
 
 TEST_F(BertModelOnMiniLm, InputErrorsAreNamed) {
   InferRequest none;
-  EXPECT_THAT(served_->Admit(&none),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "needs input 'text' (BYTES) or 'input_ids' (INT64)"));
+  EXPECT_THAT(served_->Admit(&none), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              "needs input 'text' (BYTES) or 'input_ids' (INT64)"));
   InferRequest both;
   both.inputs.push_back(Text({"hi"}));
   both.inputs.push_back(Int64("input_ids", {{0}}));

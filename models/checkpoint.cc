@@ -129,7 +129,8 @@ absl::Status WriteSafetensors(const std::string& path,
                                                      " values for shape ", ShapeToString(t.shape)));
     }
     const uint64_t bytes = t.values.size() * elem;
-    header[name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();

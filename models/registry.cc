@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
                                                   const ModelParams& params,
                                                   const DeviceContext& context,
                                                   const std::string& model_dir) {
-  static const char* const kKeys[] = {"checkpoint_dir", "normalize", "max_sequence_length"};
+  static const char* const kKeys[] = {"checkpoint_dir", "normalize", "max_sequence_length",
+                                      "pooling"};
   for (const auto& [key, value] : params) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -66,6 +67,13 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
     o.checkpoint_dir = !it->second.empty() && it->second[0] == '/'
                            ? it->second
                            : absl::StrCat(model_dir, "/", it->second);
+  }
+  if (auto it = params.find("pooling"); it != params.end()) {
+    if (it->second != "mean" && it->second != "cls") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter 'pooling' = '", it->second, "' is not mean or cls"));
+    }
+    o.pooling = it->second == "cls" ? BertPooling::kCls : BertPooling::kMean;
   }
   if (auto it = params.find("normalize"); it != params.end()) {
     if (it->second != "true" && it->second != "false") {

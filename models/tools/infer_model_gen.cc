@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   bool repository = false;
   int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0, vocab = 0, max_position = 0;
-  CLI::App app{"infer-model-gen: write a BERT checkpoint (config.json, model.safetensors, "
-               "vocab.txt) with seeded synthetic weights, or convert one to FP16"};
+  CLI::App app{
+      "infer-model-gen: write a BERT checkpoint (config.json, model.safetensors, "
+      "vocab.txt) with seeded synthetic weights, or convert one to FP16"};
   app.add_option("--out", out, "folder to write (created if missing)")->required();
   app.add_option("--preset", preset,
                  "shape to start from: " + absl::StrJoin(infer::BertPresetNames(), ", "))
