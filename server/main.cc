@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_join.h"
@@ -29,7 +30,7 @@ struct Flags {
   std::string log_level = "info";
 };
 
-int Run(const Flags& flags, const sigset_t& signals) {
+int Run(Flags flags, const sigset_t& signals) {
   infer::EngineOptions engine_options;
   engine_options.device = flags.device;
   engine_options.memory.budget_bytes = flags.memory_budget_bytes;
@@ -50,8 +51,16 @@ int Run(const Flags& flags, const sigset_t& signals) {
                                  : infer::ProbeCuda().reason);
   }
 
+  if (flags.model_repository.empty() && std::filesystem::is_directory("model_repository")) {
+    // The demo repository scripts/export-demo-models.sh prepares (MiniLM).
+    flags.model_repository = "model_repository";
+    spdlog::info("serving ./model_repository (no --model-repository given)");
+  }
   if (flags.model_repository.empty()) {
     // No repository: serve the bundled demo model with its defaults.
+    spdlog::info(
+        "no model repository: serving the built-in demo model 'embed_pool' "
+        "(scripts/export-demo-models.sh prepares ./model_repository with all-MiniLM-L6-v2)");
     infer::EmbedPoolOptions demo;
     auto model = infer::EmbedPoolModel::Create(demo, (*engine)->context());
     absl::Status s =
@@ -119,8 +128,9 @@ int main(int argc, char** argv) {
       "infer-server: serves models over the KServe v2 / Triton gRPC inference protocol "
       "(inference.GRPCInferenceService) and grpc.health.v1, with dynamic batching "
       "on a bounded queue per model.\n\n"
-      "With no --model-repository it serves the bundled demo model 'embed_pool' "
-      "(INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).",
+      "With no --model-repository it serves ./model_repository when that folder exists "
+      "(scripts/export-demo-models.sh puts all-MiniLM-L6-v2 there as 'minilm'), else the "
+      "built-in demo model 'embed_pool' (INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).",
       "infer-server"};
   app.add_option("--grpc-address", flags.grpc_address,
                  "host:port to listen on (port 0 picks a free port)")
