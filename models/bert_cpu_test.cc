@@ -6,64 +6,36 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <fstream>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "models/bert_gen.h"
 #include "models/wordpiece.h"
+#include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
 namespace {
 
+using ::infer::testing::Cosine;
+using ::infer::testing::EmbeddingFixture;
 using ::infer::testing::IsOk;
+using ::infer::testing::kNoMiniLm;
+using ::infer::testing::MiniLmDir;
+using ::infer::testing::ReadEmbeddingFixture;
 using ::infer::testing::StatusIs;
-
-#ifdef INFER_MINILM_DIR
-struct Fixture {
-  std::vector<std::string> sentences;
-  std::vector<std::vector<float>> embeddings;
-};
-
-Fixture ReadFixture() {
-  Fixture f;
-  std::ifstream in(std::string(INFER_SOURCE_DIR) + "/tests/fixtures/minilm_embeddings.tsv");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t tab = line.find('\t');
-    f.sentences.push_back(line.substr(0, tab));
-    std::vector<float> e;
-    for (absl::string_view v : absl::StrSplit(line.substr(tab + 1), ' ')) {
-      float x = 0;
-      EXPECT_TRUE(absl::SimpleAtof(v, &x));
-      e.push_back(x);
-    }
-    f.embeddings.push_back(std::move(e));
-  }
-  return f;
-}
-
-double Cosine(const float* a, const float* b, int64_t n) {
-  double dot = 0, na = 0, nb = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    dot += double{a[i]} * b[i];
-    na += double{a[i]} * a[i];
-    nb += double{b[i]} * b[i];
-  }
-  return dot / std::sqrt(na * nb);
-}
 
 class BertCpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto m = BertEncoderCpu::Load(INFER_MINILM_DIR);
+    if (MiniLmDir().empty()) return;
+    auto m = BertEncoderCpu::Load(MiniLmDir());
     ASSERT_THAT(m, IsOk());
     model_ = m->release();
-    auto t = WordPieceTokenizer::FromVocabFile(std::string(INFER_MINILM_DIR) + "/vocab.txt", {});
+    auto t = WordPieceTokenizer::FromVocabFile(MiniLmDir() + "/vocab.txt", {});
     ASSERT_THAT(t, IsOk());
     tokenizer_ = t->release();
+  }
+  void SetUp() override {
+    if (model_ == nullptr) GTEST_SKIP() << kNoMiniLm;
   }
   static void TearDownTestSuite() {
     delete model_;
@@ -95,7 +67,7 @@ BertEncoderCpu* BertCpuTest::model_ = nullptr;
 WordPieceTokenizer* BertCpuTest::tokenizer_ = nullptr;
 
 TEST_F(BertCpuTest, MatchesSentenceTransformers) {
-  const Fixture f = ReadFixture();
+  const EmbeddingFixture f = ReadEmbeddingFixture();
   ASSERT_EQ(f.sentences.size(), 5u);
   const std::vector<float> got = EncodeBatch(f.sentences);
   ASSERT_EQ(got.size(), 5u * 384);
@@ -135,7 +107,6 @@ TEST_F(BertCpuTest, RejectsBadInput) {
       model_->Encode(std::vector<int64_t>(513, 1), std::vector<int64_t>(513, 1), 1, 513, true),
       StatusIs(absl::StatusCode::kInvalidArgument, "513 tokens; the model allows 512"));
 }
-#endif
 
 // The encoder against a naive forward pass (plain loops, double
 // accumulation, written from the formulas in models/bert_encoder.h) on a tiny

@@ -12,20 +12,21 @@
 #include <fstream>
 #include <random>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "models/bert_cpu.h"
 #include "models/bert_gen.h"
-#include "tests/testing/minilm.h"
+#include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_device.h"
 
 namespace infer {
 namespace {
 
+using ::infer::testing::Cosine;
+using ::infer::testing::EmbeddingFixture;
 using ::infer::testing::IsOk;
 using ::infer::testing::MiniLmDir;
+using ::infer::testing::ReadEmbeddingFixture;
 using ::infer::testing::StatusIs;
 using ::infer::testing::TestDevice;
 
@@ -115,16 +116,6 @@ class Served {
   std::unique_ptr<TestDevice> device_;
   std::unique_ptr<BertModel> model_;
 };
-
-double Cosine(const float* a, const float* b, int64_t n) {
-  double dot = 0, na = 0, nb = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    dot += double{a[i]} * b[i];
-    na += double{a[i]} * a[i];
-    nb += double{b[i]} * b[i];
-  }
-  return dot / std::sqrt(na * nb);
-}
 
 TEST(BertModelTest, IncompleteContextAndMissingCheckpointAreNamed) {
   auto d = TestDevice::Create("cpu");
@@ -271,51 +262,21 @@ TEST(BertModelGpuTest, GpuMatchesCpu) {
   }
 }
 
-// sentence-transformers' embeddings of the fixture sentences: the file named by
-// INFER_MINILM_FIXTURE (scripts/gpu-run.sh makes one on the GPU with
-// scripts/make-minilm-fixture.py), else the committed CPU one.
-std::vector<std::pair<std::string, std::vector<float>>> ReadEmbeddingFixture() {
-  std::string path = "tests/fixtures/minilm_embeddings.tsv";
-  if (const char* env = std::getenv("INFER_MINILM_FIXTURE"); env != nullptr && *env != '\0') {
-    path = env;
-  } else if (std::ifstream(std::string(INFER_SOURCE_DIR) + "/" + path).good()) {
-    path = std::string(INFER_SOURCE_DIR) + "/" + path;
-  }
-  std::vector<std::pair<std::string, std::vector<float>>> rows;
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t tab = line.find('\t');
-    std::vector<float> e;
-    for (absl::string_view v : absl::StrSplit(line.substr(tab + 1), ' ')) {
-      float x = 0;
-      EXPECT_TRUE(absl::SimpleAtof(v, &x));
-      e.push_back(x);
-    }
-    rows.emplace_back(line.substr(0, tab), std::move(e));
-  }
-  return rows;
-}
-
 TEST(BertModelGpuTest, MiniLmTextMatchesSentenceTransformers) {
   const CudaAvailability cuda = ProbeCuda();
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
   if (MiniLmDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
-  const auto fixture = ReadEmbeddingFixture();
-  ASSERT_FALSE(fixture.empty());
+  const EmbeddingFixture fixture = ReadEmbeddingFixture();
+  ASSERT_FALSE(fixture.sentences.empty());
   Served gpu("cuda:0", MiniLmDir());
   ASSERT_TRUE(gpu.ok());
-  std::vector<std::string> sentences;
-  for (const auto& [s, e] : fixture) sentences.push_back(s);
   InferRequest r;
-  r.inputs.push_back(Text(sentences));
+  r.inputs.push_back(Text(fixture.sentences));
   const std::vector<float> got = gpu.Run(r);
-  ASSERT_EQ(got.size(), fixture.size() * 384);
-  for (size_t i = 0; i < fixture.size(); ++i) {
-    EXPECT_GE(Cosine(got.data() + i * 384, fixture[i].second.data(), 384), 0.999)
-        << fixture[i].first;
+  ASSERT_EQ(got.size(), fixture.sentences.size() * 384);
+  for (size_t i = 0; i < fixture.sentences.size(); ++i) {
+    EXPECT_GE(Cosine(got.data() + i * 384, fixture.embeddings[i].data(), 384), 0.999)
+        << fixture.sentences[i];
   }
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -121,22 +122,22 @@ TEST_F(CheckpointTest, ConfigIsCheckedFieldByField) {
   EXPECT_THAT(ReadBertConfig(Write("d.json", "[1, 2]")), StatusIs(kInvalid, "not a JSON object"));
 }
 
-#ifdef INFER_MINILM_DIR
 TEST_F(CheckpointTest, ReadsTheRealMiniLmCheckpoint) {
-  auto c = ReadBertConfig(std::string(INFER_MINILM_DIR) + "/config.json");
+  const std::string dir = ::infer::testing::MiniLmDir();
+  if (dir.empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
+  auto c = ReadBertConfig(dir + "/config.json");
   ASSERT_THAT(c, IsOk());
   EXPECT_EQ(c->hidden_size, 384);
   EXPECT_EQ(c->num_hidden_layers, 6);
   EXPECT_EQ(c->num_attention_heads, 12);
   EXPECT_EQ(c->intermediate_size, 1536);
-  auto t = ReadSafetensors(std::string(INFER_MINILM_DIR) + "/model.safetensors");
+  auto t = ReadSafetensors(dir + "/model.safetensors");
   ASSERT_THAT(t, IsOk());
   EXPECT_EQ(t->at("embeddings.word_embeddings.weight").shape, (std::vector<int64_t>{30522, 384}));
   EXPECT_EQ(t->at("encoder.layer.5.intermediate.dense.weight").shape,
             (std::vector<int64_t>{1536, 384}));
   EXPECT_GE(t->size(), 100u);
 }
-#endif
 
 }  // namespace
 }  // namespace infer

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -93,15 +94,15 @@ TEST(WordPieceTest, VocabularyMustHaveTheSpecialTokens) {
               StatusIs(absl::StatusCode::kNotFound, "cannot read vocabulary"));
 }
 
-#ifdef INFER_MINILM_DIR
 // Agreement with Hugging Face's BertTokenizer on all-MiniLM-L6-v2's real
 // vocab.txt, over sentences with punctuation, accents, CJK, emoji, URLs,
 // unknown and very long words (fixture made by the reference tokenizer).
 TEST(WordPieceTest, AgreesWithTheReferenceOnTheRealVocabulary) {
-  auto t = WordPieceTokenizer::FromVocabFile(std::string(INFER_MINILM_DIR) + "/vocab.txt", {});
+  if (::infer::testing::MiniLmDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
+  auto t = WordPieceTokenizer::FromVocabFile(::infer::testing::MiniLmDir() + "/vocab.txt", {});
   ASSERT_THAT(t, IsOk());
   EXPECT_EQ((*t)->vocab_size(), 30522);
-  std::ifstream in(std::string(INFER_SOURCE_DIR) + "/tests/fixtures/wordpiece_minilm.tsv");
+  std::ifstream in(::infer::testing::FixturePath("wordpiece_minilm.tsv"));
   ASSERT_TRUE(in.good());
   std::string line;
   int checked = 0;
@@ -122,7 +123,6 @@ TEST(WordPieceTest, AgreesWithTheReferenceOnTheRealVocabulary) {
   }
   EXPECT_GE(checked, 20);
 }
-#endif
 
 }  // namespace
 }  // namespace infer

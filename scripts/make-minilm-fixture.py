@@ -44,8 +44,8 @@ def main():
     try:
         from sentence_transformers import SentenceTransformer
         model = SentenceTransformer(a.model, device=a.device)
-        if a.fp16:
-            model = model.half()
+        # An F16 checkpoint loads as FP16: compute in the precision asked for.
+        model = model.half() if a.fp16 else model.float()
         emb = model.encode(text, convert_to_numpy=True, normalize_embeddings=True)
         how = "sentence-transformers"
     except ImportError:
