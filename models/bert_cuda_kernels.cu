@@ -6,9 +6,9 @@ namespace infer::cuda {
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kRowThreads = 256;   // threads per row for the LayerNorm and pooling kernels
-constexpr int kAttnWarps = 4;      // query positions per attention block (one per warp)
-constexpr int kKeyTile = 32;       // keys per attention tile (one per lane)
+constexpr int kRowThreads = 256;  // threads per row for the LayerNorm and pooling kernels
+constexpr int kAttnWarps = 4;     // query positions per attention block (one per warp)
+constexpr int kKeyTile = 32;      // keys per attention tile (one per lane)
 
 __device__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
@@ -95,8 +95,8 @@ __global__ void BiasResidualLayerNormKernel(__half* __restrict__ x, const __half
   NormalizeRow(row, hidden, gamma, beta, eps, red, xr);
 }
 
-__global__ void BiasGeluKernel(__half* __restrict__ y, const float* __restrict__ bias,
-                               int64_t n, int64_t width) {
+__global__ void BiasGeluKernel(__half* __restrict__ y, const float* __restrict__ bias, int64_t n,
+                               int64_t width) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -228,9 +228,8 @@ cudaError_t LaunchBiasResidualLayerNorm(cudaStream_t stream, __half* x, const __
                                         const float* bias, const float* gamma, const float* beta,
                                         float eps, int64_t tokens, int64_t hidden) {
   if (tokens == 0) return cudaSuccess;
-  BiasResidualLayerNormKernel<<<static_cast<unsigned>(tokens), kRowThreads,
-                                RowSharedBytes(hidden), stream>>>(x, y, bias, gamma, beta, eps,
-                                                                  hidden);
+  BiasResidualLayerNormKernel<<<static_cast<unsigned>(tokens), kRowThreads, RowSharedBytes(hidden),
+                                stream>>>(x, y, bias, gamma, beta, eps, hidden);
   return cudaGetLastError();
 }
 

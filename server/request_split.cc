@@ -1,6 +1,5 @@
 #include "server/request_split.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
 
