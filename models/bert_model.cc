@@ -1,11 +1,11 @@
 #include "models/bert_model.h"
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "models/staged_batch.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -169,69 +169,31 @@ int64_t BertModel::PeakBytes(int64_t rows, int64_t length) const {
   const int64_t tokens = rows * length;
   if (tokens == 0) return 0;
   // The batch's ids and mask, its pooled output, and the encoder's scratch.
-  return CachingAllocator::BlockBytes(2 * tokens * static_cast<int64_t>(sizeof(int64_t))) +
-         CachingAllocator::BlockBytes(rows * encoder_->config().hidden_size *
-                                      static_cast<int64_t>(sizeof(float))) +
+  return StagedRowsBatch::InputAndOutputBytes(2 * tokens * static_cast<int64_t>(sizeof(int64_t)),
+                                              rows, encoder_->config().hidden_size) +
          encoder_->PeakBytes(rows, length);
 }
 
-// One batch: ids and mask packed [2, rows, seq] in staging memory, uploaded,
-// encoded on the device, and the pooled rows copied back into staging memory.
-class BertModel::Batch final : public ModelBatch {
+// One batch: ids [rows, seq] then mask [rows, seq] staged, uploaded and
+// encoded on the device (StagedRowsBatch does the copies and the split).
+class BertModel::Batch final : public StagedRowsBatch {
  public:
-  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, int64_t rows, int64_t seq,
-        StagingBuffer input)
-      : model_(model),
-        rows_per_request_(std::move(rows_per_request)),
-        rows_(rows),
-        seq_(seq),
-        input_(std::move(input)) {}
-
-  absl::Status Upload(Stream* stream) override {
-    if (tokens() == 0) return absl::OkStatus();
-    const size_t bytes = 2 * tokens() * sizeof(int64_t);
-    INFER_ASSIGN_OR_RETURN(d_input_, DeviceBuffer::Allocate(allocator(), bytes, stream));
-    return device()->CopyToDevice(d_input_.get(), input_.data(), bytes, stream);
-  }
-
-  absl::Status Compute(Stream* stream) override {
-    if (tokens() == 0) return absl::OkStatus();
-    INFER_ASSIGN_OR_RETURN(d_out_, DeviceBuffer::Allocate(allocator(), out_bytes(), stream));
-    // d_input_ was allocated on the upload stream; this stream reads it too.
-    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_input_.get(), stream));
-    const int64_t* ids = d_input_.as<int64_t>();
-    return model_.encoder_->Encode(stream, ids, ids + tokens(), rows_, seq_, model_.pooling_,
-                                   model_.options_.normalize, d_out_.as<float>());
-  }
-
-  absl::Status Download(Stream* stream) override {
-    INFER_ASSIGN_OR_RETURN(out_, model_.context_.staging->Acquire(out_bytes()));
-    if (tokens() == 0) {
-      std::memset(out_.data(), 0, out_bytes());
-      return absl::OkStatus();
-    }
-    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_out_.get(), stream));
-    return device()->CopyToHost(out_.data(), d_out_.get(), out_bytes(), stream);
-  }
-
-  absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-    AppendFp32Rows("embedding", out_.as<float>(), model_.encoder_->config().hidden_size,
-                   rows_per_request_, responses);
-    return absl::OkStatus();
-  }
+  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, int64_t seq,
+        StagingBuffer input, size_t input_bytes)
+      : StagedRowsBatch(model.context_, "embedding", model.encoder_->config().hidden_size,
+                        std::move(rows_per_request), std::move(input), input_bytes),
+        model_(model),
+        seq_(seq) {}
 
  private:
-  int64_t tokens() const { return rows_ * seq_; }
-  size_t out_bytes() const { return rows_ * model_.encoder_->config().hidden_size * sizeof(float); }
-  Device* device() const { return model_.context_.device; }
-  CachingAllocator* allocator() const { return model_.context_.allocator; }
+  absl::Status Run(Stream* stream, const void* input, float* out) override {
+    const auto* ids = static_cast<const int64_t*>(input);
+    return model_.encoder_->Encode(stream, ids, ids + rows() * seq_, rows(), seq_, model_.pooling_,
+                                   model_.options_.normalize, out);
+  }
 
   const BertModel& model_;
-  const std::vector<int64_t> rows_per_request_;
-  const int64_t rows_, seq_;
-  StagingBuffer input_;  // ids [rows, seq] then mask [rows, seq]
-  StagingBuffer out_;    // [rows, hidden]
-  DeviceBuffer d_input_, d_out_;
+  const int64_t seq_;
 };
 
 absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
@@ -262,8 +224,8 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
       }
     }
   }
-  return std::unique_ptr<ModelBatch>(
-      new Batch(*this, std::move(rows_per_request), rows, seq, std::move(input)));
+  return std::unique_ptr<ModelBatch>(new Batch(*this, std::move(rows_per_request), seq,
+                                               std::move(input), 2 * tokens * sizeof(int64_t)));
 }
 
 }  // namespace infer

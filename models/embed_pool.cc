@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/seeded_random.h"
+#include "models/staged_batch.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -99,10 +100,10 @@ int64_t EmbedPoolModel::PeakBytes(int64_t rows, int64_t length) const {
   const int64_t tokens = rows * length;
   if (tokens == 0) return 0;
   const int64_t f = sizeof(float);
-  return CachingAllocator::BlockBytes(tokens * static_cast<int64_t>(sizeof(int64_t))) +
+  return StagedRowsBatch::InputAndOutputBytes(tokens * static_cast<int64_t>(sizeof(int64_t)), rows,
+                                              options_.embedding_size) +
          CachingAllocator::BlockBytes(tokens * options_.hidden_size * f) +
-         CachingAllocator::BlockBytes(tokens * options_.embedding_size * f) +
-         CachingAllocator::BlockBytes(rows * options_.embedding_size * f);
+         CachingAllocator::BlockBytes(tokens * options_.embedding_size * f);
 }
 
 int64_t EmbedPoolModel::WeightBytes() const {
@@ -130,45 +131,31 @@ absl::Status EmbedPoolModel::ValidateRequest(const InferRequest& request) const 
   return absl::OkStatus();
 }
 
-// One batch: ids staged in host memory, uploaded, embedded, pooled, and the
-// pooled rows copied back into staging memory, then split per request.
-class EmbedPoolModel::Batch final : public ModelBatch {
+// One batch: ids [rows, seq] (padded with pad_id) staged, uploaded, embedded
+// and pooled on the device (StagedRowsBatch does the copies and the split).
+class EmbedPoolModel::Batch final : public StagedRowsBatch {
  public:
   Batch(const EmbedPoolModel& model, std::vector<int64_t> rows_per_request, int64_t seq,
-        StagingBuffer ids)
-      : model_(model),
-        rows_per_request_(std::move(rows_per_request)),
-        seq_(seq),
-        ids_(std::move(ids)) {
-    for (int64_t r : rows_per_request_) rows_ += r;
-  }
+        StagingBuffer ids, size_t ids_bytes)
+      : StagedRowsBatch(model.context_, "embedding", model.options_.embedding_size,
+                        std::move(rows_per_request), std::move(ids), ids_bytes),
+        model_(model),
+        seq_(seq) {}
 
-  absl::Status Upload(Stream* stream) override {
-    if (tokens() == 0) return absl::OkStatus();
-    const size_t bytes = tokens() * sizeof(int64_t);
-    INFER_ASSIGN_OR_RETURN(d_ids_, DeviceBuffer::Allocate(allocator(), bytes, stream));
-    return device()->CopyToDevice(d_ids_.get(), ids_.data(), bytes, stream);
-  }
-
-  absl::Status Compute(Stream* stream) override {
-    if (tokens() == 0) return absl::OkStatus();
+ private:
+  absl::Status Run(Stream* stream, const void* input, float* out) override {
     const EmbedPoolOptions& o = model_.options_;
-    const int64_t hidden = o.hidden_size, dim = o.embedding_size;
+    const int64_t hidden = o.hidden_size, dim = o.embedding_size, tokens = rows() * seq_;
+    const auto* ids = static_cast<const int64_t*>(input);
+    CachingAllocator* allocator = context().allocator;
     INFER_ASSIGN_OR_RETURN(
-        DeviceBuffer x,
-        DeviceBuffer::Allocate(allocator(), tokens() * hidden * sizeof(float), stream));
-    INFER_ASSIGN_OR_RETURN(
-        DeviceBuffer y,
-        DeviceBuffer::Allocate(allocator(), tokens() * dim * sizeof(float), stream));
-    INFER_ASSIGN_OR_RETURN(
-        d_out_, DeviceBuffer::Allocate(allocator(), rows_ * dim * sizeof(float), stream));
-    // d_ids_ was allocated on the upload stream: tell the allocator this
-    // stream reads it too, so it is not reused before these kernels are done.
-    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_ids_.get(), stream));
-    INFER_RETURN_IF_ERROR(model_.kernels_->Gather(
-        stream, d_ids_.as<int64_t>(), tokens(), model_.table_.as<float>(), hidden, x.as<float>()));
+        DeviceBuffer x, DeviceBuffer::Allocate(allocator, tokens * hidden * sizeof(float), stream));
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer y,
+                           DeviceBuffer::Allocate(allocator, tokens * dim * sizeof(float), stream));
+    INFER_RETURN_IF_ERROR(model_.kernels_->Gather(stream, ids, tokens, model_.table_.as<float>(),
+                                                  hidden, x.as<float>()));
     GemmArgs g;
-    g.m = tokens();
+    g.m = tokens;
     g.n = dim;
     g.k = hidden;
     g.a = x.as<float>();
@@ -177,45 +164,16 @@ class EmbedPoolModel::Batch final : public ModelBatch {
     g.ldb = dim;
     g.c = y.as<float>();
     g.ldc = dim;
-    INFER_RETURN_IF_ERROR(device()->Sgemm(stream, g));
-    INFER_RETURN_IF_ERROR(model_.kernels_->BiasTanhMeanPool(
-        stream, y.as<float>(), model_.bias_.as<float>(), d_ids_.as<int64_t>(), rows_, seq_, dim,
-        o.pad_id, d_out_.as<float>()));
+    INFER_RETURN_IF_ERROR(context().device->Sgemm(stream, g));
     // x and y are freed here, while the kernels may still run: safe, because
     // a block freed on its allocation stream is only reused by later work on
     // that same stream.
-    return absl::OkStatus();
+    return model_.kernels_->BiasTanhMeanPool(stream, y.as<float>(), model_.bias_.as<float>(), ids,
+                                             rows(), seq_, dim, o.pad_id, out);
   }
-
-  absl::Status Download(Stream* stream) override {
-    const size_t bytes = rows_ * model_.options_.embedding_size * sizeof(float);
-    INFER_ASSIGN_OR_RETURN(out_, model_.context_.staging->Acquire(bytes));
-    if (tokens() == 0) {
-      std::memset(out_.data(), 0, bytes);
-      return absl::OkStatus();
-    }
-    INFER_RETURN_IF_ERROR(allocator()->RecordStream(d_out_.get(), stream));  // as d_ids_ above
-    return device()->CopyToHost(out_.data(), d_out_.get(), bytes, stream);
-  }
-
-  absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-    AppendFp32Rows("embedding", out_.as<float>(), model_.options_.embedding_size, rows_per_request_,
-                   responses);
-    return absl::OkStatus();
-  }
-
- private:
-  int64_t tokens() const { return rows_ * seq_; }
-  Device* device() const { return model_.context_.device; }
-  CachingAllocator* allocator() const { return model_.context_.allocator; }
 
   const EmbedPoolModel& model_;
-  const std::vector<int64_t> rows_per_request_;
   const int64_t seq_;
-  int64_t rows_ = 0;
-  StagingBuffer ids_;  // [rows, seq] token ids, padded with pad_id
-  StagingBuffer out_;  // [rows, dim] pooled embeddings
-  DeviceBuffer d_ids_, d_out_;
 };
 
 absl::StatusOr<std::unique_ptr<ModelBatch>> EmbedPoolModel::Prepare(
@@ -241,8 +199,8 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> EmbedPoolModel::Prepare(
       std::memcpy(packed + row * seq, src + b * t.shape[1], t.shape[1] * sizeof(int64_t));
     }
   }
-  return std::unique_ptr<ModelBatch>(
-      new Batch(*this, std::move(rows_per_request), seq, std::move(ids)));
+  return std::unique_ptr<ModelBatch>(new Batch(*this, std::move(rows_per_request), seq,
+                                               std::move(ids), rows * seq * sizeof(int64_t)));
 }
 
 }  // namespace infer
