@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "models/bert_cpu.h"
+#include "models/bert_gen.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -52,6 +54,59 @@ TEST_F(RepositoryTest, LoadsModelsWithTheirBatchingPolicy) {
   EXPECT_EQ(d.max_batch_size, kDefaultMaxBatchSize);
   EXPECT_EQ(d.max_queue_delay, absl::Microseconds(kDefaultMaxQueueDelayUs));
   EXPECT_EQ(d.max_queue_size, kDefaultMaxQueueSize);
+}
+
+// A Hugging Face checkpoint folder with a config.pbtxt is served, and the bert
+// parameters reach the model: CLS pooling without normalisation gives the
+// [CLS] state as it is, which the default (mean, normalised) does not.
+TEST_F(RepositoryTest, BertCheckpointFolderIsServedWithItsParameters) {
+  BertGenOptions gen;
+  gen.config = *BertPreset("tiny");
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "cls").string(), gen), IsOk());
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "mean").string(), gen), IsOk());
+  Write("cls", R"(
+    backend: "bert"
+    parameters { key: "pooling" value { string_value: "cls" } }
+    parameters { key: "normalize" value { string_value: "false" } }
+  )");
+  Write("mean", R"(backend: "bert")");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  const int64_t ids[] = {2, 40, 41, 3};
+  auto embed = [&](const std::string& model) {
+    InferRequest r;
+    r.model_name = model;
+    Tensor t;
+    t.name = "input_ids";
+    t.dtype = DataType::kInt64;
+    t.shape = {1, 4};
+    t.data.assign(reinterpret_cast<const char*>(ids), sizeof(ids));
+    r.inputs.push_back(t);
+    auto out = (*engine)->Infer(std::move(r));
+    EXPECT_THAT(out, IsOk());
+    const Tensor& e = out->outputs.at(0);
+    return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[1]);
+  };
+  auto reference = BertEncoderCpu::Load((dir_ / "cls").string());
+  ASSERT_THAT(reference, IsOk());
+  for (const bool cls : {true, false}) {
+    auto want = (*reference)
+                    ->Encode(ids, {1, 1, 1, 1}, 1, 4, /*normalize=*/!cls,
+                             cls ? BertPooling::kCls : BertPooling::kMean);
+    ASSERT_THAT(want, IsOk());
+    const std::vector<float> got = embed(cls ? "cls" : "mean");
+    ASSERT_EQ(got.size(), want->size());
+    for (size_t d = 0; d < got.size(); ++d) EXPECT_NEAR(got[d], (*want)[d], 1e-6) << d;
+  }
+
+  Write("cls", R"(
+    backend: "bert"
+    parameters { key: "pooling" value { string_value: "max" } }
+  )");
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "parameter 'pooling' = 'max' is not mean or cls"));
 }
 
 TEST_F(RepositoryTest, BatchingPolicyFields) {
