@@ -106,6 +106,16 @@ class DynamicBatcher {
     return queue_.size();
   }
 
+  // Requests waiting in each length bucket, in bucket order.
+  std::vector<int64_t> bucket_depths() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int64_t> depths(queue_.num_buckets());
+    for (size_t b = 0; b < depths.size(); ++b) {
+      depths[b] = static_cast<int64_t>(queue_.bucket_size(b));
+    }
+    return depths;
+  }
+
  private:
   DynamicBatcher(const BatcherOptions& options, ProcessFn process)
       : clock_(options.clock != nullptr ? options.clock : RealClock()),

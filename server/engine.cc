@@ -20,6 +20,7 @@ struct Engine::InferTask {
   int64_t rows = 0;
   int64_t tokens = 0;  // sequence length
   int level = 1;       // priority level
+  int bucket = 0;      // length bucket (index into ModelStats::buckets)
   absl::Time due = absl::InfiniteFuture();
 
   // What BatchQueue asks of a task.
@@ -34,6 +35,7 @@ struct Engine::InferTask {
 // batches reserve their estimated peak before they launch and release it
 // when they are done. Thread-safe.
 class Engine::MemoryAdmission {
+
  public:
   MemoryAdmission(int64_t budget, int64_t headroom) : budget_(budget), headroom_(headroom) {}
   void AddWeights(int64_t bytes) {
@@ -57,6 +59,10 @@ class Engine::MemoryAdmission {
   void Release(int64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_ -= bytes;
+  }
+  MemoryAdmissionStats Stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {budget_, headroom_, weights_, in_flight_};
   }
   std::string Describe() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,6 +98,7 @@ class Engine::ModelGate final : public MemoryGate {
 struct Engine::ModelEntry {
   std::unique_ptr<Model> model;
   QueueOptions batching;
+  RequestLimits limits;
   std::unique_ptr<ModelGate> gate;
 
   mutable std::mutex stats_mu;
@@ -113,6 +120,74 @@ auto Guarded(Fn fn) -> decltype(fn()) {
   }
 }
 
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+// The limits that the request's shapes alone decide: rows, elements per
+// tensor, text bytes. Runs before the spec checks and before preprocessing
+// (tokenization), so nothing proportional to an unchecked size is done.
+absl::Status CheckShapeLimits(const RequestLimits& limits, const std::string& model,
+                              const InferRequest& request) {
+  int64_t text_bytes = 0;
+  for (const Tensor& t : request.inputs) {
+    int64_t elements = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) return absl::OkStatus();  // malformed: the spec checks name it
+      elements = d != 0 && elements > limits.max_tensor_elements / d
+                     ? limits.max_tensor_elements + 1  // saturate: over the limit
+                     : elements * d;
+    }
+    if (elements > limits.max_tensor_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", t.name, "' has shape ", ShapeToString(t.shape), ", over the limit of ",
+          limits.max_tensor_elements, " elements per tensor of model '", model,
+          "' (request_limits.max_tensor_elements)"));
+    }
+    if (!t.shape.empty() && t.shape[0] > limits.max_client_batch_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", t.name, "' has batch dimension ", t.shape[0], ", over the limit of ",
+          limits.max_client_batch_size, " per request of model '", model,
+          "' (request_limits.max_client_batch_size)"));
+    }
+    if (t.dtype == DataType::kBytes) text_bytes += static_cast<int64_t>(t.data.size());
+  }
+  if (text_bytes > limits.max_text_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request has ", text_bytes, " bytes of text (BYTES inputs), over the limit of ",
+        limits.max_text_bytes, " of model '", model, "' (request_limits.max_text_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+// The limits on sequence length and tokens, once the request is in the form
+// the model executes (text tokenized).
+absl::Status CheckLengthLimits(const RequestLimits& limits, const QueueOptions& q,
+                               const std::string& model, int64_t rows, int64_t tokens) {
+  if (tokens > limits.max_input_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input has ", tokens, " tokens per sequence, over the limit of ",
+        limits.max_input_length, " of model '", model, "' (request_limits.max_input_length)"));
+  }
+  if (!q.length_buckets.empty() && tokens > q.length_buckets.back()) {
+    return absl::InvalidArgumentError(absl::StrCat("input has ", tokens, " tokens; model '", model,
+                                                   "' allows ", q.length_buckets.back(),
+                                                   " (its longest length bucket)"));
+  }
+  if (rows > 0 && tokens > limits.max_request_tokens / rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request has ", rows, " sequences of ", tokens, " tokens = ", rows * tokens,
+        " tokens, over the limit of ", limits.max_request_tokens, " of model '", model,
+        "' (request_limits.max_request_tokens)"));
+  }
+  return absl::OkStatus();
+}
+
+int BucketIndex(const QueueOptions& q, int64_t tokens) {
+  for (size_t i = 0; i < q.length_buckets.size(); ++i) {
+    if (tokens <= q.length_buckets[i]) return static_cast<int>(i);
+  }
+  return 0;
+}
+
 uint64_t WallMillis() { return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())); }
 
 // Keeps the requested outputs (all when none were named), in request order.
@@ -132,6 +207,21 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 }
 
 }  // namespace
+
+absl::Status ValidateRequestLimits(const RequestLimits& limits) {
+  for (const auto& [field, value] :
+       {std::pair{"max_client_batch_size", limits.max_client_batch_size},
+        std::pair{"max_input_length", limits.max_input_length},
+        std::pair{"max_request_tokens", limits.max_request_tokens},
+        std::pair{"max_tensor_elements", limits.max_tensor_elements},
+        std::pair{"max_text_bytes", limits.max_text_bytes}}) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request_limits.", field, " must be >= 1, got ", value));
+    }
+  }
+  return absl::OkStatus();
+}
 
 Engine::Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
                std::unique_ptr<CachingAllocator> allocator,
@@ -178,14 +268,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   return engine;
 }
 
-absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching) {
+absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& batching,
+                              const RequestLimits& limits) {
   if (model == nullptr) return absl::InvalidArgumentError("model is null");
   const std::string name = model->spec().name;
   if (name.empty()) return absl::InvalidArgumentError("model has an empty name");
   INFER_RETURN_IF_ERROR(ValidateQueueOptions(batching));
+  INFER_RETURN_IF_ERROR(ValidateRequestLimits(limits));
   auto entry = std::make_shared<ModelEntry>();
   entry->model = std::move(model);
   entry->batching = batching;
+  entry->limits = limits;
+  if (batching.length_buckets.empty()) {
+    entry->stats.buckets.emplace_back();
+  } else {
+    for (int64_t b : batching.length_buckets) entry->stats.buckets.emplace_back().max_length = b;
+  }
   entry->gate = std::make_unique<ModelGate>(entry->model.get(), admission_.get());
   BatcherOptions options;
   options.queue = batching;
@@ -232,38 +330,46 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   const Model& model = *entry->model;
   const QueueOptions& q = entry->batching;
   const std::string& name = model.spec().name;
-  auto fail = [&](absl::Status status) {
+  // Refused before it is queued: counted under `reason` and answered.
+  auto fail = [&](absl::Status status, uint64_t ModelStats::*reason) {
     {
       std::lock_guard<std::mutex> lock(entry->stats_mu);
       entry->stats.fail.Add(clock_->Now() - arrival);
-      if (status.code() == absl::StatusCode::kResourceExhausted) ++entry->stats.rejected_memory;
-      if (status.code() == absl::StatusCode::kDeadlineExceeded) ++entry->stats.rejected_deadline;
-      if (status.code() == absl::StatusCode::kInvalidArgument) ++entry->stats.rejected_invalid;
+      ++(entry->stats.*reason);
+      ++entry->stats.requests_by_code[status.code()];
     }
     done(std::move(status));
   };
-  absl::Status status = ValidateRequestAgainstSpec(model.spec(), request);
+  if (!Ready()) {
+    return fail(absl::UnavailableError("the server is shutting down and accepts no new requests"),
+                &ModelStats::rejected_shutdown);
+  }
+  absl::Status status = CheckShapeLimits(entry->limits, name, request);
+  if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_over_limit);
+  status = ValidateRequestAgainstSpec(model.spec(), request);
   if (status.ok()) status = Guarded([&] { return model.Preprocess(&request); });
-  if (status.ok()) status = model.ValidateRequest(request);
-  if (!status.ok()) return fail(std::move(status));
+  if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_invalid);
 
   auto task = std::make_unique<InferTask>();
   task->arrival = arrival;
   task->rows = RequestBatchSize(request);
   task->tokens = model.SequenceLength(request);
-  if (!q.length_buckets.empty() && task->tokens > q.length_buckets.back()) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("input has ", task->tokens, " tokens; model '", name, "' allows ",
-                     q.length_buckets.back(), " (its longest length bucket)")));
-  }
+  status = CheckLengthLimits(entry->limits, q, name, task->rows, task->tokens);
+  if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_over_limit);
+  status = model.ValidateRequest(request);
+  if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_invalid);
+  task->bucket = BucketIndex(q, task->tokens);
+
   const int64_t levels = q.priority_levels;
   const int64_t level = request.priority != 0           ? request.priority
                         : q.default_priority_level != 0 ? q.default_priority_level
                                                         : levels;
   if (level < 1 || level > levels) {
     return fail(absl::InvalidArgumentError(
-        absl::StrCat("priority ", request.priority, " is outside [1, ", levels, "] for model '",
-                     name, "' (1 is the most urgent; 0 means the default)")));
+                    absl::StrCat("priority ", request.priority, " is outside [1, ", levels,
+                                 "] for model '", name, "' (1 is the most urgent; 0 means the "
+                                 "default)")),
+                &ModelStats::rejected_invalid);
   }
   task->level = static_cast<int>(level);
   const absl::Duration timeout =
@@ -271,18 +377,33 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   task->due = request.deadline;
   if (timeout > absl::ZeroDuration()) task->due = std::min(task->due, arrival + timeout);
   if (task->due <= arrival) {
-    return fail(absl::DeadlineExceededError("the request's deadline passed before it arrived"));
+    return fail(absl::DeadlineExceededError("the request's deadline passed before it arrived"),
+                &ModelStats::rejected_deadline);
   }
   // A batch must fit the device memory with nothing else in flight.
   const int64_t chunk_rows = std::min(task->rows, q.max_batch_size);
   const int64_t peak = model.PeakBytes(chunk_rows, task->tokens);
   if (peak > admission_->Capacity()) {
     return fail(absl::ResourceExhaustedError(absl::StrCat(
-        "request needs ", peak, " bytes of device memory (", chunk_rows, " sequences of ",
-        task->tokens, " tokens); model '", name, "' may use ", admission_->Describe())));
+                    "request needs ", peak, " bytes of device memory (", chunk_rows,
+                    " sequences of ", task->tokens, " tokens); model '", name, "' may use ",
+                    admission_->Describe())),
+                &ModelStats::rejected_memory);
   }
   task->request = std::move(request);
-  task->done = std::move(done);
+  // Accepted: from here every answer, however the request is split, passes
+  // through this once.
+  ModelEntry* raw = entry.get();  // entries live as long as the engine
+  task->done = [this, raw, arrival, bucket = task->bucket,
+                done = std::move(done)](absl::StatusOr<InferResponse> r) {
+    const absl::Time now = clock_->Now();
+    {
+      std::lock_guard<std::mutex> lock(raw->stats_mu);
+      ++raw->stats.requests_by_code[r.status().code()];
+      if (r.ok()) raw->stats.buckets[bucket].request_seconds.Observe(Seconds(now - arrival));
+    }
+    done(std::move(r));
+  };
   if (task->rows <= q.max_batch_size) {
     Schedule(entry.get(), std::move(task));
     return;
@@ -290,7 +411,10 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   // Larger than max_batch_size: split, run the pieces as separate requests,
   // answer once with the pieces joined in order.
   absl::StatusOr<std::vector<InferRequest>> pieces = SplitRequest(task->request, q.max_batch_size);
-  if (!pieces.ok()) return fail(pieces.status());
+  if (!pieces.ok()) {
+    task->done(pieces.status());
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(entry->stats_mu);
     ++entry->stats.request_splits;
@@ -312,6 +436,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     piece->rows = RequestBatchSize((*pieces)[i]);
     piece->tokens = task->tokens;
     piece->level = task->level;
+    piece->bucket = task->bucket;
     piece->due = task->due;
     piece->request = std::move((*pieces)[i]);
     piece->done = [join, i](absl::StatusOr<InferResponse> r) {
@@ -336,10 +461,13 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
 void Engine::Schedule(ModelEntry* entry, std::unique_ptr<InferTask> task) {
   absl::Status status = entry->batcher->Schedule(&task);
   if (status.ok()) return;
+  const bool draining = !Ready();
   {  // still ours: the batcher refused it
     std::lock_guard<std::mutex> lock(entry->stats_mu);
     entry->stats.fail.Add(clock_->Now() - task->arrival);
-    if (status.code() == absl::StatusCode::kUnavailable) ++entry->stats.rejected_queue_full;
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      ++(draining ? entry->stats.rejected_shutdown : entry->stats.rejected_queue_full);
+    }
   }
   task->done(std::move(status));
 }
@@ -356,12 +484,13 @@ absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
 class Engine::BatchJob final : public PipelineJob {
  public:
   BatchJob(Engine* engine, ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
-           std::unique_ptr<ModelBatch> batch, int64_t peak_bytes)
+           std::unique_ptr<ModelBatch> batch, int64_t peak_bytes, absl::Duration prepare)
       : engine_(engine),
         entry_(entry),
         tasks_(std::move(tasks)),
         batch_(std::move(batch)),
-        peak_bytes_(peak_bytes) {}
+        peak_bytes_(peak_bytes),
+        prepare_(prepare) {}
 
   absl::Status Upload(Stream* stream) override {
     start_ = engine_->clock_->Now();  // the batch reaches the device
@@ -374,6 +503,8 @@ class Engine::BatchJob final : public PipelineJob {
     return Guarded([&] { return batch_->Download(stream); });
   }
   void Complete(absl::Status status) override {
+    const absl::Time downloaded = engine_->clock_->Now();
+    if (start_ == absl::InfinitePast()) start_ = downloaded;
     std::vector<InferResponse> responses(tasks_.size());
     if (status.ok()) {
       std::vector<InferResponse*> ptrs;
@@ -381,14 +512,14 @@ class Engine::BatchJob final : public PipelineJob {
       status = Guarded([&] { return batch_->Finish(ptrs); });
     }
     batch_.reset();  // the device work is done: release its buffers now
-    if (start_ == absl::InfinitePast()) start_ = engine_->clock_->Now();
     if (status.code() == absl::StatusCode::kResourceExhausted && tasks_.size() > 1) {
       // Out of memory despite admission: run the requests again in halves,
       // within this batch's reservation, before giving up on any of them.
       engine_->RetryInHalves(entry_, std::move(tasks_), start_);
     } else {
-      engine_->FinishBatch(entry_, tasks_, responses, std::move(status), start_,
-                           engine_->clock_->Now());
+      const absl::Time end = engine_->clock_->Now();
+      engine_->FinishBatch(entry_, tasks_, responses, std::move(status),
+                           {start_, prepare_, downloaded - start_, end - downloaded, end});
     }
     engine_->ReleaseMemory(peak_bytes_);
   }
@@ -399,6 +530,7 @@ class Engine::BatchJob final : public PipelineJob {
   std::vector<std::unique_ptr<InferTask>> tasks_;
   std::unique_ptr<ModelBatch> batch_;
   const int64_t peak_bytes_;  // reserved through the admission
+  const absl::Duration prepare_;  // host-side staging of the inputs
   absl::Time start_ = absl::InfinitePast();
 };
 
@@ -441,9 +573,16 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
   if (batch.tasks.empty()) return;
 
   {
+    int64_t real = 0;
+    for (const auto& task : batch.tasks) real += task->rows * task->tokens;
+    const int64_t padded = batch.rows * batch.length;
     std::lock_guard<std::mutex> lock(entry->stats_mu);
-    for (const auto& task : batch.tasks) entry->stats.real_tokens += task->rows * task->tokens;
-    entry->stats.padded_tokens += batch.rows * batch.length;
+    entry->stats.real_tokens += real;
+    entry->stats.padded_tokens += padded;
+    LengthBucketStats& b = entry->stats.buckets[batch.bucket];
+    b.batch_rows.Observe(static_cast<double>(batch.rows));
+    b.padding_efficiency.Observe(
+        padded > 0 ? static_cast<double>(real) / static_cast<double>(padded) : 1.0);
   }
   std::vector<const InferRequest*> requests;
   requests.reserve(batch.tasks.size());
@@ -453,14 +592,18 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
       Guarded([&]() -> absl::StatusOr<std::unique_ptr<ModelBatch>> {
         return entry->model->Prepare(requests);
       });
+  const absl::Time prepared_at = clock_->Now();
   if (!prepared.ok()) {
     std::vector<InferResponse> none(batch.tasks.size());
-    FinishBatch(entry, batch.tasks, none, prepared.status(), start, clock_->Now());
+    FinishBatch(entry, batch.tasks, none, prepared.status(),
+                {start, prepared_at - start, absl::ZeroDuration(), absl::ZeroDuration(),
+                 prepared_at});
     ReleaseMemory(batch.peak_bytes);
     return;
   }
-  std::unique_ptr<PipelineJob> job = std::make_unique<BatchJob>(
-      this, entry, std::move(batch.tasks), *std::move(prepared), batch.peak_bytes);
+  std::unique_ptr<PipelineJob> job =
+      std::make_unique<BatchJob>(this, entry, std::move(batch.tasks), *std::move(prepared),
+                                 batch.peak_bytes, prepared_at - start);
   if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
     job->Complete(std::move(s));  // refused (shutting down): still ours to answer
   }
@@ -483,13 +626,16 @@ void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferT
     for (InferResponse& r : responses) ptrs.push_back(&r);
     // Serially on the engine's own stream: this runs on the pipeline's
     // completion thread, which must not wait for pipeline space.
+    const absl::Time run_start = clock_->Now();
     const absl::Status status = Guarded([&] {
       return RunBatch(*entry->model, device_.get(), retry_stream_.get(), requests, ptrs);
     });
     if (status.code() == absl::StatusCode::kResourceExhausted && half.size() > 1) {
       RetryInHalves(entry, std::move(half), start);
     } else {
-      FinishBatch(entry, half, responses, status, start, clock_->Now());
+      const absl::Time end = clock_->Now();
+      FinishBatch(entry, half, responses, status,
+                  {start, absl::ZeroDuration(), end - run_start, absl::ZeroDuration(), end});
     }
   }
 }
@@ -511,7 +657,7 @@ void Engine::NotifyBatchers() {
 
 void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                          std::vector<InferResponse>& responses, absl::Status status,
-                         absl::Time start, absl::Time end) {
+                         const BatchTiming& t) {
   int64_t rows = 0;
   for (const auto& task : tasks) rows += task->rows;
   if (!status.ok()) {
@@ -529,17 +675,27 @@ void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTas
     ModelStats& s = entry->stats;
     if (status.ok()) {
       ++s.execution_count;
-      s.batch_compute_infer[static_cast<uint64_t>(rows)].Add(end - start);
+      ModelStats::BatchPhases& phases = s.batch_stats[static_cast<uint64_t>(rows)];
+      phases.compute_input.Add(t.input);
+      phases.compute_infer.Add(t.infer);
+      phases.compute_output.Add(t.output);
       s.inference_count += static_cast<uint64_t>(rows);
       s.last_inference_ms = WallMillis();
+      if (!tasks.empty()) {
+        s.buckets[tasks.front()->bucket].compute_seconds.Observe(
+            Seconds(t.input + t.infer + t.output));
+      }
     }
     for (const auto& task : tasks) {
-      s.queue.Add(start - task->arrival);
+      s.queue.Add(t.start - task->arrival);
+      s.buckets[task->bucket].queue_seconds.Observe(Seconds(t.start - task->arrival));
       if (status.ok()) {
-        s.compute_infer.Add(end - start);
-        s.success.Add(end - task->arrival);
+        s.compute_input.Add(t.input);
+        s.compute_infer.Add(t.infer);
+        s.compute_output.Add(t.output);
+        s.success.Add(t.end - task->arrival);
       } else {
-        s.fail.Add(end - task->arrival);
+        s.fail.Add(t.end - task->arrival);
       }
     }
   }
@@ -576,6 +732,22 @@ absl::StatusOr<QueueOptions> Engine::GetBatchingOptions(const std::string& name)
   std::shared_ptr<ModelEntry> entry = Find(name);
   if (entry == nullptr) return NotFound(name);
   return entry->batching;
+}
+
+absl::StatusOr<RequestLimits> Engine::GetRequestLimits(const std::string& name) const {
+  std::shared_ptr<ModelEntry> entry = Find(name);
+  if (entry == nullptr) return NotFound(name);
+  return entry->limits;
+}
+
+absl::StatusOr<std::vector<int64_t>> Engine::GetQueueDepths(const std::string& name) const {
+  std::shared_ptr<ModelEntry> entry = Find(name);
+  if (entry == nullptr) return NotFound(name);
+  return entry->batcher->bucket_depths();
+}
+
+Engine::MemoryAdmissionStats Engine::GetMemoryAdmissionStats() const {
+  return admission_->Stats();
 }
 
 std::vector<std::string> Engine::ModelNames() const {

@@ -35,6 +35,7 @@
 #include "batching/clock.h"
 #include "batching/dynamic_batcher.h"
 #include "models/model.h"
+#include "server/histogram.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
 #include "runtime/device_context.h"
@@ -64,6 +65,28 @@ struct EngineOptions {
   double memory_headroom_fraction = 0.1;
 };
 
+// Per-model bounds on one request, checked when it arrives and before any
+// work or allocation proportional to the checked size. Over a limit:
+// INVALID_ARGUMENT naming the limit. Field names follow the config.pbtxt
+// `request_limits` block (TEI's names where TEI has the same limit).
+struct RequestLimits {
+  // Batch dimension (rows) of one request. Requests over the model's
+  // max_batch_size but within this are split across executions.
+  int64_t max_client_batch_size = 1024;
+  // Tokens per sequence. The model's own limit (e.g. its position
+  // embeddings) and its longest length bucket apply as well.
+  int64_t max_input_length = 8192;
+  // Rows × sequence length of one request.
+  int64_t max_request_tokens = 262144;
+  // Elements of any one input tensor (product of its shape).
+  int64_t max_tensor_elements = int64_t{1} << 24;
+  // Bytes of all BYTES (text) inputs of one request together.
+  int64_t max_text_bytes = int64_t{4} << 20;
+};
+
+// INVALID_ARGUMENT naming the field when a limit is not positive.
+absl::Status ValidateRequestLimits(const RequestLimits& limits);
+
 // Cumulative count and total duration of one kind of event.
 struct DurationStat {
   uint64_t count = 0;
@@ -74,6 +97,18 @@ struct DurationStat {
   }
 };
 
+// Distributions of one length bucket of a model (the series of the
+// Prometheus histograms, see server/metrics.h).
+struct LengthBucketStats {
+  // The bucket's upper bound in tokens; 0 when the model has one bucket.
+  int64_t max_length = 0;
+  Histogram request_seconds{LatencyBoundsSeconds()};  // arrival → answer, successful requests
+  Histogram queue_seconds{LatencyBoundsSeconds()};    // arrival → execution, requests executed
+  Histogram compute_seconds{LatencyBoundsSeconds()};  // one execution, per batch
+  Histogram batch_rows{BatchSizeBounds()};            // rows per executed batch
+  Histogram padding_efficiency{RatioBounds()};        // real / padded tokens per batch
+};
+
 // Per-model statistics, with the meaning of KServe/Triton ModelStatistics.
 struct ModelStats {
   uint64_t inference_count = 0;    // batch rows answered successfully
@@ -82,9 +117,19 @@ struct ModelStats {
   DurationStat success;            // end-to-end, successful requests
   DurationStat fail;               // end-to-end, failed requests (incl. refused)
   DurationStat queue;              // time from arrival to batch launch
-  DurationStat compute_infer;      // model execution, per request
-  // Executions by batch size (rows): count and time of compute.
-  std::map<uint64_t, DurationStat> batch_compute_infer;
+  DurationStat compute_input;      // staging the batch's inputs on the host, per request
+  DurationStat compute_infer;      // upload, model execution and download, per request
+  DurationStat compute_output;     // splitting the outputs per request, per request
+  // Executions by batch size (rows): count and time of each phase.
+  struct BatchPhases {
+    DurationStat compute_input, compute_infer, compute_output;
+  };
+  std::map<uint64_t, BatchPhases> batch_stats;
+  // Requests answered, by status code (each client request once, however it
+  // was split).
+  std::map<absl::StatusCode, uint64_t> requests_by_code;
+  // One entry per length bucket, in bucket order.
+  std::vector<LengthBucketStats> buckets;
   // Tokens of the requests executed, and tokens computed (with padding):
   // real / padded is the padding efficiency.
   int64_t real_tokens = 0;
@@ -93,7 +138,9 @@ struct ModelStats {
   uint64_t rejected_queue_full = 0;  // UNAVAILABLE
   uint64_t rejected_deadline = 0;    // DEADLINE_EXCEEDED (before or while queued)
   uint64_t rejected_memory = 0;      // RESOURCE_EXHAUSTED at admission
-  uint64_t rejected_invalid = 0;     // INVALID_ARGUMENT
+  uint64_t rejected_invalid = 0;     // INVALID_ARGUMENT (malformed)
+  uint64_t rejected_over_limit = 0;  // INVALID_ARGUMENT (over a RequestLimits bound)
+  uint64_t rejected_shutdown = 0;    // UNAVAILABLE (the server is draining)
   uint64_t cancelled = 0;            // dropped from the queue (CANCELLED)
   uint64_t request_splits = 0;       // requests over max_batch_size, split
   uint64_t oom_batch_splits = 0;     // batches split after running out of memory
@@ -118,7 +165,8 @@ class Engine {
 
   // Serves `model` under model->spec().name with the given batching policy.
   // ALREADY_EXISTS if the name is taken; INVALID_ARGUMENT for bad options.
-  absl::Status AddModel(std::unique_ptr<Model> model, const QueueOptions& batching);
+  absl::Status AddModel(std::unique_ptr<Model> model, const QueueOptions& batching,
+                        const RequestLimits& limits = {});
 
   // Validates, classifies and queues `request`; `done` receives the response
   // or the error: NOT_FOUND (unknown model), INVALID_ARGUMENT (bad request,
@@ -137,12 +185,23 @@ class Engine {
   absl::StatusOr<const ModelSpec*> GetModelSpec(const std::string& name) const;
   absl::StatusOr<ModelStats> GetModelStats(const std::string& name) const;
   absl::StatusOr<QueueOptions> GetBatchingOptions(const std::string& name) const;
+  absl::StatusOr<RequestLimits> GetRequestLimits(const std::string& name) const;
+  // Requests waiting now in each of the model's length buckets.
+  absl::StatusOr<std::vector<int64_t>> GetQueueDepths(const std::string& name) const;
   std::vector<std::string> ModelNames() const;
   bool ModelReady(const std::string& name) const;
   // True until Shutdown begins.
   bool Ready() const;
   // Device bytes batches may use: budget − headroom − weights.
   int64_t ActivationCapacityBytes() const;
+  // The admission's view of the memory budget.
+  struct MemoryAdmissionStats {
+    int64_t budget_bytes = 0;
+    int64_t headroom_bytes = 0;   // kept free of batches
+    int64_t weight_bytes = 0;     // held by the models' weights
+    int64_t in_flight_bytes = 0;  // estimated peaks of the batches running now
+  };
+  MemoryAdmissionStats GetMemoryAdmissionStats() const;
 
   // Stops accepting (UNAVAILABLE), answers every queued request, joins the
   // batchers. Idempotent.
@@ -174,9 +233,16 @@ class Engine {
   // Wakes every model's batcher (memory or pipeline room was freed).
   void NotifyBatchers();
   // Answers every task of a finished batch and records its statistics.
+  struct BatchTiming {
+    absl::Time start;            // the batch reached the device
+    absl::Duration input;        // staging its inputs (before start)
+    absl::Duration infer;        // upload, compute, download
+    absl::Duration output;       // splitting the outputs
+    absl::Time end;              // answered
+  };
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
-                   std::vector<InferResponse>& responses, absl::Status status, absl::Time start,
-                   absl::Time end);
+                   std::vector<InferResponse>& responses, absl::Status status,
+                   const BatchTiming& timing);
 
   // Constant after construction. The GPU lock, the device, then the
   // allocator are declared first so they are destroyed after the models that

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "models/embed_pool.h"
 #include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
@@ -244,9 +245,9 @@ TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
   EXPECT_EQ(stats.success.count, static_cast<uint64_t>(kRequests));
   EXPECT_LT(stats.execution_count, static_cast<uint64_t>(kRequests / 2));
   uint64_t executions = 0;
-  for (const auto& [size, d] : stats.batch_compute_infer) {
+  for (const auto& [size, d] : stats.batch_stats) {
     EXPECT_LE(size, 16u);
-    executions += d.count;
+    executions += d.compute_infer.count;
   }
   EXPECT_EQ(executions, stats.execution_count);
   // Every batch went through the device pipeline and the caching allocator.
@@ -485,6 +486,110 @@ TEST(EngineSchedulingTest, SequencesLongerThanTheLastBucketAreRefused) {
   const ModelStats st = *engine->GetModelStats("probe");
   EXPECT_EQ(st.real_tokens, 16);
   EXPECT_EQ(st.padded_tokens, 16);
+}
+
+TEST(EngineLimitsTest, EachLimitIsEnforcedWithItsNameAndServingContinues) {
+  auto engine = CpuEngine();
+  RequestLimits limits;
+  limits.max_client_batch_size = 4;
+  limits.max_input_length = 10;
+  limits.max_request_tokens = 24;
+  limits.max_tensor_elements = 40;
+  ASSERT_THAT(engine->AddModel(std::make_unique<ProbeModel>(ProbeModel::Options{}),
+                               Batching(2, absl::ZeroDuration()), limits),
+              IsOk());
+  EXPECT_THAT(engine->Infer(Probe("rows", 5, 2)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "batch dimension 5, over the limit of 4 per request of model 'probe' "
+                       "(request_limits.max_client_batch_size)"));
+  EXPECT_THAT(engine->Infer(Probe("long", 1, 11)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "input has 11 tokens per sequence, over the limit of 10 of model 'probe' "
+                       "(request_limits.max_input_length)"));
+  EXPECT_THAT(engine->Infer(Probe("tokens", 3, 9)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "request has 3 sequences of 9 tokens = 27 tokens, over the limit of 24"));
+  // A declared shape far beyond the data is refused on the shape alone,
+  // without overflow, before the spec checks look at the bytes.
+  InferRequest huge = Probe("huge", 1, 3);
+  huge.inputs[0].shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_THAT(engine->Infer(std::move(huge)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "over the limit of 40 elements per tensor of model 'probe' "
+                       "(request_limits.max_tensor_elements)"));
+  // Within every limit; a request over max_batch_size (2) is still split.
+  EXPECT_THAT(engine->Infer(Probe("ok", 4, 6)), IsOk());
+  const ModelStats st = *engine->GetModelStats("probe");
+  EXPECT_EQ(st.rejected_over_limit, 4u);
+  EXPECT_EQ(st.rejected_invalid, 0u);
+  EXPECT_EQ(st.request_splits, 1u);
+  EXPECT_EQ(st.requests_by_code.at(absl::StatusCode::kInvalidArgument), 4u);
+  EXPECT_EQ(st.requests_by_code.at(absl::StatusCode::kOk), 1u) << "a split request counts once";
+}
+
+TEST(EngineLimitsTest, TextBytesAreLimitedBeforeTokenization) {
+  auto engine = CpuEngine();
+  RequestLimits limits;
+  limits.max_text_bytes = 64;
+  EmbedPoolOptions o;
+  ASSERT_THAT(engine->AddModel(*EmbedPoolModel::Create(o, engine->context()),
+                               Batching(8, absl::ZeroDuration()), limits),
+              IsOk());
+  InferRequest r;
+  r.model_name = "embed_pool";
+  Tensor text;
+  text.name = "text";
+  text.dtype = DataType::kBytes;
+  text.shape = {2};
+  AppendBytesElement(std::string(40, 'a'), &text.data);
+  AppendBytesElement(std::string(40, 'b'), &text.data);
+  r.inputs.push_back(std::move(text));
+  EXPECT_THAT(engine->Infer(std::move(r)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "request has 88 bytes of text (BYTES inputs), over the limit of 64 of "
+                       "model 'embed_pool' (request_limits.max_text_bytes)"));
+}
+
+TEST(EngineLimitsTest, NonPositiveLimitsAreRefused) {
+  auto engine = CpuEngine();
+  RequestLimits limits;
+  limits.max_request_tokens = 0;
+  EXPECT_THAT(engine->AddModel(std::make_unique<ProbeModel>(ProbeModel::Options{}),
+                               Batching(2, absl::ZeroDuration()), limits),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "request_limits.max_request_tokens must be >= 1, got 0"));
+}
+
+TEST(EngineStatsTest, HistogramsPerLengthBucketCountEveryRequestAndBatch) {
+  auto engine = CpuEngine();
+  QueueOptions q = Batching(8, absl::Milliseconds(50));
+  q.length_buckets = {4, 16};
+  ASSERT_THAT(engine->AddModel(std::make_unique<ProbeModel>(ProbeModel::Options{}), q), IsOk());
+  Results results;
+  for (int i = 0; i < 6; ++i) engine->Submit(Probe(absl::StrCat("s", i), 1, 3), results.For(absl::StrCat("s", i)));
+  for (int i = 0; i < 3; ++i) engine->Submit(Probe(absl::StrCat("l", i), 2, 12), results.For(absl::StrCat("l", i)));
+  ASSERT_TRUE(results.WaitFor(9));
+  const ModelStats st = *engine->GetModelStats("probe");
+  ASSERT_EQ(st.buckets.size(), 2u);
+  EXPECT_EQ(st.buckets[0].max_length, 4);
+  EXPECT_EQ(st.buckets[1].max_length, 16);
+  EXPECT_EQ(st.buckets[0].request_seconds.count(), 6u);
+  EXPECT_EQ(st.buckets[1].request_seconds.count(), 3u);
+  EXPECT_EQ(st.buckets[0].queue_seconds.count(), 6u);
+  EXPECT_EQ(st.buckets[1].queue_seconds.count(), 3u);
+  // Rows per batch add up to the rows sent; one compute observation a batch.
+  EXPECT_DOUBLE_EQ(st.buckets[0].batch_rows.sum(), 6.0);
+  EXPECT_DOUBLE_EQ(st.buckets[1].batch_rows.sum(), 6.0);
+  EXPECT_EQ(st.buckets[0].compute_seconds.count() + st.buckets[1].compute_seconds.count(),
+            st.execution_count);
+  // Every sequence of a bucket has the same length here: no padding.
+  EXPECT_DOUBLE_EQ(st.buckets[0].padding_efficiency.Quantile(0.5) > 0.95, true);
+  EXPECT_EQ(st.requests_by_code.at(absl::StatusCode::kOk), 9u);
+  uint64_t phases = 0;
+  for (const auto& [size, p] : st.batch_stats) phases += p.compute_input.count;
+  EXPECT_EQ(phases, st.execution_count);
+  EXPECT_EQ(st.compute_output.count, 9u);
+  EXPECT_EQ(*engine->GetQueueDepths("probe"), (std::vector<int64_t>{0, 0}));
 }
 
 }  // namespace

@@ -147,11 +147,15 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       FillDuration(stats->success, infer->mutable_success());
       FillDuration(stats->fail, infer->mutable_fail());
       FillDuration(stats->queue, infer->mutable_queue());
+      FillDuration(stats->compute_input, infer->mutable_compute_input());
       FillDuration(stats->compute_infer, infer->mutable_compute_infer());
-      for (const auto& [size, d] : stats->batch_compute_infer) {
+      FillDuration(stats->compute_output, infer->mutable_compute_output());
+      for (const auto& [size, d] : stats->batch_stats) {
         inference::InferBatchStatistics* b = out->add_batch_stats();
         b->set_batch_size(size);
-        FillDuration(d, b->mutable_compute_infer());
+        FillDuration(d.compute_input, b->mutable_compute_input());
+        FillDuration(d.compute_infer, b->mutable_compute_infer());
+        FillDuration(d.compute_output, b->mutable_compute_output());
       }
     }
     return Done(ctx, absl::OkStatus());

@@ -81,11 +81,16 @@ int Run(Flags flags, const sigset_t& signals) {
   }
   for (const std::string& name : (*engine)->ModelNames()) {
     const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
+    const infer::RequestLimits l = *(*engine)->GetRequestLimits(name);
     spdlog::info(
         "model '{}' ready: max_batch_size {}, max_batch_tokens {}, max_queue_delay_us {}, "
-        "max_queue_size {}, length buckets [{}], priority levels {}",
+        "max_queue_size {}, length buckets [{}], priority levels {}; request limits: "
+        "max_client_batch_size {}, max_input_length {}, max_request_tokens {}, "
+        "max_tensor_elements {}, max_text_bytes {}",
         name, q.max_batch_size, q.max_batch_tokens, absl::ToInt64Microseconds(q.max_queue_delay),
-        q.max_queue_size, absl::StrJoin(q.length_buckets, ","), q.priority_levels);
+        q.max_queue_size, absl::StrJoin(q.length_buckets, ","), q.priority_levels,
+        l.max_client_batch_size, l.max_input_length, l.max_request_tokens, l.max_tensor_elements,
+        l.max_text_bytes);
   }
 
   {

@@ -69,6 +69,20 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
       return bad("dynamic_batching.max_batch_tokens", d.max_batch_tokens(), "is too large");
     }
   }
+  {
+    const config::RequestLimits& l = config.request_limits();
+    constexpr uint64_t kMax = uint64_t{1} << 40;
+    for (const auto& [field, value] :
+         {std::pair{"max_client_batch_size", l.max_client_batch_size()},
+          std::pair{"max_input_length", l.max_input_length()},
+          std::pair{"max_request_tokens", l.max_request_tokens()},
+          std::pair{"max_tensor_elements", l.max_tensor_elements()},
+          std::pair{"max_text_bytes", l.max_text_bytes()}}) {
+      if (value > kMax) {
+        return bad(absl::StrCat("request_limits.", field), value, "is too large (at most 2^40)");
+      }
+    }
+  }
   if (config.backend().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": field 'backend' is required"));
   }
@@ -95,6 +109,20 @@ QueueOptions BatchingFromConfig(const config::ModelConfig& config) {
     q.priority_aging = absl::Microseconds(static_cast<int64_t>(d.priority_aging_microseconds()));
   }
   return q;
+}
+
+RequestLimits LimitsFromConfig(const config::ModelConfig& config) {
+  RequestLimits limits;
+  const config::RequestLimits& l = config.request_limits();
+  auto set = [](uint64_t value, int64_t* out) {
+    if (value > 0) *out = static_cast<int64_t>(value);
+  };
+  set(l.max_client_batch_size(), &limits.max_client_batch_size);
+  set(l.max_input_length(), &limits.max_input_length);
+  set(l.max_request_tokens(), &limits.max_request_tokens);
+  set(l.max_tensor_elements(), &limits.max_tensor_elements);
+  set(l.max_text_bytes(), &limits.max_text_bytes);
+  return limits;
 }
 
 absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
@@ -135,7 +163,8 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
       return absl::Status(model.status().code(),
                           absl::StrCat(config_path.string(), ": ", model.status().message()));
     }
-    INFER_RETURN_IF_ERROR(engine->AddModel(*std::move(model), BatchingFromConfig(config)));
+    INFER_RETURN_IF_ERROR(
+        engine->AddModel(*std::move(model), BatchingFromConfig(config), LimitsFromConfig(config)));
     loaded.push_back(name);
   }
   return loaded;

@@ -36,6 +36,9 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
 // The batching policy a config asks for, with defaults filled in.
 QueueOptions BatchingFromConfig(const config::ModelConfig& config);
 
+// The request limits a config asks for, with defaults filled in.
+RequestLimits LimitsFromConfig(const config::ModelConfig& config);
+
 // Loads every model folder under `dir` into `engine`; returns the names
 // loaded. Fails on the first bad folder, naming the file and the problem.
 absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,

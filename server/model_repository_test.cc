@@ -135,6 +135,35 @@ TEST_F(RepositoryTest, BatchingPolicyFields) {
   EXPECT_EQ(q.max_queue_size, 64);
 }
 
+TEST_F(RepositoryTest, RequestLimitsFieldsAndDefaults) {
+  Write("m", R"(
+    backend: "embed_pool"
+    request_limits { max_client_batch_size: 8 max_input_length: 128 max_request_tokens: 512
+                     max_tensor_elements: 4096 max_text_bytes: 1000 }
+  )");
+  Write("d", R"(backend: "embed_pool")");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  const RequestLimits m = *(*engine)->GetRequestLimits("m");
+  EXPECT_EQ(m.max_client_batch_size, 8);
+  EXPECT_EQ(m.max_input_length, 128);
+  EXPECT_EQ(m.max_request_tokens, 512);
+  EXPECT_EQ(m.max_tensor_elements, 4096);
+  EXPECT_EQ(m.max_text_bytes, 1000);
+  const RequestLimits d = *(*engine)->GetRequestLimits("d");
+  const RequestLimits defaults;
+  EXPECT_EQ(d.max_client_batch_size, defaults.max_client_batch_size);
+  EXPECT_EQ(d.max_request_tokens, defaults.max_request_tokens);
+  EXPECT_EQ(d.max_text_bytes, defaults.max_text_bytes);
+  fs::remove_all(dir_);
+  Write("big", "backend: \"embed_pool\"\nrequest_limits { max_text_bytes: 2000000000000 }\n");
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "big/config.pbtxt: field 'request_limits.max_text_bytes' = 2000000000000 "
+                       "is too large"));
+}
+
 TEST_F(RepositoryTest, BadBatchingPolicyIsNamed) {
   Write("m", "backend: \"embed_pool\"\ndynamic_batching { length_buckets: [64, 16] }\n");
   auto engine = Engine::Create({.device = "cpu"});
