@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "runtime/build_config.h"
+#include "runtime/status_macros.h"
 #include "server/proto_codec.h"
 #include "server/status_map.h"
 
@@ -210,6 +213,47 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   Engine* const engine_;  // borrowed; outlives the server
 };
 
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the ", what, " file '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", what, " file '", path, "' holds no PEM block"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const GrpcServerOptions& options) {
+  const bool cert = !options.tls_cert_file.empty(), key = !options.tls_key_file.empty();
+  if (!cert && !key) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "a TLS client CA needs the server's own certificate and key (--tls-cert-file, "
+          "--tls-key-file)");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (cert != key) {
+    return absl::InvalidArgumentError(
+        "TLS needs both the certificate (--tls-cert-file) and the private key (--tls-key-file)");
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  INFER_ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(options.tls_cert_file, "TLS certificate"));
+  INFER_ASSIGN_OR_RETURN(pair.private_key, ReadPem(options.tls_key_file, "TLS private key"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options.tls_client_ca_file.empty()) {
+    INFER_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                           ReadPem(options.tls_client_ca_file, "TLS client CA"));
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 class GrpcServer::Impl {
@@ -236,10 +280,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
                                                    std::numeric_limits<int>::max(), "], got ",
                                                    options.max_receive_message_bytes));
   }
+  INFER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         ServerCredentials(options));
   auto impl = std::make_unique<Impl>(engine);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.address, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   builder.RegisterService(&impl->inference_);

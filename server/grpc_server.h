@@ -24,11 +24,18 @@ struct GrpcServerOptions {
   // Largest request message accepted; larger ones get RESOURCE_EXHAUSTED
   // from gRPC before they are read into memory.
   int64_t max_receive_message_bytes = 64 << 20;
+  // TLS: PEM files of the server's certificate chain and private key. Both
+  // empty: plaintext. With a client CA bundle as well, clients must present
+  // a certificate it signed (mutual TLS); others fail the handshake.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
 };
 
 class GrpcServer {
  public:
-  // Starts serving. UNAVAILABLE naming the address when it cannot listen.
+  // Starts serving. UNAVAILABLE naming the address when it cannot listen;
+  // INVALID_ARGUMENT or NOT_FOUND naming the file for bad TLS settings.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
                                                            Engine* engine);
   ~GrpcServer();

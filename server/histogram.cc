@@ -49,6 +49,13 @@ void Histogram::Observe(double value) {
   sum_ += value;
 }
 
+void Histogram::Add(const Histogram& other) {
+  if (other.counts_.size() != counts_.size()) return;
+  for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+}
+
 Histogram Histogram::Since(const Histogram& earlier) const {
   Histogram out(bounds_);
   if (earlier.counts_.size() != counts_.size()) return *this;

@@ -40,6 +40,9 @@ class Histogram {
   uint64_t count() const { return count_; }
   double sum() const { return sum_; }
 
+  // Adds another histogram's observations (same bounds; else no-op).
+  void Add(const Histogram& other);
+
   // This histogram less an earlier snapshot of it: the observations between.
   Histogram Since(const Histogram& earlier) const;
 

@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
+#include <future>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include "runtime/build_config.h"
 #include "server/engine.h"
 #include "server/grpc_server.h"
+#include "server/metrics.h"
 #include "server/model_repository.h"
 
 namespace {
@@ -22,13 +26,25 @@ struct Flags {
   std::string device;
   std::string model_repository;
   int64_t max_receive_message_bytes = 64 << 20;
-  double shutdown_grace_s = 10.0;
+  double drain_timeout_s = 30.0;
+  std::string metrics_address = "127.0.0.1:8002";
+  double log_summary_interval_s = 10.0;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
   int64_t memory_budget_bytes = 0;
   double memory_budget_fraction = 0.9;
   double memory_headroom_fraction = 0.1;
   std::string device_lock_dir;
   std::string log_level = "info";
 };
+
+// Waits up to `timeout` for one of `signals`; the signal, or 0 on timeout.
+int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
+  const timespec ts = absl::ToTimespec(timeout);
+  const int sig = sigtimedwait(&signals, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
 
 int Run(Flags flags, const sigset_t& signals) {
   infer::EngineOptions engine_options;
@@ -101,9 +117,29 @@ int Run(Flags flags, const sigset_t& signals) {
         m.budget_bytes, m.reserved_bytes, m.allocated_bytes, (*engine)->ActivationCapacityBytes());
   }
 
+  std::unique_ptr<infer::MetricsServer> metrics;
+  if (!flags.metrics_address.empty()) {
+    auto started = infer::MetricsServer::Start(flags.metrics_address, engine->get());
+    if (!started.ok()) {
+      spdlog::critical("{}", started.status().ToString());
+      return 1;
+    }
+    metrics = *std::move(started);
+    const std::string host = flags.metrics_address.substr(0, flags.metrics_address.rfind(':'));
+    spdlog::info("metrics at http://{}:{}/metrics", host, metrics->port());
+  }
+  std::unique_ptr<infer::LatencyReporter> reporter;
+  if (flags.log_summary_interval_s > 0) {
+    reporter = std::make_unique<infer::LatencyReporter>(
+        engine->get(), absl::Seconds(flags.log_summary_interval_s));
+  }
+
   infer::GrpcServerOptions server_options;
   server_options.address = flags.grpc_address;
   server_options.max_receive_message_bytes = flags.max_receive_message_bytes;
+  server_options.tls_cert_file = flags.tls_cert_file;
+  server_options.tls_key_file = flags.tls_key_file;
+  server_options.tls_client_ca_file = flags.tls_client_ca_file;
   auto server = infer::GrpcServer::Start(server_options, engine->get());
   if (!server.ok()) {
     spdlog::critical("{}", server.status().ToString());
@@ -111,15 +147,58 @@ int Run(Flags flags, const sigset_t& signals) {
   }
   // Tests and scripts wait for this exact line to learn the bound port.
   const std::string host = flags.grpc_address.substr(0, flags.grpc_address.rfind(':'));
-  spdlog::info("infer-server listening on {}:{}", host, (*server)->port());
+  spdlog::info("infer-server listening on {}:{}{}", host, (*server)->port(),
+               flags.tls_cert_file.empty()        ? " (plaintext)"
+               : flags.tls_client_ca_file.empty() ? " (TLS)"
+                                                  : " (mutual TLS)");
 
   int sig = 0;
   sigwait(&signals, &sig);
-  spdlog::info("received signal {}; draining", sig);
-  (*engine)->Shutdown();  // refuse new requests, answer every queued one
-  (*server)->Shutdown(absl::Seconds(flags.shutdown_grace_s));
-  // The server goes before the engine it borrows.
+  // Drain: health and ServerReady turn NOT_SERVING, new requests get
+  // UNAVAILABLE, every accepted request is answered; all within the drain
+  // timeout. A second signal stops at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(flags.drain_timeout_s);
+  spdlog::info("received signal {}; draining (at most {} s; a second signal stops at once)", sig,
+               flags.drain_timeout_s);
+  std::promise<void> drained;
+  std::future<void> drained_future = drained.get_future();
+  infer::Engine* raw_engine = engine->get();
+  std::thread drainer([raw_engine, &drained] {
+    raw_engine->Shutdown();
+    drained.set_value();
+  });
+  while (drained_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    if (const int again = WaitForSignal(signals, std::min(left, absl::Milliseconds(50)));
+        again != 0) {
+      spdlog::warn("received signal {} while draining; stopping now", again);
+      spdlog::shutdown();
+      std::_Exit(1);
+    }
+  }
+  if (drained_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    int64_t queued = 0;
+    for (const std::string& name : raw_engine->ModelNames()) {
+      for (int64_t d : raw_engine->GetQueueDepths(name).value_or(std::vector<int64_t>{})) {
+        queued += d;
+      }
+    }
+    spdlog::error(
+        "drain timed out after {} s with {} requests still queued (and batches running); "
+        "stopping without answering them",
+        flags.drain_timeout_s, queued);
+    (*server)->Shutdown(absl::ZeroDuration());  // cancels the RPCs still open
+    spdlog::shutdown();
+    std::_Exit(1);
+  }
+  drainer.join();
+  // Every request is answered; let gRPC send the last responses.
+  (*server)->Shutdown(std::max(deadline - absl::Now(), absl::Seconds(1)));
+  // Everything that borrows the engine goes before it.
   server->reset();
+  reporter.reset();
+  metrics.reset();
   engine->reset();
   spdlog::info("stopped");
   return 0;
@@ -137,6 +216,9 @@ int main(int argc, char** argv) {
       "(scripts/export-demo-models.sh puts all-MiniLM-L6-v2 there as 'minilm'), else the "
       "built-in demo model 'embed_pool' (INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).",
       "infer-server"};
+  // An option given twice takes its last value (a wrapper script's defaults
+  // can be overridden by appending).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--grpc-address", flags.grpc_address,
                  "host:port to listen on (port 0 picks a free port)")
       ->capture_default_str();
@@ -166,15 +248,55 @@ int main(int argc, char** argv) {
   app.add_option("--device-lock-dir", flags.device_lock_dir,
                  "directory for the per-GPU ownership lock files (default: $INFER_LOCK_DIR, "
                  "else /run/lock, else /tmp)");
-  app.add_option("--shutdown-grace-s", flags.shutdown_grace_s,
-                 "on SIGINT/SIGTERM: seconds to let in-flight RPCs finish")
+  app.add_option("--drain-timeout-s", flags.drain_timeout_s,
+                 "on SIGTERM/SIGINT: health turns NOT_SERVING, new requests get UNAVAILABLE, "
+                 "every accepted request is answered, then the server exits 0; if that takes "
+                 "longer than this many seconds it stops anyway and exits 1")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--metrics-address", flags.metrics_address,
+                 "IPv4:port serving Prometheus metrics on GET /metrics (port 0 picks a free "
+                 "port; an empty value turns metrics off). Loopback by default: use "
+                 "0.0.0.0:8002 to let other hosts scrape")
+      ->capture_default_str();
+  app.add_option("--log-summary-interval-s", flags.log_summary_interval_s,
+                 "every this many seconds, log p50/p99 latency, answers, failures and queue "
+                 "depth per model, and device memory pressure (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--tls-cert-file", flags.tls_cert_file,
+                 "PEM certificate chain of the gRPC server: serve TLS (needs --tls-key-file)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key-file", flags.tls_key_file, "PEM private key of --tls-cert-file")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-client-ca-file", flags.tls_client_ca_file,
+                 "PEM CA bundle: require every client to present a certificate it signed "
+                 "(mutual TLS)")
+      ->check(CLI::ExistingFile);
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.set_version_flag("--version", std::string(INFER_VERSION));
-  CLI11_PARSE(app, argc, argv);
+  app.set_config("--config", "",
+                 "TOML file of options, one per line by their long names without the leading dashes "
+                 "(e.g. grpc-address = \"0.0.0.0:8001\", memory-budget-fraction = 0.8); "
+                 "options given on the command line win over the file");
+  app.allow_config_extras(false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const CLI::Option* config = app.get_config_ptr();
+    if (e.get_exit_code() != 0 && config != nullptr && config->count() > 0) {
+      // Say where the bad value may have come from.
+      std::string what = e.what();
+      const std::string extras = "INI was not able to parse ";
+      if (what.rfind(extras, 0) == 0) what = "unknown option '" + what.substr(extras.size()) + "'";
+      std::cerr << "infer-server: " << what << " (options come from the command line and from "
+                << "the config file '" << config->as<std::string>() << "')\n";
+      return e.get_exit_code();
+    }
+    return app.exit(e);
+  }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
   // Block the stop signals in every thread; main waits for them with sigwait.

@@ -391,7 +391,7 @@ TEST_F(GrpcServerTest, ARequestPastItsTimeoutIsDroppedBeforeCompute) {
 
 TEST(GrpcServerLifecycleTest, SigtermDrainsAndExitsZero) {
   auto server =
-      ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--shutdown-grace-s", "0.5"});
+      ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--drain-timeout-s", "10"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = GRPCInferenceService::NewStub(
       grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
@@ -427,7 +427,7 @@ TEST(GrpcServerLifecycleTest, MemoryBudgetBoundsWeightsAndBatches) {
   )";
   auto server = ServerProcess::Start(
       ServerBinary(), {"--device", "cpu", "--model-repository", dir.string(),
-                       "--memory-budget-bytes", "4194304", "--shutdown-grace-s", "0.5"});
+                       "--memory-budget-bytes", "4194304", "--drain-timeout-s", "10"});
   fs::remove_all(dir);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = GRPCInferenceService::NewStub(

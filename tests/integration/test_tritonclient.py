@@ -98,13 +98,18 @@ class TritonClientCompatibilityTest(unittest.TestCase):
             f.write(MINILM_CONFIG % minilm_dir)
         binary = os.environ["INFER_SERVER_BINARY"]
         cls.proc = subprocess.Popen(
-            [binary, "--grpc-address", "127.0.0.1:0", "--device", "cpu",
+            [binary, "--grpc-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
+             "--device", "cpu",
              "--model-repository", cls.repo],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         cls.log = []
         port = None
+        cls.metrics_port = None
         for line in cls.proc.stdout:
             cls.log.append(line)
+            m = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
+            if m:
+                cls.metrics_port = int(m.group(1))
             m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)
             if m:
                 port = int(m.group(1))

@@ -22,7 +22,8 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
   char templ[] = "/tmp/infer_server_log_XXXXXX";
   const int log_fd = mkstemp(templ);
   if (log_fd < 0) return absl::InternalError("mkstemp failed");
-  std::vector<std::string> argv = {binary, "--grpc-address", "127.0.0.1:0"};
+  std::vector<std::string> argv = {binary, "--grpc-address", "127.0.0.1:0", "--metrics-address",
+                                   "127.0.0.1:0"};
   argv.insert(argv.end(), args.begin(), args.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
@@ -46,8 +47,15 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
     if (at != std::string::npos) {
       const size_t start = at + marker.size();
       const size_t end = log.find('\n', start);
+      const size_t digits = log.find_first_not_of("0123456789", start);
       if (end != std::string::npos &&
-          absl::SimpleAtoi(log.substr(start, end - start), &server.port_)) {
+          absl::SimpleAtoi(log.substr(start, digits - start), &server.port_)) {
+        // Logged before the gRPC line when metrics are on.
+        const std::string metrics = "metrics at http://127.0.0.1:";
+        if (const size_t m = log.find(metrics); m != std::string::npos) {
+          const size_t from = m + metrics.size();
+          absl::SimpleAtoi(log.substr(from, log.find('/', from) - from), &server.metrics_port_);
+        }
         return server;
       }
     }
@@ -63,7 +71,10 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
 }
 
 ServerProcess::ServerProcess(ServerProcess&& other) noexcept
-    : pid_(other.pid_), port_(other.port_), log_path_(std::move(other.log_path_)) {
+    : pid_(other.pid_),
+      port_(other.port_),
+      metrics_port_(other.metrics_port_),
+      log_path_(std::move(other.log_path_)) {
   other.pid_ = -1;
   other.log_path_.clear();
 }

@@ -16,8 +16,9 @@ namespace infer::testing {
 
 class ServerProcess {
  public:
-  // Starts `binary` with `args` plus --grpc-address 127.0.0.1:0. Output goes
-  // to a log file (see log()).
+  // Starts `binary` with --grpc-address 127.0.0.1:0 --metrics-address
+  // 127.0.0.1:0 and then `args` (which may override them). Output goes to a
+  // log file (see log()).
   static absl::StatusOr<ServerProcess> Start(const std::string& binary,
                                              const std::vector<std::string>& args,
                                              absl::Duration timeout = absl::Seconds(60));
@@ -26,6 +27,8 @@ class ServerProcess {
   ~ServerProcess();
 
   int port() const { return port_; }
+  // The metrics endpoint's port; 0 when metrics are off.
+  int metrics_port() const { return metrics_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // The server's output so far.
   std::string log() const;
@@ -39,6 +42,7 @@ class ServerProcess {
 
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = 0;
   std::string log_path_;
 };
 

@@ -1,0 +1,382 @@
+#include "server/metrics.h"
+
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/str_format.h"
+
+namespace infer {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+using Labels = std::vector<ClientMetric::Label>;
+
+// The gRPC name of a status code (the code a client sees).
+std::string CodeName(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return "OK";
+    case absl::StatusCode::kCancelled: return "CANCELLED";
+    case absl::StatusCode::kUnknown: return "UNKNOWN";
+    case absl::StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case absl::StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case absl::StatusCode::kNotFound: return "NOT_FOUND";
+    case absl::StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
+    case absl::StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
+    case absl::StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case absl::StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case absl::StatusCode::kAborted: return "ABORTED";
+    case absl::StatusCode::kOutOfRange: return "OUT_OF_RANGE";
+    case absl::StatusCode::kUnimplemented: return "UNIMPLEMENTED";
+    case absl::StatusCode::kInternal: return "INTERNAL";
+    case absl::StatusCode::kUnavailable: return "UNAVAILABLE";
+    case absl::StatusCode::kDataLoss: return "DATA_LOSS";
+    case absl::StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
+    default: return absl::StrCat("CODE_", static_cast<int>(code));
+  }
+}
+
+// Builds the families of one scrape, one metric at a time.
+class Families {
+ public:
+  // Family `name` (created on first use, in order of first use).
+  MetricFamily& Get(const std::string& name, MetricType type, const std::string& help) {
+    auto it = index_.find(name);
+    if (it != index_.end()) return families_[it->second];
+    index_[name] = families_.size();
+    MetricFamily& f = families_.emplace_back();
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    return f;
+  }
+  void Gauge(const std::string& name, const std::string& help, Labels labels, double value) {
+    ClientMetric& m = Get(name, MetricType::Gauge, help).metric.emplace_back();
+    m.label = std::move(labels);
+    m.gauge.value = value;
+  }
+  void Counter(const std::string& name, const std::string& help, Labels labels, double value) {
+    ClientMetric& m = Get(name, MetricType::Counter, help).metric.emplace_back();
+    m.label = std::move(labels);
+    m.counter.value = value;
+  }
+  void Histo(const std::string& name, const std::string& help, Labels labels, const Histogram& h) {
+    ClientMetric& m = Get(name, MetricType::Histogram, help).metric.emplace_back();
+    m.label = std::move(labels);
+    m.histogram.sample_count = h.count();
+    m.histogram.sample_sum = h.sum();
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.counts().size(); ++i) {
+      cumulative += h.counts()[i];
+      m.histogram.bucket.push_back({cumulative, i < h.bounds().size()
+                                                    ? h.bounds()[i]
+                                                    : std::numeric_limits<double>::infinity()});
+    }
+  }
+  std::vector<MetricFamily> Take() { return std::move(families_); }
+
+ private:
+  std::vector<MetricFamily> families_;
+  std::map<std::string, size_t> index_;
+};
+
+std::vector<MetricFamily> CollectEngine(const Engine& engine) {
+  Families f;
+  for (const std::string& model : engine.ModelNames()) {
+    absl::StatusOr<ModelStats> stats = engine.GetModelStats(model);
+    absl::StatusOr<std::vector<int64_t>> depths = engine.GetQueueDepths(model);
+    if (!stats.ok() || !depths.ok()) continue;
+    const ModelStats& s = *stats;
+    for (size_t b = 0; b < s.buckets.size(); ++b) {
+      const LengthBucketStats& lb = s.buckets[b];
+      const Labels labels = {
+          {"model", model},
+          {"length_bucket", lb.max_length > 0 ? absl::StrCat(lb.max_length) : "+Inf"}};
+      f.Histo("infer_request_duration_seconds",
+              "Time from arrival to answer of successful requests, by model and length bucket",
+              labels, lb.request_seconds);
+      f.Histo("infer_queue_duration_seconds",
+              "Time requests waited from arrival until their batch reached the device", labels,
+              lb.queue_seconds);
+      f.Histo("infer_compute_duration_seconds",
+              "Time of one batch execution: input staging, upload, compute, download, output "
+              "split",
+              labels, lb.compute_seconds);
+      f.Histo("infer_batch_size", "Rows (sequences) per executed batch", labels, lb.batch_rows);
+      f.Histo("infer_batch_padding_efficiency",
+              "Real tokens / padded tokens (rows x longest sequence) per executed batch", labels,
+              lb.padding_efficiency);
+      f.Gauge("infer_queue_depth", "Requests waiting now, by model and length bucket", labels,
+              b < depths->size() ? static_cast<double>((*depths)[b]) : 0.0);
+    }
+    for (const auto& [code, n] : s.requests_by_code) {
+      f.Counter("infer_requests_total",
+                "Inference requests answered, by gRPC status code (a split request counts once)",
+                {{"model", model}, {"code", CodeName(code)}}, static_cast<double>(n));
+    }
+    for (const auto& [reason, n] :
+         {std::pair{"queue_full", s.rejected_queue_full}, std::pair{"deadline", s.rejected_deadline},
+          std::pair{"memory", s.rejected_memory}, std::pair{"invalid", s.rejected_invalid},
+          std::pair{"over_limit", s.rejected_over_limit}, std::pair{"shutdown", s.rejected_shutdown},
+          std::pair{"cancelled", s.cancelled}}) {
+      f.Counter("infer_rejections_total",
+                "Requests answered without running, by reason: queue_full (UNAVAILABLE), "
+                "deadline (DEADLINE_EXCEEDED), memory (RESOURCE_EXHAUSTED: cannot fit the VRAM "
+                "budget), invalid and over_limit (INVALID_ARGUMENT), shutdown (UNAVAILABLE while "
+                "draining), cancelled (CANCELLED by the client)",
+                {{"model", model}, {"reason", reason}}, static_cast<double>(n));
+    }
+    const Labels m = {{"model", model}};
+    f.Counter("infer_inferences_total", "Rows (sequences) answered successfully", m,
+              static_cast<double>(s.inference_count));
+    f.Counter("infer_executions_total", "Batches executed", m,
+              static_cast<double>(s.execution_count));
+    f.Counter("infer_tokens_total", "Tokens of the executed requests (real) and as computed with padding (padded)",
+              {{"model", model}, {"kind", "real"}}, static_cast<double>(s.real_tokens));
+    f.Counter("infer_tokens_total", "", {{"model", model}, {"kind", "padded"}},
+              static_cast<double>(s.padded_tokens));
+    f.Counter("infer_request_splits_total",
+              "Requests over max_batch_size split across executions", m,
+              static_cast<double>(s.request_splits));
+    f.Counter("infer_oom_batch_splits_total",
+              "Batches that ran out of device memory despite admission and were retried in "
+              "halves",
+              m, static_cast<double>(s.oom_batch_splits));
+  }
+
+  const Device& device = *engine.device();
+  const Labels d = {{"device", device.spec()}};
+  const AllocatorStats a = engine.allocator()->stats();
+  const Engine::MemoryAdmissionStats adm = engine.GetMemoryAdmissionStats();
+  const auto bytes = [&](const char* name, const char* help, int64_t v) {
+    f.Gauge(absl::StrCat("infer_device_memory_", name, "_bytes"), help, d, static_cast<double>(v));
+  };
+  bytes("total", "Memory of the device (host RAM for cpu)", device.info().total_memory_bytes);
+  bytes("budget", "Hard cap on memory the server reserves on the device", a.budget_bytes);
+  bytes("headroom", "Share of the budget kept free of batches", adm.headroom_bytes);
+  bytes("weights", "Held by the models' weights", adm.weight_bytes);
+  bytes("batches_in_flight", "Estimated peak of the batches running now (admission)",
+        adm.in_flight_bytes);
+  bytes("reserved", "Reserved from the device by the caching allocator", a.reserved_bytes);
+  bytes("allocated", "Handed out by the caching allocator and not yet freed", a.allocated_bytes);
+  bytes("peak_allocated", "Highest allocated since start", a.peak_allocated_bytes);
+  bytes("largest_free_block", "Largest free cached block", a.largest_free_block_bytes);
+  bytes("cached_free", "Reserved, free and reusable", a.cached_free_bytes);
+  f.Gauge("infer_device_memory_fragmentation_ratio",
+          "1 - largest free block / cached free bytes", d, a.fragmentation);
+  f.Counter("infer_device_memory_alloc_retries_total",
+            "Allocations that freed the cache and retried after running out", d,
+            static_cast<double>(a.alloc_retries));
+  f.Counter("infer_device_memory_ooms_total",
+            "Allocations refused with RESOURCE_EXHAUSTED (over the budget)", d,
+            static_cast<double>(a.ooms));
+  f.Gauge("infer_server_ready", "1 while serving, 0 while draining", {},
+          engine.Ready() ? 1.0 : 0.0);
+  return f.Take();
+}
+
+}  // namespace
+
+std::string RenderMetrics(const Engine& engine) {
+  return prometheus::TextSerializer().Serialize(CollectEngine(engine));
+}
+
+MetricsServer::MetricsServer(const Engine* engine, int listen_fd, int port)
+    : engine_(engine), listen_fd_(listen_fd), port_(port) {
+  thread_ = std::thread([this] { Serve(); });
+}
+
+MetricsServer::~MetricsServer() {
+  stop_.store(true);
+  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the accept
+  thread_.join();
+  close(listen_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
+                                                                    const Engine* engine) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535 ||
+      inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics address '", address, "' is not IPV4:PORT (e.g. 127.0.0.1:8002, 0.0.0.0:8002)"));
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 16) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on '", address, "': ", std::strerror(err)));
+  }
+  return std::unique_ptr<MetricsServer>(new MetricsServer(engine, fd, ntohs(addr.sin_port)));
+}
+
+void MetricsServer::Serve() {
+  while (!stop_.load()) {
+    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) {
+      if (stop_.load()) break;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. out of descriptors
+      continue;
+    }
+    Answer(conn);
+    close(conn);
+  }
+}
+
+void MetricsServer::Answer(int conn) {
+  // One request per connection; a client gets 5 s to send its header, which
+  // may be at most 8 KiB: scrapes are rare and small, and one slow client
+  // must not hold the endpoint.
+  const timeval timeout{5, 0};
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  std::string request;
+  char buf[1024];
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
+    const ssize_t n = recv(conn, buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  const std::string line = request.substr(0, request.find("\r\n"));
+  const std::vector<std::string> parts = absl::StrSplit(line, ' ');
+  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
+  std::string path = parts.size() >= 2 ? parts[1].substr(0, parts[1].find('?')) : "";
+  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
+    status = "400 Bad Request";
+    type = "text/plain";
+    body = "malformed request line\n";
+  } else if (parts[0] != "GET" && parts[0] != "HEAD") {
+    status = "405 Method Not Allowed";
+    type = "text/plain";
+    body = "only GET /metrics\n";
+  } else if (path != "/metrics") {
+    status = "404 Not Found";
+    type = "text/plain";
+    body = "metrics are at /metrics\n";
+  } else {
+    body = RenderMetrics(*engine_);
+  }
+  std::string response = absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
+                                      "\r\nContent-Length: ", body.size(),
+                                      "\r\nConnection: close\r\n\r\n");
+  if (parts.empty() || parts[0] != "HEAD") response += body;
+  size_t sent = 0;
+  while (sent < response.size()) {
+    const ssize_t n = send(conn, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+LatencyReporter::LatencyReporter(const Engine* engine, absl::Duration interval)
+    : engine_(engine), interval_(interval) {
+  TakeInterval();  // the baseline
+  thread_ = std::thread([this] { Loop(); });
+}
+
+LatencyReporter::~LatencyReporter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::vector<IntervalSummary> LatencyReporter::TakeInterval() {
+  std::vector<IntervalSummary> out;
+  for (const std::string& model : engine_->ModelNames()) {
+    absl::StatusOr<ModelStats> stats = engine_->GetModelStats(model);
+    absl::StatusOr<std::vector<int64_t>> depths = engine_->GetQueueDepths(model);
+    if (!stats.ok() || !depths.ok()) continue;
+    Snapshot now;
+    for (const LengthBucketStats& b : stats->buckets) now.latency.Add(b.request_seconds);
+    for (const auto& [code, n] : stats->requests_by_code) {
+      now.answered += n;
+      if (code != absl::StatusCode::kOk) now.failed += n;
+    }
+    Snapshot& before = previous_[model];
+    IntervalSummary s;
+    s.model = model;
+    s.answered = now.answered - before.answered;
+    s.failed = now.failed - before.failed;
+    const Histogram delta = now.latency.Since(before.latency);
+    s.p50_s = delta.Quantile(0.5);
+    s.p99_s = delta.Quantile(0.99);
+    for (int64_t d : *depths) s.queued += d;
+    before = std::move(now);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string LatencyReporter::FormatModelLine(const IntervalSummary& s, absl::Duration interval) {
+  return absl::StrFormat(
+      "model '%s' last %gs: %d answered (%.1f/s), %d failed, p50 %.3f ms, p99 %.3f ms, %d queued",
+      s.model, absl::ToDoubleSeconds(interval), s.answered,
+      static_cast<double>(s.answered) / absl::ToDoubleSeconds(interval), s.failed, s.p50_s * 1e3,
+      s.p99_s * 1e3, s.queued);
+}
+
+std::string LatencyReporter::FormatMemoryLine(const Engine& engine) {
+  const AllocatorStats a = engine.allocator()->stats();
+  const Engine::MemoryAdmissionStats adm = engine.GetMemoryAdmissionStats();
+  const double budget = static_cast<double>(std::max<int64_t>(1, a.budget_bytes));
+  return absl::StrFormat(
+      "device %s memory: %.1f%% of budget reserved, %.1f%% allocated (peak %.1f%%), batches in "
+      "flight %.1f%%, largest free block %d bytes",
+      engine.device()->spec(), 100.0 * static_cast<double>(a.reserved_bytes) / budget,
+      100.0 * static_cast<double>(a.allocated_bytes) / budget,
+      100.0 * static_cast<double>(a.peak_allocated_bytes) / budget,
+      100.0 * static_cast<double>(adm.in_flight_bytes) / budget, a.largest_free_block_bytes);
+}
+
+void LatencyReporter::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, absl::ToChronoNanoseconds(interval_), [this] { return stop_; })) {
+    lock.unlock();
+    bool any = false;
+    for (const IntervalSummary& s : TakeInterval()) {
+      if (s.answered == 0 && s.queued == 0) continue;
+      any = true;
+      if (s.failed > 0) {
+        spdlog::warn("{}", FormatModelLine(s, interval_));
+      } else {
+        spdlog::info("{}", FormatModelLine(s, interval_));
+      }
+    }
+    if (any) spdlog::info("{}", FormatMemoryLine(*engine_));
+    lock.lock();
+  }
+}
+
+}  // namespace infer

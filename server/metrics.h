@@ -1,0 +1,114 @@
+// Prometheus metrics of an Engine in the text exposition format (built as
+// prometheus-cpp MetricFamily values and written by its TextSerializer),
+// served on GET /metrics by a small HTTP/1.1 endpoint of our own, and the
+// periodic tail-latency summary the server writes to its log.
+//
+// Why not prometheus-cpp's Exposer: it runs civetweb, whose threads are
+// created with a fixed 100 KiB stack; cuBLAS's static thread-local storage
+// alone is larger, so with the CUDA libraries loaded civetweb cannot start a
+// thread at all. (Triton, too, serves prometheus-cpp's serialization from
+// its own HTTP server.)
+//
+// Every value is read from the engine when it is scraped (the engine keeps
+// cumulative statistics and histograms; see ModelStats), so there is nothing
+// to keep in step and a scrape costs one statistics copy per model. The
+// metric names, types and labels are listed in the README ("Metrics").
+//
+// Ownership: the Engine is borrowed and must outlive both classes.
+// Thread-safe.
+#ifndef INFER_SERVER_METRICS_H_
+#define INFER_SERVER_METRICS_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/engine.h"
+
+namespace infer {
+
+// The engine's metrics in the Prometheus text format, as /metrics serves
+// them.
+std::string RenderMetrics(const Engine& engine);
+
+// One thread answering one connection at a time: GET (or HEAD) /metrics
+// gets 200 and the metrics, other paths 404, other methods 405. A client has
+// 5 s and 8 KiB to send its request.
+class MetricsServer {
+ public:
+  // Serves on `address` (IPv4:port, or localhost:port; port 0 picks a free
+  // one). INVALID_ARGUMENT for a malformed address; UNAVAILABLE naming the
+  // address and the reason when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
+                                                              const Engine* engine);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  MetricsServer(const Engine* engine, int listen_fd, int port);
+  void Serve();
+  void Answer(int conn);
+
+  const Engine* const engine_;
+  const int listen_fd_;
+  const int port_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// One interval of one model, for the log summary.
+struct IntervalSummary {
+  std::string model;
+  uint64_t answered = 0;  // requests answered in the interval (any code)
+  uint64_t failed = 0;    // of which not OK
+  double p50_s = 0, p99_s = 0;  // latency of the successful ones
+  int64_t queued = 0;           // waiting now, all buckets
+};
+
+// Writes, every `interval`, one log line per model that had traffic (p50 and
+// p99 of the interval's successful requests, answers and failures, queue
+// depth) and one line of device memory pressure. Stops (and joins) on
+// destruction.
+class LatencyReporter {
+ public:
+  LatencyReporter(const Engine* engine, absl::Duration interval);
+  ~LatencyReporter();
+  LatencyReporter(const LatencyReporter&) = delete;
+  LatencyReporter& operator=(const LatencyReporter&) = delete;
+
+  // The summaries since the previous call (or since construction), and
+  // the lines they make; used by the thread, public for tests.
+  std::vector<IntervalSummary> TakeInterval();
+  static std::string FormatModelLine(const IntervalSummary& s, absl::Duration interval);
+  static std::string FormatMemoryLine(const Engine& engine);
+
+ private:
+  void Loop();
+
+  const Engine* const engine_;
+  const absl::Duration interval_;
+  struct Snapshot {
+    Histogram latency{LatencyBoundsSeconds()};
+    uint64_t answered = 0, failed = 0;
+  };
+  std::map<std::string, Snapshot> previous_;  // by model; the reporting thread or tests only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_METRICS_H_

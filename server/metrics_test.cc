@@ -1,0 +1,144 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "models/embed_pool.h"
+#include "tests/testing/prometheus_text.h"
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::CountOf;
+using ::infer::testing::HistogramQuantile;
+using ::infer::testing::IsOk;
+using ::infer::testing::ParsePrometheusText;
+using ::infer::testing::Sample;
+using ::infer::testing::SumOf;
+
+InferRequest Ids(int64_t rows, int64_t len) {
+  InferRequest r;
+  r.model_name = "embed_pool";
+  Tensor t;
+  t.name = "input_ids";
+  t.dtype = DataType::kInt64;
+  t.shape = {rows, len};
+  std::vector<int64_t> ids(static_cast<size_t>(rows * len), 7);
+  t.data.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
+  r.inputs.push_back(std::move(t));
+  return r;
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto engine = Engine::Create({.device = "cpu"});
+    ASSERT_THAT(engine, IsOk());
+    engine_ = *std::move(engine);
+    QueueOptions q;
+    q.max_batch_size = 8;
+    q.max_queue_delay = absl::Milliseconds(1);
+    q.length_buckets = {16, 128};
+    auto model = EmbedPoolModel::Create(EmbedPoolOptions{}, engine_->context());
+    ASSERT_THAT(model, IsOk());
+    ASSERT_THAT(engine_->AddModel(*std::move(model), q), IsOk());
+  }
+  std::vector<Sample> Scrape() {
+    absl::StatusOr<std::vector<Sample>> s = ParsePrometheusText(RenderMetrics(*engine_));
+    EXPECT_THAT(s, IsOk());
+    return s.ok() ? *s : std::vector<Sample>{};
+  }
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(MetricsTest, HistogramsGrowWithRequestsPerLengthBucket) {
+  const std::vector<Sample> before = Scrape();
+  const std::map<std::string, std::string> short_bucket = {{"model", "embed_pool"},
+                                                           {"length_bucket", "16"}};
+  const std::map<std::string, std::string> long_bucket = {{"model", "embed_pool"},
+                                                          {"length_bucket", "128"}};
+  EXPECT_EQ(SumOf(before, "infer_request_duration_seconds_count", short_bucket), 0);
+  for (int i = 0; i < 5; ++i) ASSERT_THAT(engine_->Infer(Ids(1, 8)), IsOk());
+  for (int i = 0; i < 3; ++i) ASSERT_THAT(engine_->Infer(Ids(2, 100)), IsOk());
+  EXPECT_THAT(engine_->Infer(Ids(1, 200)), ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "its longest length bucket"));
+  const std::vector<Sample> after = Scrape();
+  EXPECT_EQ(SumOf(after, "infer_request_duration_seconds_count", short_bucket), 5);
+  EXPECT_EQ(SumOf(after, "infer_request_duration_seconds_count", long_bucket), 3);
+  EXPECT_EQ(SumOf(after, "infer_queue_duration_seconds_count", short_bucket), 5);
+  EXPECT_EQ(SumOf(after, "infer_batch_size_sum", long_bucket), 6) << "2 rows x 3 requests";
+  EXPECT_GT(SumOf(after, "infer_compute_duration_seconds_count", {{"model", "embed_pool"}}), 0);
+  // 43 finite bounds + the +Inf bucket per series.
+  EXPECT_EQ(CountOf(after, "infer_request_duration_seconds_bucket", short_bucket), 44);
+  EXPECT_EQ(SumOf(after, "infer_requests_total", {{"model", "embed_pool"}, {"code", "OK"}}), 8);
+  EXPECT_EQ(SumOf(after, "infer_requests_total",
+                  {{"model", "embed_pool"}, {"code", "INVALID_ARGUMENT"}}),
+            1);
+  EXPECT_EQ(SumOf(after, "infer_rejections_total", {{"model", "embed_pool"}, {"reason", "over_limit"}}), 1)
+      << "longer than the last bucket";
+  const double p99 = HistogramQuantile(after, "infer_request_duration_seconds", 0.99,
+                                       {{"model", "embed_pool"}});
+  EXPECT_GT(p99, 0);
+  EXPECT_LT(p99, 100);
+  EXPECT_EQ(SumOf(after, "infer_queue_depth", {{"model", "embed_pool"}}), 0);
+  EXPECT_EQ(CountOf(after, "infer_queue_depth", {{"model", "embed_pool"}}), 2);
+}
+
+TEST_F(MetricsTest, DeviceMemoryGaugesArePresentAndConsistent) {
+  ASSERT_THAT(engine_->Infer(Ids(4, 32)), IsOk());
+  const std::vector<Sample> s = Scrape();
+  const std::map<std::string, std::string> dev = {{"device", "cpu"}};
+  for (const char* name :
+       {"total", "budget", "headroom", "weights", "batches_in_flight", "reserved", "allocated",
+        "peak_allocated", "largest_free_block", "cached_free"}) {
+    EXPECT_EQ(CountOf(s, absl::StrCat("infer_device_memory_", name, "_bytes"), dev), 1) << name;
+  }
+  const double budget = SumOf(s, "infer_device_memory_budget_bytes", dev);
+  EXPECT_GT(budget, 0);
+  EXPECT_LE(SumOf(s, "infer_device_memory_reserved_bytes", dev), budget);
+  EXPECT_GE(SumOf(s, "infer_device_memory_peak_allocated_bytes", dev),
+            SumOf(s, "infer_device_memory_weights_bytes", dev));
+  EXPECT_NEAR(SumOf(s, "infer_device_memory_headroom_bytes", dev), budget * 0.1, budget * 0.01);
+  EXPECT_EQ(SumOf(s, "infer_server_ready"), 1);
+}
+
+TEST_F(MetricsTest, ServedOverHttpOnItsOwnPort) {
+  auto server = MetricsServer::Start("127.0.0.1:0", engine_.get());
+  ASSERT_THAT(server, IsOk());
+  ASSERT_THAT(engine_->Infer(Ids(1, 8)), IsOk());
+  absl::StatusOr<std::string> body = ::infer::testing::HttpGet((*server)->port(), "/metrics");
+  ASSERT_THAT(body, IsOk());
+  absl::StatusOr<std::vector<Sample>> s = ParsePrometheusText(*body);
+  ASSERT_THAT(s, IsOk()) << *body;
+  EXPECT_EQ(SumOf(*s, "infer_request_duration_seconds_count", {{"model", "embed_pool"}}), 1);
+  EXPECT_FALSE(::infer::testing::HttpGet((*server)->port(), "/nothing").ok());
+  // A port in use is refused with the address named.
+  auto clash = MetricsServer::Start(absl::StrCat("127.0.0.1:", (*server)->port()), engine_.get());
+  EXPECT_THAT(clash, ::infer::testing::StatusIs(absl::StatusCode::kUnavailable,
+                                                "cannot serve metrics on '127.0.0.1:"));
+  EXPECT_THAT(MetricsServer::Start("8002", engine_.get()),
+              ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "is not IPV4:PORT"));
+}
+
+TEST_F(MetricsTest, LatencySummaryCoversOneIntervalAtATime) {
+  LatencyReporter reporter(engine_.get(), absl::Hours(1));  // the thread stays idle
+  for (int i = 0; i < 4; ++i) ASSERT_THAT(engine_->Infer(Ids(1, 8)), IsOk());
+  EXPECT_FALSE(engine_->Infer(Ids(1, 500)).ok());
+  std::vector<IntervalSummary> first = reporter.TakeInterval();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].answered, 5u);
+  EXPECT_EQ(first[0].failed, 1u);
+  EXPECT_GT(first[0].p99_s, 0);
+  EXPECT_GE(first[0].p99_s, first[0].p50_s);
+  const std::string line = LatencyReporter::FormatModelLine(first[0], absl::Seconds(10));
+  EXPECT_NE(line.find("model 'embed_pool' last 10s: 5 answered (0.5/s), 1 failed, p50 "),
+            std::string::npos)
+      << line;
+  std::vector<IntervalSummary> second = reporter.TakeInterval();
+  EXPECT_EQ(second[0].answered, 0u) << "each interval counts only its own requests";
+  EXPECT_EQ(second[0].p99_s, 0);
+  EXPECT_NE(LatencyReporter::FormatMemoryLine(*engine_).find("device cpu memory: "),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace infer
