@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <mutex>
@@ -40,6 +41,134 @@ void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
   out->set_count(d.count);
   out->set_ns(d.ns);
 }
+
+// ModelStreamInfer: each request read from the stream is submitted to the
+// engine at once; answers are written as they complete (not necessarily in
+// request order: clients match them by id, as with Triton), one write at a
+// time. A request's error is an answer with error_message set; the stream
+// ends OK once the client has closed its side and every request is
+// answered. At most kMaxInFlight requests of one stream are unanswered or
+// unwritten at once: beyond that the reactor stops reading, so a client that
+// sends without reading cannot grow the server's memory. Deletes itself when
+// gRPC is done with it, which cannot happen before the last engine callback
+// (Finish waits for them).
+class StreamInferReactor final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                     inference::ModelStreamInferResponse> {
+ public:
+  static constexpr int64_t kMaxInFlight = 256;
+
+  StreamInferReactor(Engine* engine, grpc::CallbackServerContext* ctx)
+      : engine_(engine), ctx_(ctx) {
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side (or the stream broke)
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    const std::string id = request_.id();
+    const std::string model = request_.model_name();
+    absl::Status status = CheckVersion(model, request_.model_version());
+    absl::StatusOr<InferRequest> converted =
+        status.ok() ? RequestFromProto(&request_) : absl::StatusOr<InferRequest>(status);
+    request_.Clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++pending_;
+      reading_ = false;
+      ReadMoreLocked();  // read ahead while this one runs
+    }
+    if (!converted.ok()) {
+      Answer(converted.status(), id, model);
+      return;
+    }
+    if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) {
+      converted->deadline = absl::FromChrono(ctx_->deadline());
+    }
+    grpc::CallbackServerContext* ctx = ctx_;
+    converted->is_cancelled = [ctx] { return ctx->IsCancelled(); };
+    engine_->Submit(*std::move(converted),
+                    [this, id, model](absl::StatusOr<InferResponse> result) {
+                      Answer(std::move(result), id, model);
+                    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();
+    if (!ok) {
+      broken_ = true;  // the client is gone: drop what is left
+      queue_.clear();
+    }
+    if (!queue_.empty()) {
+      StartWrite(&queue_.front());
+    } else {
+      writing_ = false;
+    }
+    ReadMoreLocked();
+    MaybeFinishLocked();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Answer(absl::StatusOr<InferResponse> result, const std::string& id,
+              const std::string& model) {
+    inference::ModelStreamInferResponse out;
+    if (result.ok()) {
+      ResponseToProto(*std::move(result), out.mutable_infer_response());
+    } else {
+      out.set_error_message(absl::StrCat(absl::StatusCodeToString(result.status().code()), ": ",
+                                         result.status().message()));
+      out.mutable_infer_response()->set_id(id);
+      out.mutable_infer_response()->set_model_name(model);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --pending_;
+    if (!broken_) {
+      queue_.push_back(std::move(out));
+      if (!writing_) {
+        writing_ = true;
+        StartWrite(&queue_.front());
+      }
+    }
+    MaybeFinishLocked();
+  }
+
+  // Starts the next read unless one is outstanding, the client has closed
+  // its side, the stream broke, or too many requests are in flight.
+  void ReadMoreLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reading_ || reads_done_ || broken_ || finished_) return;
+    if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || reading_ || !(reads_done_ || broken_) || pending_ > 0 || writing_) return;
+    finished_ = true;
+    Finish(grpc::Status::OK);
+  }
+
+  Engine* const engine_;
+  grpc::CallbackServerContext* const ctx_;
+  inference::ModelInferRequest request_;  // the read in progress
+
+  std::mutex mu_;
+  std::deque<inference::ModelStreamInferResponse> queue_ ABSL_GUARDED_BY(mu_);  // front: writing
+  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet answered
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
@@ -123,6 +252,11 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                       reactor->Finish(grpc::Status::OK);
                     });
     return reactor;
+  }
+
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext* ctx) override {
+    return new StreamInferReactor(engine_, ctx);
   }
 
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,

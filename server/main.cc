@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <future>
@@ -193,8 +194,11 @@ int Run(Flags flags, const sigset_t& signals) {
     std::_Exit(1);
   }
   drainer.join();
-  // Every request is answered; let gRPC send the last responses.
-  (*server)->Shutdown(std::max(deadline - absl::Now(), absl::Seconds(1)));
+  // Every accepted request is answered; give gRPC up to 2 s (within the
+  // drain timeout) to send the last responses, then cancel whatever the
+  // engine never saw (e.g. a call refused mid-message for its size, which
+  // gRPC otherwise keeps open for seconds).
+  (*server)->Shutdown(std::clamp(deadline - absl::Now(), absl::Milliseconds(100), absl::Seconds(2)));
   // Everything that borrows the engine goes before it.
   server->reset();
   reporter.reset();

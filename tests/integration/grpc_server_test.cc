@@ -14,6 +14,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "models/embed_pool.h"
+#include "tests/testing/kserve.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_device.h"
@@ -22,7 +23,11 @@ namespace infer {
 namespace {
 
 namespace fs = std::filesystem;
+using ::infer::testing::Concurrent;
+using ::infer::testing::IdsRequest;
+using ::infer::testing::ServerBinary;
 using ::infer::testing::ServerProcess;
+using ::infer::testing::Stats;
 using inference::GRPCInferenceService;
 
 constexpr char kSmallConfig[] = R"(
@@ -58,13 +63,6 @@ EmbedPoolOptions SmallOptions() {
   return o;
 }
 
-// The server binary: $INFER_SERVER_BINARY if set (e.g. when the tests run from
-// a copied bundle), else the one this build produced.
-std::string ServerBinary() {
-  const char* env = std::getenv("INFER_SERVER_BINARY");
-  return env != nullptr && *env != '\0' ? env : INFER_SERVER_BINARY;
-}
-
 fs::path WriteRepository() {
   const fs::path dir = fs::temp_directory_path() / ("infer_it_repo_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -74,22 +72,6 @@ fs::path WriteRepository() {
     std::ofstream(dir / name / "config.pbtxt") << text;
   }
   return dir;
-}
-
-inference::ModelInferRequest IdsRequest(const std::string& model,
-                                        const std::vector<std::vector<int64_t>>& rows) {
-  inference::ModelInferRequest req;
-  req.set_model_name(model);
-  auto* in = req.add_inputs();
-  in->set_name("input_ids");
-  in->set_datatype("INT64");
-  in->add_shape(static_cast<int64_t>(rows.size()));
-  in->add_shape(static_cast<int64_t>(rows[0].size()));
-  std::string* raw = req.add_raw_input_contents();
-  for (const auto& r : rows) {
-    raw->append(reinterpret_cast<const char*>(r.data()), r.size() * sizeof(int64_t));
-  }
-  return req;
 }
 
 class GrpcServerTest : public ::testing::Test {
@@ -292,49 +274,6 @@ TEST_F(GrpcServerTest, EachErrorHasItsExactCode) {
 }
 
 // Issues `n` ModelInfer calls at once; returns their status codes.
-std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
-                                         const inference::ModelInferRequest& proto, int n,
-                                         std::atomic<int>* bad_outputs) {
-  struct Call {
-    grpc::ClientContext ctx;
-    inference::ModelInferRequest req;
-    inference::ModelInferResponse resp;
-  };
-  std::vector<std::unique_ptr<Call>> calls;
-  std::vector<grpc::StatusCode> codes(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  int remaining = n;
-  for (int i = 0; i < n; ++i) {
-    calls.push_back(std::make_unique<Call>());
-    Call* c = calls.back().get();
-    c->req = proto;
-    c->req.set_id(std::to_string(i));
-    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stub->async()->ModelInfer(&c->ctx, &c->req, &c->resp, [&, c, i](grpc::Status s) {
-      if (s.ok() &&
-          (c->resp.id() != std::to_string(i) || c->resp.raw_output_contents_size() != 1)) {
-        ++*bad_outputs;
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      codes[i] = s.error_code();
-      if (--remaining == 0) cv.notify_all();
-    });
-  }
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return remaining == 0; });
-  return codes;
-}
-
-inference::ModelStatistics Stats(GRPCInferenceService::Stub* stub, const std::string& model) {
-  grpc::ClientContext ctx;
-  inference::ModelStatisticsRequest req;
-  req.set_name(model);
-  inference::ModelStatisticsResponse resp;
-  EXPECT_TRUE(stub->ModelStatistics(&ctx, req, &resp).ok());
-  return resp.model_stats_size() == 1 ? resp.model_stats(0) : inference::ModelStatistics();
-}
-
 TEST_F(GrpcServerTest, ManyConcurrentRequestsAreAllAnsweredInBatches) {
   const inference::ModelStatistics before = Stats(stub_.get(), "small");
   constexpr int kRequests = 200;

@@ -1,0 +1,78 @@
+#include "tests/testing/kserve.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+namespace infer::testing {
+
+using inference::GRPCInferenceService;
+
+std::string ServerBinary() {
+  const char* env = std::getenv("INFER_SERVER_BINARY");
+  return env != nullptr && *env != '\0' ? env : INFER_SERVER_BINARY;
+}
+
+inference::ModelInferRequest IdsRequest(const std::string& model,
+                                        const std::vector<std::vector<int64_t>>& rows) {
+  inference::ModelInferRequest req;
+  req.set_model_name(model);
+  auto* in = req.add_inputs();
+  in->set_name("input_ids");
+  in->set_datatype("INT64");
+  in->add_shape(static_cast<int64_t>(rows.size()));
+  in->add_shape(static_cast<int64_t>(rows[0].size()));
+  std::string* raw = req.add_raw_input_contents();
+  for (const auto& r : rows) {
+    raw->append(reinterpret_cast<const char*>(r.data()), r.size() * sizeof(int64_t));
+  }
+  return req;
+}
+
+std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
+                                         const inference::ModelInferRequest& proto, int n,
+                                         std::atomic<int>* bad_outputs) {
+  struct Call {
+    grpc::ClientContext ctx;
+    inference::ModelInferRequest req;
+    inference::ModelInferResponse resp;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  std::vector<grpc::StatusCode> codes(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = n;
+  for (int i = 0; i < n; ++i) {
+    calls.push_back(std::make_unique<Call>());
+    Call* c = calls.back().get();
+    c->req = proto;
+    c->req.set_id(std::to_string(i));
+    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stub->async()->ModelInfer(&c->ctx, &c->req, &c->resp, [&, c, i](grpc::Status s) {
+      if (s.ok() &&
+          (c->resp.id() != std::to_string(i) || c->resp.raw_output_contents_size() != 1)) {
+        ++*bad_outputs;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      codes[i] = s.error_code();
+      if (--remaining == 0) cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return remaining == 0; });
+  return codes;
+}
+
+inference::ModelStatistics Stats(GRPCInferenceService::Stub* stub, const std::string& model) {
+  grpc::ClientContext ctx;
+  inference::ModelStatisticsRequest req;
+  req.set_name(model);
+  inference::ModelStatisticsResponse resp;
+  EXPECT_TRUE(stub->ModelStatistics(&ctx, req, &resp).ok());
+  return resp.model_stats_size() == 1 ? resp.model_stats(0) : inference::ModelStatistics();
+}
+
+}  // namespace infer::testing

@@ -1,0 +1,38 @@
+// Client-side helpers for the integration tests that drive infer-server
+// over loopback gRPC with the generated KServe v2 stub.
+#ifndef INFER_TESTS_TESTING_KSERVE_H_
+#define INFER_TESTS_TESTING_KSERVE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grpc_service.grpc.pb.h"
+
+namespace infer::testing {
+
+// The server binary: $INFER_SERVER_BINARY if set (e.g. when the tests run
+// from a copied bundle), else the one this build produced.
+std::string ServerBinary();
+
+// An INT64 input_ids request of the given rows (all of one length).
+inference::ModelInferRequest IdsRequest(const std::string& model,
+                                        const std::vector<std::vector<int64_t>>& rows);
+
+// Sends `n` copies of `proto` at once (ids "0".."n-1") and waits for all;
+// the status codes by id. Counts in *bad_outputs the OK answers whose id or
+// output count is wrong.
+std::vector<grpc::StatusCode> Concurrent(inference::GRPCInferenceService::Stub* stub,
+                                         const inference::ModelInferRequest& proto, int n,
+                                         std::atomic<int>* bad_outputs);
+
+// ModelStatistics of one model (empty when the call fails, which it flags).
+inference::ModelStatistics Stats(inference::GRPCInferenceService::Stub* stub,
+                                 const std::string& model);
+
+}  // namespace infer::testing
+
+#endif  // INFER_TESTS_TESTING_KSERVE_H_
