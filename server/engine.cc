@@ -35,7 +35,6 @@ struct Engine::InferTask {
 // batches reserve their estimated peak before they launch and release it
 // when they are done. Thread-safe.
 class Engine::MemoryAdmission {
-
  public:
   MemoryAdmission(int64_t budget, int64_t headroom) : budget_(budget), headroom_(headroom) {}
   void AddWeights(int64_t bytes) {
@@ -164,8 +163,8 @@ absl::Status CheckLengthLimits(const RequestLimits& limits, const QueueOptions& 
                                const std::string& model, int64_t rows, int64_t tokens) {
   if (tokens > limits.max_input_length) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "input has ", tokens, " tokens per sequence, over the limit of ",
-        limits.max_input_length, " of model '", model, "' (request_limits.max_input_length)"));
+        "input has ", tokens, " tokens per sequence, over the limit of ", limits.max_input_length,
+        " of model '", model, "' (request_limits.max_input_length)"));
   }
   if (!q.length_buckets.empty() && tokens > q.length_buckets.back()) {
     return absl::InvalidArgumentError(absl::StrCat("input has ", tokens, " tokens; model '", model,
@@ -173,10 +172,10 @@ absl::Status CheckLengthLimits(const RequestLimits& limits, const QueueOptions& 
                                                    " (its longest length bucket)"));
   }
   if (rows > 0 && tokens > limits.max_request_tokens / rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request has ", rows, " sequences of ", tokens, " tokens = ", rows * tokens,
-        " tokens, over the limit of ", limits.max_request_tokens, " of model '", model,
-        "' (request_limits.max_request_tokens)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", rows, " sequences of ", tokens, " tokens = ", rows * tokens,
+                     " tokens, over the limit of ", limits.max_request_tokens, " of model '", model,
+                     "' (request_limits.max_request_tokens)"));
   }
   return absl::OkStatus();
 }
@@ -365,11 +364,12 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
                         : q.default_priority_level != 0 ? q.default_priority_level
                                                         : levels;
   if (level < 1 || level > levels) {
-    return fail(absl::InvalidArgumentError(
-                    absl::StrCat("priority ", request.priority, " is outside [1, ", levels,
-                                 "] for model '", name, "' (1 is the most urgent; 0 means the "
-                                 "default)")),
-                &ModelStats::rejected_invalid);
+    return fail(
+        absl::InvalidArgumentError(absl::StrCat("priority ", request.priority, " is outside [1, ",
+                                                levels, "] for model '", name,
+                                                "' (1 is the most urgent; 0 means the "
+                                                "default)")),
+        &ModelStats::rejected_invalid);
   }
   task->level = static_cast<int>(level);
   const absl::Duration timeout =
@@ -384,11 +384,11 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   const int64_t chunk_rows = std::min(task->rows, q.max_batch_size);
   const int64_t peak = model.PeakBytes(chunk_rows, task->tokens);
   if (peak > admission_->Capacity()) {
-    return fail(absl::ResourceExhaustedError(absl::StrCat(
-                    "request needs ", peak, " bytes of device memory (", chunk_rows,
-                    " sequences of ", task->tokens, " tokens); model '", name, "' may use ",
-                    admission_->Describe())),
-                &ModelStats::rejected_memory);
+    return fail(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "request needs ", peak, " bytes of device memory (", chunk_rows, " sequences of ",
+            task->tokens, " tokens); model '", name, "' may use ", admission_->Describe())),
+        &ModelStats::rejected_memory);
   }
   task->request = std::move(request);
   // Accepted: from here every answer, however the request is split, passes
@@ -529,7 +529,7 @@ class Engine::BatchJob final : public PipelineJob {
   ModelEntry* const entry_;  // entries live as long as the engine
   std::vector<std::unique_ptr<InferTask>> tasks_;
   std::unique_ptr<ModelBatch> batch_;
-  const int64_t peak_bytes_;  // reserved through the admission
+  const int64_t peak_bytes_;      // reserved through the admission
   const absl::Duration prepare_;  // host-side staging of the inputs
   absl::Time start_ = absl::InfinitePast();
 };
@@ -595,9 +595,9 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
   const absl::Time prepared_at = clock_->Now();
   if (!prepared.ok()) {
     std::vector<InferResponse> none(batch.tasks.size());
-    FinishBatch(entry, batch.tasks, none, prepared.status(),
-                {start, prepared_at - start, absl::ZeroDuration(), absl::ZeroDuration(),
-                 prepared_at});
+    FinishBatch(
+        entry, batch.tasks, none, prepared.status(),
+        {start, prepared_at - start, absl::ZeroDuration(), absl::ZeroDuration(), prepared_at});
     ReleaseMemory(batch.peak_bytes);
     return;
   }
@@ -746,9 +746,7 @@ absl::StatusOr<std::vector<int64_t>> Engine::GetQueueDepths(const std::string& n
   return entry->batcher->bucket_depths();
 }
 
-Engine::MemoryAdmissionStats Engine::GetMemoryAdmissionStats() const {
-  return admission_->Stats();
-}
+Engine::MemoryAdmissionStats Engine::GetMemoryAdmissionStats() const { return admission_->Stats(); }
 
 std::vector<std::string> Engine::ModelNames() const {
   std::vector<std::string> names;

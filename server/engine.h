@@ -35,13 +35,13 @@
 #include "batching/clock.h"
 #include "batching/dynamic_batcher.h"
 #include "models/model.h"
-#include "server/histogram.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
 #include "runtime/device_context.h"
 #include "runtime/device_lock.h"
 #include "runtime/pipeline.h"
 #include "runtime/staging_pool.h"
+#include "server/histogram.h"
 
 namespace infer {
 
@@ -234,11 +234,11 @@ class Engine {
   void NotifyBatchers();
   // Answers every task of a finished batch and records its statistics.
   struct BatchTiming {
-    absl::Time start;            // the batch reached the device
-    absl::Duration input;        // staging its inputs (before start)
-    absl::Duration infer;        // upload, compute, download
-    absl::Duration output;       // splitting the outputs
-    absl::Time end;              // answered
+    absl::Time start;       // the batch reached the device
+    absl::Duration input;   // staging its inputs (before start)
+    absl::Duration infer;   // upload, compute, download
+    absl::Duration output;  // splitting the outputs
+    absl::Time end;         // answered
   };
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                    std::vector<InferResponse>& responses, absl::Status status,

@@ -566,8 +566,10 @@ TEST(EngineStatsTest, HistogramsPerLengthBucketCountEveryRequestAndBatch) {
   q.length_buckets = {4, 16};
   ASSERT_THAT(engine->AddModel(std::make_unique<ProbeModel>(ProbeModel::Options{}), q), IsOk());
   Results results;
-  for (int i = 0; i < 6; ++i) engine->Submit(Probe(absl::StrCat("s", i), 1, 3), results.For(absl::StrCat("s", i)));
-  for (int i = 0; i < 3; ++i) engine->Submit(Probe(absl::StrCat("l", i), 2, 12), results.For(absl::StrCat("l", i)));
+  for (int i = 0; i < 6; ++i)
+    engine->Submit(Probe(absl::StrCat("s", i), 1, 3), results.For(absl::StrCat("s", i)));
+  for (int i = 0; i < 3; ++i)
+    engine->Submit(Probe(absl::StrCat("l", i), 2, 12), results.For(absl::StrCat("l", i)));
   ASSERT_TRUE(results.WaitFor(9));
   const ModelStats st = *engine->GetModelStats("probe");
   ASSERT_EQ(st.buckets.size(), 2u);

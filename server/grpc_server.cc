@@ -6,8 +6,8 @@
 #include <chrono>
 #include <deque>
 #include <fstream>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "grpc_service.grpc.pb.h"
@@ -93,10 +93,9 @@ class StreamInferReactor final
     }
     grpc::CallbackServerContext* ctx = ctx_;
     converted->is_cancelled = [ctx] { return ctx->IsCancelled(); };
-    engine_->Submit(*std::move(converted),
-                    [this, id, model](absl::StatusOr<InferResponse> result) {
-                      Answer(std::move(result), id, model);
-                    });
+    engine_->Submit(*std::move(converted), [this, id, model](absl::StatusOr<InferResponse> result) {
+      Answer(std::move(result), id, model);
+    });
   }
 
   void OnWriteDone(bool ok) override {
@@ -382,8 +381,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   if (!options.tls_client_ca_file.empty()) {
     INFER_ASSIGN_OR_RETURN(ssl.pem_root_certs,
                            ReadPem(options.tls_client_ca_file, "TLS client CA"));
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
 }

@@ -34,7 +34,9 @@ absl::Span<const double> RatioBounds() {
   static const auto* bounds = [] {
     auto* b = new std::vector<double>();
     for (int i = 1; i <= 20; ++i) {
-      b->push_back(std::strtod(absl::StrCat(i * 5 / 100, ".", absl::Dec(i * 5 % 100, absl::kZeroPad2)).c_str(), nullptr));
+      b->push_back(std::strtod(
+          absl::StrCat(i * 5 / 100, ".", absl::Dec(i * 5 % 100, absl::kZeroPad2)).c_str(),
+          nullptr));
     }
     return b;
   }();
@@ -78,7 +80,8 @@ double Histogram::Quantile(double q) const {
       if (i == bounds_.size()) return bounds_.back();  // the +Inf bucket
       const double lower = i == 0 ? 0.0 : bounds_[i - 1];
       const double upper = bounds_[i];
-      return lower + (upper - lower) * (rank - static_cast<double>(below)) / static_cast<double>(in);
+      return lower +
+             (upper - lower) * (rank - static_cast<double>(below)) / static_cast<double>(in);
     }
     below += in;
   }

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <future>
-#include <thread>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_join.h"
 #include "models/embed_pool.h"
@@ -198,7 +198,8 @@ int Run(Flags flags, const sigset_t& signals) {
   // drain timeout) to send the last responses, then cancel whatever the
   // engine never saw (e.g. a call refused mid-message for its size, which
   // gRPC otherwise keeps open for seconds).
-  (*server)->Shutdown(std::clamp(deadline - absl::Now(), absl::Milliseconds(100), absl::Seconds(2)));
+  (*server)->Shutdown(
+      std::clamp(deadline - absl::Now(), absl::Milliseconds(100), absl::Seconds(2)));
   // Everything that borrows the engine goes before it.
   server->reset();
   reporter.reset();
@@ -281,10 +282,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.set_version_flag("--version", std::string(INFER_VERSION));
-  app.set_config("--config", "",
-                 "TOML file of options, one per line by their long names without the leading dashes "
-                 "(e.g. grpc-address = \"0.0.0.0:8001\", memory-budget-fraction = 0.8); "
-                 "options given on the command line win over the file");
+  app.set_config(
+      "--config", "",
+      "TOML file of options, one per line by their long names without the leading dashes "
+      "(e.g. grpc-address = \"0.0.0.0:8001\", memory-budget-fraction = 0.8); "
+      "options given on the command line win over the file");
   app.allow_config_extras(false);
   try {
     app.parse(argc, argv);

@@ -1,9 +1,9 @@
 #include "server/metrics.h"
 
-#include <prometheus/metric_family.h>
-#include <prometheus/text_serializer.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,11 +13,11 @@
 #include <cstring>
 #include <limits>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace infer {
 namespace {
@@ -31,24 +31,42 @@ using Labels = std::vector<ClientMetric::Label>;
 // The gRPC name of a status code (the code a client sees).
 std::string CodeName(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kOk: return "OK";
-    case absl::StatusCode::kCancelled: return "CANCELLED";
-    case absl::StatusCode::kUnknown: return "UNKNOWN";
-    case absl::StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case absl::StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case absl::StatusCode::kNotFound: return "NOT_FOUND";
-    case absl::StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case absl::StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case absl::StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case absl::StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case absl::StatusCode::kAborted: return "ABORTED";
-    case absl::StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case absl::StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case absl::StatusCode::kInternal: return "INTERNAL";
-    case absl::StatusCode::kUnavailable: return "UNAVAILABLE";
-    case absl::StatusCode::kDataLoss: return "DATA_LOSS";
-    case absl::StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
-    default: return absl::StrCat("CODE_", static_cast<int>(code));
+    case absl::StatusCode::kOk:
+      return "OK";
+    case absl::StatusCode::kCancelled:
+      return "CANCELLED";
+    case absl::StatusCode::kUnknown:
+      return "UNKNOWN";
+    case absl::StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case absl::StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case absl::StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case absl::StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case absl::StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case absl::StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case absl::StatusCode::kAborted:
+      return "ABORTED";
+    case absl::StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case absl::StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case absl::StatusCode::kInternal:
+      return "INTERNAL";
+    case absl::StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case absl::StatusCode::kDataLoss:
+      return "DATA_LOSS";
+    case absl::StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
+    default:
+      return absl::StrCat("CODE_", static_cast<int>(code));
   }
 }
 
@@ -131,10 +149,10 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine) {
                 {{"model", model}, {"code", CodeName(code)}}, static_cast<double>(n));
     }
     for (const auto& [reason, n] :
-         {std::pair{"queue_full", s.rejected_queue_full}, std::pair{"deadline", s.rejected_deadline},
-          std::pair{"memory", s.rejected_memory}, std::pair{"invalid", s.rejected_invalid},
-          std::pair{"over_limit", s.rejected_over_limit}, std::pair{"shutdown", s.rejected_shutdown},
-          std::pair{"cancelled", s.cancelled}}) {
+         {std::pair{"queue_full", s.rejected_queue_full},
+          std::pair{"deadline", s.rejected_deadline}, std::pair{"memory", s.rejected_memory},
+          std::pair{"invalid", s.rejected_invalid}, std::pair{"over_limit", s.rejected_over_limit},
+          std::pair{"shutdown", s.rejected_shutdown}, std::pair{"cancelled", s.cancelled}}) {
       f.Counter("infer_rejections_total",
                 "Requests answered without running, by reason: queue_full (UNAVAILABLE), "
                 "deadline (DEADLINE_EXCEEDED), memory (RESOURCE_EXHAUSTED: cannot fit the VRAM "
@@ -147,13 +165,13 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine) {
               static_cast<double>(s.inference_count));
     f.Counter("infer_executions_total", "Batches executed", m,
               static_cast<double>(s.execution_count));
-    f.Counter("infer_tokens_total", "Tokens of the executed requests (real) and as computed with padding (padded)",
+    f.Counter("infer_tokens_total",
+              "Tokens of the executed requests (real) and as computed with padding (padded)",
               {{"model", model}, {"kind", "real"}}, static_cast<double>(s.real_tokens));
     f.Counter("infer_tokens_total", "", {{"model", model}, {"kind", "padded"}},
               static_cast<double>(s.padded_tokens));
-    f.Counter("infer_request_splits_total",
-              "Requests over max_batch_size split across executions", m,
-              static_cast<double>(s.request_splits));
+    f.Counter("infer_request_splits_total", "Requests over max_batch_size split across executions",
+              m, static_cast<double>(s.request_splits));
     f.Counter("infer_oom_batch_splits_total",
               "Batches that ran out of device memory despite admission and were retried in "
               "halves",
@@ -178,8 +196,8 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine) {
   bytes("peak_allocated", "Highest allocated since start", a.peak_allocated_bytes);
   bytes("largest_free_block", "Largest free cached block", a.largest_free_block_bytes);
   bytes("cached_free", "Reserved, free and reusable", a.cached_free_bytes);
-  f.Gauge("infer_device_memory_fragmentation_ratio",
-          "1 - largest free block / cached free bytes", d, a.fragmentation);
+  f.Gauge("infer_device_memory_fragmentation_ratio", "1 - largest free block / cached free bytes",
+          d, a.fragmentation);
   f.Counter("infer_device_memory_alloc_retries_total",
             "Allocations that freed the cache and retried after running out", d,
             static_cast<double>(a.alloc_retries));
@@ -285,9 +303,9 @@ void MetricsServer::Answer(int conn) {
   } else {
     body = RenderMetrics(*engine_);
   }
-  std::string response = absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
-                                      "\r\nContent-Length: ", body.size(),
-                                      "\r\nConnection: close\r\n\r\n");
+  std::string response =
+      absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
+                   "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n");
   if (parts.empty() || parts[0] != "HEAD") response += body;
   size_t sent = 0;
   while (sent < response.size()) {

@@ -69,8 +69,8 @@ class MetricsServer {
 // One interval of one model, for the log summary.
 struct IntervalSummary {
   std::string model;
-  uint64_t answered = 0;  // requests answered in the interval (any code)
-  uint64_t failed = 0;    // of which not OK
+  uint64_t answered = 0;        // requests answered in the interval (any code)
+  uint64_t failed = 0;          // of which not OK
   double p50_s = 0, p99_s = 0;  // latency of the successful ones
   int64_t queued = 0;           // waiting now, all buckets
 };

@@ -60,7 +60,9 @@ TEST_F(MetricsTest, HistogramsGrowWithRequestsPerLengthBucket) {
   EXPECT_EQ(SumOf(before, "infer_request_duration_seconds_count", short_bucket), 0);
   for (int i = 0; i < 5; ++i) ASSERT_THAT(engine_->Infer(Ids(1, 8)), IsOk());
   for (int i = 0; i < 3; ++i) ASSERT_THAT(engine_->Infer(Ids(2, 100)), IsOk());
-  EXPECT_THAT(engine_->Infer(Ids(1, 200)), ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "its longest length bucket"));
+  EXPECT_THAT(
+      engine_->Infer(Ids(1, 200)),
+      ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "its longest length bucket"));
   const std::vector<Sample> after = Scrape();
   EXPECT_EQ(SumOf(after, "infer_request_duration_seconds_count", short_bucket), 5);
   EXPECT_EQ(SumOf(after, "infer_request_duration_seconds_count", long_bucket), 3);
@@ -70,13 +72,15 @@ TEST_F(MetricsTest, HistogramsGrowWithRequestsPerLengthBucket) {
   // 43 finite bounds + the +Inf bucket per series.
   EXPECT_EQ(CountOf(after, "infer_request_duration_seconds_bucket", short_bucket), 44);
   EXPECT_EQ(SumOf(after, "infer_requests_total", {{"model", "embed_pool"}, {"code", "OK"}}), 8);
-  EXPECT_EQ(SumOf(after, "infer_requests_total",
-                  {{"model", "embed_pool"}, {"code", "INVALID_ARGUMENT"}}),
-            1);
-  EXPECT_EQ(SumOf(after, "infer_rejections_total", {{"model", "embed_pool"}, {"reason", "over_limit"}}), 1)
+  EXPECT_EQ(
+      SumOf(after, "infer_requests_total", {{"model", "embed_pool"}, {"code", "INVALID_ARGUMENT"}}),
+      1);
+  EXPECT_EQ(
+      SumOf(after, "infer_rejections_total", {{"model", "embed_pool"}, {"reason", "over_limit"}}),
+      1)
       << "longer than the last bucket";
-  const double p99 = HistogramQuantile(after, "infer_request_duration_seconds", 0.99,
-                                       {{"model", "embed_pool"}});
+  const double p99 =
+      HistogramQuantile(after, "infer_request_duration_seconds", 0.99, {{"model", "embed_pool"}});
   EXPECT_GT(p99, 0);
   EXPECT_LT(p99, 100);
   EXPECT_EQ(SumOf(after, "infer_queue_depth", {{"model", "embed_pool"}}), 0);

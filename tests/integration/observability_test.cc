@@ -27,6 +27,7 @@ namespace infer {
 namespace {
 
 namespace fs = std::filesystem;
+using grpc::StatusCode;
 using ::infer::testing::Concurrent;
 using ::infer::testing::HttpGet;
 using ::infer::testing::IdsRequest;
@@ -36,7 +37,6 @@ using ::infer::testing::ServerBinary;
 using ::infer::testing::ServerProcess;
 using ::infer::testing::Stats;
 using ::infer::testing::SumOf;
-using grpc::StatusCode;
 using inference::GRPCInferenceService;
 
 // A temporary folder removed with the object.
@@ -196,8 +196,8 @@ TEST_F(ObservabilityTest, MetricsScrapeGrowsWithRequestsAndShowsDeviceMemory) {
   EXPECT_EQ(grew("infer_requests_total", {{"model", "limited"}, {"code", "OK"}}), 40);
   EXPECT_EQ(grew("infer_rejections_total", {{"model", "limited"}, {"reason", "over_limit"}}), 1);
   // What histogram_quantile would give for p99 over this scrape.
-  const double p99 = ::infer::testing::HistogramQuantile(
-      after, "infer_request_duration_seconds", 0.99, {{"model", "limited"}});
+  const double p99 = ::infer::testing::HistogramQuantile(after, "infer_request_duration_seconds",
+                                                         0.99, {{"model", "limited"}});
   EXPECT_GT(p99, 0.0);
   EXPECT_LT(p99, 30.0);
   for (const char* gauge :
@@ -336,9 +336,9 @@ constexpr char kSlowConfig[] = R"(
 TEST(DrainTest, SigtermAnswersAcceptedRequestsRefusesNewOnesAndExitsZero) {
   TempDir repo("drain");
   repo.AddModel("slow", kSlowConfig);
-  auto server = ServerProcess::Start(ServerBinary(), {"--device", "cpu", "--model-repository",
-                                                      repo.path().string(), "--drain-timeout-s",
-                                                      "120"});
+  auto server = ServerProcess::Start(
+      ServerBinary(),
+      {"--device", "cpu", "--model-repository", repo.path().string(), "--drain-timeout-s", "120"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
   auto stub = GRPCInferenceService::NewStub(channel);
@@ -348,9 +348,8 @@ TEST(DrainTest, SigtermAnswersAcceptedRequestsRefusesNewOnesAndExitsZero) {
   constexpr int kInFlight = 24;
   std::vector<StatusCode> codes(kInFlight, StatusCode::UNKNOWN);
   std::atomic<int> bad{0};
-  std::thread sender([&] {
-    codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad);
-  });
+  std::thread sender(
+      [&] { codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad); });
   for (int i = 0; i < 600 && Stats(stub.get(), "slow").execution_count() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -379,8 +378,7 @@ TEST(DrainTest, SigtermAnswersAcceptedRequestsRefusesNewOnesAndExitsZero) {
   }
   const grpc::Status late = Infer(stub.get(), IdsRequest("slow", Rows(1, 4)));
   EXPECT_EQ(late.error_code(), StatusCode::UNAVAILABLE) << late.error_message();
-  EXPECT_NE(late.error_message().find("shutting down"), std::string::npos)
-      << late.error_message();
+  EXPECT_NE(late.error_message().find("shutting down"), std::string::npos) << late.error_message();
   sender.join();
   stopper.join();
   for (int i = 0; i < kInFlight; ++i) EXPECT_EQ(codes[i], StatusCode::OK) << "request " << i;
@@ -396,17 +394,16 @@ bool MakeCertificates(const fs::path& dir) {
   const std::string d = dir.string();
   const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   const std::string script = absl::StrCat(
-      "set -e; cd '", d, "'; ",
-      "openssl req -x509 ", key, " -keyout ca.key -out ca.pem -days 2 -subj /CN=infer-test-ca; ",
-      "openssl req ", key, " -keyout server.key -out server.csr -subj /CN=localhost; ",
+      "set -e; cd '", d, "'; ", "openssl req -x509 ", key,
+      " -keyout ca.key -out ca.pem -days 2 -subj /CN=infer-test-ca; ", "openssl req ", key,
+      " -keyout server.key -out server.csr -subj /CN=localhost; ",
       "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > server.ext; ",
       "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 ",
-      "-extfile server.ext -out server.pem; ",
-      "openssl req ", key, " -keyout client.key -out client.csr -subj /CN=infer-test-client; ",
+      "-extfile server.ext -out server.pem; ", "openssl req ", key,
+      " -keyout client.key -out client.csr -subj /CN=infer-test-client; ",
       "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 ",
-      "-out client.pem; ",
-      "openssl req -x509 ", key, " -keyout other.key -out other.pem -days 2 -subj /CN=stranger",
-      " > openssl.log 2>&1");
+      "-out client.pem; ", "openssl req -x509 ", key,
+      " -keyout other.key -out other.pem -days 2 -subj /CN=stranger", " > openssl.log 2>&1");
   return std::system(("bash -c \"" + script + "\" > /dev/null 2>&1").c_str()) == 0;
 }
 
@@ -458,17 +455,15 @@ TEST(TlsTest, TlsAndMutualTlsHandshakes) {
   }
   {  // Mutual TLS: only clients with a certificate the CA signed.
     auto server = ServerProcess::Start(
-        ServerBinary(), {"--device", "cpu", "--tls-cert-file", (p / "server.pem").string(),
-                         "--tls-key-file", (p / "server.key").string(), "--tls-client-ca-file",
-                         (p / "ca.pem").string()});
+        ServerBinary(),
+        {"--device", "cpu", "--tls-cert-file", (p / "server.pem").string(), "--tls-key-file",
+         (p / "server.key").string(), "--tls-client-ca-file", (p / "ca.pem").string()});
     ASSERT_TRUE(server.ok()) << server.status();
     EXPECT_NE(server->log().find("(mutual TLS)"), std::string::npos);
     EXPECT_TRUE(Live(*server, grpc::SslCredentials(with_cert)).ok());
-    EXPECT_EQ(Live(*server, grpc::SslCredentials(trusting)).error_code(),
-              StatusCode::UNAVAILABLE)
+    EXPECT_EQ(Live(*server, grpc::SslCredentials(trusting)).error_code(), StatusCode::UNAVAILABLE)
         << "a client without a certificate is refused";
-    EXPECT_EQ(Live(*server, grpc::SslCredentials(stranger)).error_code(),
-              StatusCode::UNAVAILABLE)
+    EXPECT_EQ(Live(*server, grpc::SslCredentials(stranger)).error_code(), StatusCode::UNAVAILABLE)
         << "a certificate the CA did not sign is refused";
     // An inference over mutual TLS works end to end.
     auto stub = GRPCInferenceService::NewStub(
