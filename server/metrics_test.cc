@@ -2,19 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/loadgen/prometheus_text.h"
 #include "models/embed_pool.h"
-#include "tests/testing/prometheus_text.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
 namespace {
 
-using ::infer::testing::CountOf;
-using ::infer::testing::HistogramQuantile;
+using ::infer::loadgen::CountOf;
+using ::infer::loadgen::HistogramQuantile;
+using ::infer::loadgen::ParsePrometheusText;
+using ::infer::loadgen::Sample;
+using ::infer::loadgen::SumOf;
 using ::infer::testing::IsOk;
-using ::infer::testing::ParsePrometheusText;
-using ::infer::testing::Sample;
-using ::infer::testing::SumOf;
 
 InferRequest Ids(int64_t rows, int64_t len) {
   InferRequest r;
@@ -109,12 +109,12 @@ TEST_F(MetricsTest, ServedOverHttpOnItsOwnPort) {
   auto server = MetricsServer::Start("127.0.0.1:0", engine_.get());
   ASSERT_THAT(server, IsOk());
   ASSERT_THAT(engine_->Infer(Ids(1, 8)), IsOk());
-  absl::StatusOr<std::string> body = ::infer::testing::HttpGet((*server)->port(), "/metrics");
+  absl::StatusOr<std::string> body = ::infer::loadgen::HttpGet((*server)->port(), "/metrics");
   ASSERT_THAT(body, IsOk());
   absl::StatusOr<std::vector<Sample>> s = ParsePrometheusText(*body);
   ASSERT_THAT(s, IsOk()) << *body;
   EXPECT_EQ(SumOf(*s, "infer_request_duration_seconds_count", {{"model", "embed_pool"}}), 1);
-  EXPECT_FALSE(::infer::testing::HttpGet((*server)->port(), "/nothing").ok());
+  EXPECT_FALSE(::infer::loadgen::HttpGet((*server)->port(), "/nothing").ok());
   // A port in use is refused with the address named.
   auto clash = MetricsServer::Start(absl::StrCat("127.0.0.1:", (*server)->port()), engine_.get());
   EXPECT_THAT(clash, ::infer::testing::StatusIs(absl::StatusCode::kUnavailable,

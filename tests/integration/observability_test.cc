@@ -17,10 +17,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "bench/loadgen/prometheus_text.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "tests/testing/kserve.h"
-#include "tests/testing/prometheus_text.h"
 #include "tests/testing/server_process.h"
 
 namespace infer {
@@ -28,15 +28,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using grpc::StatusCode;
+using ::infer::loadgen::HttpGet;
+using ::infer::loadgen::ParsePrometheusText;
+using ::infer::loadgen::Sample;
+using ::infer::loadgen::SumOf;
 using ::infer::testing::Concurrent;
-using ::infer::testing::HttpGet;
 using ::infer::testing::IdsRequest;
-using ::infer::testing::ParsePrometheusText;
-using ::infer::testing::Sample;
 using ::infer::testing::ServerBinary;
 using ::infer::testing::ServerProcess;
 using ::infer::testing::Stats;
-using ::infer::testing::SumOf;
 using inference::GRPCInferenceService;
 
 // A temporary folder removed with the object.
@@ -196,7 +196,7 @@ TEST_F(ObservabilityTest, MetricsScrapeGrowsWithRequestsAndShowsDeviceMemory) {
   EXPECT_EQ(grew("infer_requests_total", {{"model", "limited"}, {"code", "OK"}}), 40);
   EXPECT_EQ(grew("infer_rejections_total", {{"model", "limited"}, {"reason", "over_limit"}}), 1);
   // What histogram_quantile would give for p99 over this scrape.
-  const double p99 = ::infer::testing::HistogramQuantile(after, "infer_request_duration_seconds",
+  const double p99 = ::infer::loadgen::HistogramQuantile(after, "infer_request_duration_seconds",
                                                          0.99, {{"model", "limited"}});
   EXPECT_GT(p99, 0.0);
   EXPECT_LT(p99, 30.0);
@@ -205,7 +205,7 @@ TEST_F(ObservabilityTest, MetricsScrapeGrowsWithRequestsAndShowsDeviceMemory) {
         "infer_device_memory_headroom_bytes", "infer_device_memory_reserved_bytes",
         "infer_device_memory_allocated_bytes", "infer_device_memory_peak_allocated_bytes",
         "infer_device_memory_largest_free_block_bytes"}) {
-    EXPECT_EQ(::infer::testing::CountOf(after, gauge, {{"device", "cpu"}}), 1) << gauge;
+    EXPECT_EQ(::infer::loadgen::CountOf(after, gauge, {{"device", "cpu"}}), 1) << gauge;
   }
   EXPECT_GT(SumOf(after, "infer_device_memory_budget_bytes"), 0);
   EXPECT_EQ(SumOf(after, "infer_queue_depth", {{"model", "limited"}}), 0);

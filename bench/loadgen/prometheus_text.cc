@@ -1,4 +1,4 @@
-#include "tests/testing/prometheus_text.h"
+#include "bench/loadgen/prometheus_text.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace infer::testing {
+namespace infer::loadgen {
 namespace {
 
 bool ValidName(const std::string& s) {
@@ -191,19 +191,35 @@ double HistogramQuantile(const std::vector<Sample>& samples, const std::string& 
   return prev_bound;
 }
 
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket failed");
+std::vector<Sample> Delta(const std::vector<Sample>& after, const std::vector<Sample>& before) {
+  std::map<std::pair<std::string, std::map<std::string, std::string>>, double> earlier;
+  for (const Sample& s : before) earlier[{s.name, s.labels}] = s.value;
+  std::vector<Sample> out = after;
+  for (Sample& s : out) {
+    auto it = earlier.find({s.name, s.labels});
+    if (it != earlier.end()) s.value -= it->second;
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("'", host, "' is not an IPv4 address"));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  const timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port));
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", host, ":", port));
   }
   const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\nConnection: close\r\n\r\n");
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);
     return absl::InternalError("write failed");
@@ -222,4 +238,4 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return response.substr(body + 4);
 }
 
-}  // namespace infer::testing
+}  // namespace infer::loadgen

@@ -1,0 +1,413 @@
+// infer-bench: a KServe v2 gRPC load generator for infer-server, Triton or
+// any server of the protocol. See --help, and bench/loadgen/runner.h for how
+// load is generated and latency measured.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/loadgen/prometheus_text.h"
+#include "bench/loadgen/runner.h"
+
+namespace {
+
+using infer::loadgen::LoadOptions;
+using infer::loadgen::LoadResult;
+using infer::loadgen::Sample;
+using json = nlohmann::json;
+
+// Scrapes HOST:PORT/metrics; empty on any failure (reported once).
+std::vector<Sample> Scrape(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return {};
+  }
+  absl::StatusOr<std::string> body =
+      infer::loadgen::HttpGet(address.substr(0, colon), port, "/metrics");
+  if (!body.ok()) return {};
+  absl::StatusOr<std::vector<Sample>> samples = infer::loadgen::ParsePrometheusText(*body);
+  return samples.ok() ? *samples : std::vector<Sample>{};
+}
+
+// What the server's own metrics say about one run (infer-server's names).
+struct ServerFigures {
+  bool present = false;
+  double batch_rows_mean = 0, padding_efficiency_mean = 0;
+  double server_p50_ms = 0, server_p99_ms = 0;
+  double queue_depth_after = 0, queue_depth_peak = 0;
+  double budget_bytes = 0, allocated_after = 0, peak_allocated = 0, reserved_after = 0;
+  std::map<std::string, double> rejections;
+};
+
+ServerFigures Summarize(const std::vector<Sample>& before, const std::vector<Sample>& after,
+                        const std::string& model, double queue_peak) {
+  using infer::loadgen::HistogramQuantile;
+  using infer::loadgen::SumOf;
+  ServerFigures f;
+  if (after.empty()) return f;
+  f.present = true;
+  const std::vector<Sample> d = infer::loadgen::Delta(after, before);
+  const std::map<std::string, std::string> m = {{"model", model}};
+  const auto mean = [&](const std::string& h) {
+    const double n = SumOf(d, h + "_count", m);
+    return n > 0 ? SumOf(d, h + "_sum", m) / n : 0.0;
+  };
+  f.batch_rows_mean = mean("infer_batch_size");
+  f.padding_efficiency_mean = mean("infer_batch_padding_efficiency");
+  const double p50 = HistogramQuantile(d, "infer_request_duration_seconds", 0.5, m);
+  const double p99 = HistogramQuantile(d, "infer_request_duration_seconds", 0.99, m);
+  f.server_p50_ms = std::isnan(p50) ? 0 : p50 * 1e3;
+  f.server_p99_ms = std::isnan(p99) ? 0 : p99 * 1e3;
+  f.queue_depth_after = SumOf(after, "infer_queue_depth", m);
+  f.queue_depth_peak = std::max(queue_peak, f.queue_depth_after);
+  f.budget_bytes = SumOf(after, "infer_device_memory_budget_bytes");
+  f.allocated_after = SumOf(after, "infer_device_memory_allocated_bytes");
+  f.peak_allocated = SumOf(after, "infer_device_memory_peak_allocated_bytes");
+  f.reserved_after = SumOf(after, "infer_device_memory_reserved_bytes");
+  for (const Sample& s : d) {
+    if (s.name == "infer_rejections_total" && s.labels.count("model") &&
+        s.labels.at("model") == model && s.value > 0) {
+      f.rejections[s.labels.at("reason")] += s.value;
+    }
+  }
+  return f;
+}
+
+struct Step {
+  std::string load;  // "concurrency 8" / "rate 200/s"
+  double value = 0;
+  LoadResult result;
+  ServerFigures server;
+};
+
+double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+json ToJson(const Step& s) {
+  const LoadResult& r = s.result;
+  json codes = json::object();
+  for (const auto& [code, n] : r.codes) codes[infer::loadgen::CodeName(code)] = n;
+  json j = {{"load", s.load},
+            {"value", s.value},
+            {"window_s", absl::ToDoubleSeconds(r.window)},
+            {"sent", r.sent},
+            {"ok", r.ok},
+            {"throughput_per_s", r.throughput()},
+            {"rows_per_s", static_cast<double>(r.rows_ok) / absl::ToDoubleSeconds(r.window)},
+            {"latency_ms",
+             {{"p50", Ms(r.ok_latency.Percentile(50))},
+              {"p90", Ms(r.ok_latency.Percentile(90))},
+              {"p95", Ms(r.ok_latency.Percentile(95))},
+              {"p99", Ms(r.ok_latency.Percentile(99))},
+              {"p99.9", Ms(r.ok_latency.Percentile(99.9))},
+              {"max", Ms(r.ok_latency.max())},
+              {"mean", r.ok_latency.mean() / 1e6}}},
+            {"error_latency_ms",
+             {{"p50", Ms(r.error_latency.Percentile(50))},
+              {"p99", Ms(r.error_latency.Percentile(99))},
+              {"max", Ms(r.error_latency.max())}}},
+            {"codes", codes},
+            {"pacing",
+             {{"issued", r.pacing.issued},
+              {"late", r.pacing.late},
+              {"max_lag_ms", absl::ToDoubleMilliseconds(r.pacing.max_lag)}}}};
+  if (s.server.present) {
+    j["server"] = {{"batch_rows_mean", s.server.batch_rows_mean},
+                   {"padding_efficiency_mean", s.server.padding_efficiency_mean},
+                   {"p50_ms", s.server.server_p50_ms},
+                   {"p99_ms", s.server.server_p99_ms},
+                   {"queue_depth_after", s.server.queue_depth_after},
+                   {"queue_depth_peak", s.server.queue_depth_peak},
+                   {"device_memory_budget_bytes", s.server.budget_bytes},
+                   {"device_memory_allocated_bytes", s.server.allocated_after},
+                   {"device_memory_peak_allocated_bytes", s.server.peak_allocated},
+                   {"device_memory_reserved_bytes", s.server.reserved_after},
+                   {"rejections", s.server.rejections}};
+  }
+  return j;
+}
+
+void PrintHeader() {
+  std::printf("%-16s %9s %9s %8s %11s %8s %8s %8s %8s %8s %8s\n", "load", "sent", "ok", "errors",
+              "ok/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms");
+}
+
+void PrintRow(const Step& s) {
+  const LoadResult& r = s.result;
+  std::printf("%-16s %9lld %9lld %8lld %11.1f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+              s.load.c_str(), static_cast<long long>(r.sent), static_cast<long long>(r.ok),
+              static_cast<long long>(r.sent - r.ok), r.throughput(),
+              Ms(r.ok_latency.Percentile(50)), Ms(r.ok_latency.Percentile(90)),
+              Ms(r.ok_latency.Percentile(95)), Ms(r.ok_latency.Percentile(99)),
+              Ms(r.ok_latency.Percentile(99.9)), Ms(r.ok_latency.max()));
+}
+
+void PrintDetails(const Step& s) {
+  const LoadResult& r = s.result;
+  std::string codes;
+  for (const auto& [code, n] : r.codes) {
+    if (code != grpc::StatusCode::OK) absl::StrAppend(&codes, " ", infer::loadgen::CodeName(code), " ", n);
+  }
+  if (!codes.empty()) {
+    std::printf("  errors by code:%s; error latency p50 %.2f ms, p99 %.2f ms\n", codes.c_str(),
+                Ms(r.error_latency.Percentile(50)), Ms(r.error_latency.Percentile(99)));
+  }
+  if (r.pacing.issued > 0 && r.pacing.late > 0) {
+    std::printf(
+        "  pacing: %lld of %lld sends left over 1 ms late (max %.1f ms); their latency still "
+        "counts from the intended time\n",
+        static_cast<long long>(r.pacing.late), static_cast<long long>(r.pacing.issued),
+        absl::ToDoubleMilliseconds(r.pacing.max_lag));
+  }
+  if (s.server.present) {
+    const ServerFigures& f = s.server;
+    const double budget = std::max(1.0, f.budget_bytes);
+    std::string rejections;
+    for (const auto& [reason, n] : f.rejections) absl::StrAppend(&rejections, " ", reason, " ", n);
+    std::printf(
+        "  server: mean batch %.2f rows, padding efficiency %.2f, p50 %.2f ms, p99 %.2f ms; "
+        "queue depth peak %.0f, after %.0f; device memory allocated %.1f%% of budget (peak "
+        "%.1f%%, reserved %.1f%%)%s%s\n",
+        f.batch_rows_mean, f.padding_efficiency_mean, f.server_p50_ms, f.server_p99_ms,
+        f.queue_depth_peak, f.queue_depth_after, 100 * f.allocated_after / budget,
+        100 * f.peak_allocated / budget, 100 * f.reserved_after / budget,
+        rejections.empty() ? "" : "; rejections:", rejections.c_str());
+  }
+}
+
+// "a:b:step" → a, a+step, ..., b.
+bool ParseRange(const std::string& text, std::vector<double>* out) {
+  std::vector<std::string> p = absl::StrSplit(text, ':');
+  double a = 0, b = 0, step = 0;
+  if (p.size() != 3 || !absl::SimpleAtod(p[0], &a) || !absl::SimpleAtod(p[1], &b) ||
+      !absl::SimpleAtod(p[2], &step) || !(a > 0) || b < a || !(step > 0) ||
+      (b - a) / step > 1000) {
+    return false;
+  }
+  for (double v = a; v <= b + 1e-9; v += step) out->push_back(v);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  LoadOptions o;
+  std::string input = "ids", arrivals = "constant", json_path, metrics_url, rate_range,
+              concurrency_range;
+  double warmup_s = 1, duration_s = 10, timeout_ms = 30000, p99_target_ms = 0,
+         max_error_fraction = 0.001;
+  bool no_progress = false;
+  CLI::App app{
+      "infer-bench: load generator for KServe v2 / Triton gRPC inference servers "
+      "(inference.GRPCInferenceService/ModelInfer).\n\n"
+      "Closed loop (--concurrency N): N requests always in flight; latency is each request's "
+      "round trip. Open loop (--rate R): requests are sent on a schedule (constant spacing or "
+      "Poisson arrivals) whatever the server does, and latency counts from each request's "
+      "*intended* send time, so a server that stalls is charged for every request that "
+      "should have gone out meanwhile (no coordinated omission). Percentiles come from a "
+      "high-dynamic-range histogram (0.1% resolution, 1 ns to 18 min).\n\n"
+      "Reports sent/OK/errors, OK answers per second, p50/p90/p95/p99/p99.9/max latency, errors "
+      "by gRPC code (and their latency), and with --metrics-url the server's own figures "
+      "(infer-server's /metrics: mean batch size, padding efficiency, server-side p50/p99, "
+      "queue depth, device memory against the budget, rejections by reason) scraped before and "
+      "after, and once a second during the run for the peak queue depth. A sweep "
+      "(--rate-range or --concurrency-range) runs each step and, with --p99-target-ms, "
+      "reports the highest load that meets the target with at most --max-error-fraction "
+      "errors.\n\n"
+      "Requests are token ids (INT64 input_ids [batch, length], ids 101 ... 102 around ids in "
+      "[1000, 2000)) or text (BYTES text [batch] of length-2 words 'hello').",
+      "infer-bench"};
+  app.add_option("-u,--url", o.address, "server host:port")->capture_default_str();
+  app.add_option("-m,--model", o.model, "model name")->required();
+  app.add_option("-b,--batch-size", o.batch, "rows per request")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--input", input, "ids (INT64 input_ids) or text (BYTES text)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ids", "text"}));
+  app.add_option("--lengths", o.lengths,
+                 "sequence lengths: 128 (fixed), 16-512 (uniform), or a weighted mix "
+                 "16:0.7,128:0.2,512:0.1")
+      ->capture_default_str();
+  app.add_option("--concurrency", o.concurrency, "closed loop: requests in flight")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--rate", o.rate, "open loop: requests per second")
+      ->check(CLI::Range(1e-3, 1e7));
+  app.add_option("--arrivals", arrivals, "open loop schedule: constant or poisson")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"constant", "poisson"}));
+  app.add_option("--rate-range", rate_range, "open-loop sweep START:END:STEP (requests/s)");
+  app.add_option("--concurrency-range", concurrency_range, "closed-loop sweep START:END:STEP");
+  app.add_option("--p99-target-ms", p99_target_ms,
+                 "sweep: report the highest load with p99 at or under this")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-error-fraction", max_error_fraction,
+                 "sweep: a step passes only with at most this share of errors")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--warmup-s", warmup_s, "seconds of load before measuring")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--duration-s", duration_s, "seconds measured (per sweep step)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--requests", o.requests, "stop after this many measured requests (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--channels", o.channels, "gRPC channels (TCP connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--threads", o.threads, "open loop: sending threads (the rate is split)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--timeout-ms", timeout_ms, "per-request deadline")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3.6e6));
+  app.add_option("--max-outstanding", o.max_outstanding,
+                 "open loop: most requests in flight; beyond it sending waits (and the wait "
+                 "counts in latency)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  app.add_option("--seed", o.seed, "random seed (lengths, Poisson gaps)")->capture_default_str();
+  app.add_option("--metrics-url", metrics_url,
+                 "host:port of the server's Prometheus endpoint (infer-server: 127.0.0.1:8002)");
+  app.add_option("--json", json_path, "also write the results as JSON to this file");
+  app.add_flag("--no-progress", no_progress, "no live progress line (default: on a terminal)");
+  CLI11_PARSE(app, argc, argv);
+
+  o.input = input == "text" ? infer::loadgen::InputKind::kText : infer::loadgen::InputKind::kTokenIds;
+  o.arrivals = arrivals == "poisson" ? infer::loadgen::Arrivals::kPoisson
+                                     : infer::loadgen::Arrivals::kConstant;
+  o.warmup = absl::Seconds(warmup_s);
+  o.duration = absl::Seconds(duration_s);
+  o.timeout = absl::Milliseconds(timeout_ms);
+
+  // The loads to run: one, or a sweep.
+  std::vector<std::pair<bool, double>> loads;  // (open loop?, value)
+  const int modes = (o.concurrency > 0) + (o.rate > 0) + !rate_range.empty() +
+                    !concurrency_range.empty();
+  if (modes != 1) {
+    std::fprintf(stderr,
+                 "infer-bench: give exactly one of --concurrency, --rate, --rate-range, "
+                 "--concurrency-range\n");
+    return 2;
+  }
+  std::vector<double> values;
+  if (!rate_range.empty() || !concurrency_range.empty()) {
+    if (!ParseRange(rate_range.empty() ? concurrency_range : rate_range, &values)) {
+      std::fprintf(stderr,
+                   "infer-bench: a range is START:END:STEP with 0 < START <= END, STEP > 0 and "
+                   "at most 1000 steps\n");
+      return 2;
+    }
+    for (double v : values) loads.push_back({!rate_range.empty(), v});
+  } else {
+    loads.push_back({o.rate > 0, o.rate > 0 ? o.rate : o.concurrency});
+  }
+
+  const bool progress = !no_progress && isatty(STDERR_FILENO);
+  std::printf("infer-bench: model '%s' at %s, batch %lld, lengths %s, %s input, %.1f s measured "
+              "after %.1f s warm-up\n",
+              o.model.c_str(), o.address.c_str(), static_cast<long long>(o.batch),
+              o.lengths.c_str(), input.c_str(), duration_s, warmup_s);
+  PrintHeader();
+  std::fflush(stdout);
+  std::vector<Step> steps;
+  int best = -1;
+  for (const auto& [open, value] : loads) {
+    LoadOptions step_options = o;
+    step_options.rate = open ? value : 0;
+    step_options.concurrency = open ? 0 : static_cast<int>(value);
+    if (progress) {
+      step_options.on_progress = [](const std::string& line) {
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      };
+    }
+    std::atomic<bool> sampling{true};
+    std::atomic<double> queue_peak{0};
+    std::vector<Sample> before;
+    std::thread sampler;
+    if (!metrics_url.empty()) {
+      before = Scrape(metrics_url);
+      if (before.empty()) {
+        std::fprintf(stderr, "infer-bench: cannot scrape http://%s/metrics; going on without\n",
+                     metrics_url.c_str());
+      }
+      sampler = std::thread([&] {
+        while (sampling.load()) {
+          const std::vector<Sample> s = Scrape(metrics_url);
+          const double depth = infer::loadgen::SumOf(s, "infer_queue_depth", {{"model", o.model}});
+          if (depth > queue_peak.load()) queue_peak.store(depth);
+          for (int i = 0; i < 10 && sampling.load(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }
+      });
+    }
+    absl::StatusOr<LoadResult> result = infer::loadgen::RunLoad(step_options);
+    sampling.store(false);
+    if (sampler.joinable()) sampler.join();
+    if (progress) std::fprintf(stderr, "\r\033[K");
+    if (!result.ok()) {
+      std::fprintf(stderr, "infer-bench: %s\n", std::string(result.status().message()).c_str());
+      return 2;
+    }
+    Step step;
+    step.value = value;
+    step.load = open ? absl::StrFormat("rate %g/s", value) : absl::StrFormat("concurrency %g", value);
+    step.result = *std::move(result);
+    if (!metrics_url.empty() && !before.empty()) {
+      step.server = Summarize(before, Scrape(metrics_url), o.model, queue_peak.load());
+    }
+    PrintRow(step);
+    PrintDetails(step);
+    std::fflush(stdout);
+    steps.push_back(std::move(step));
+    if (p99_target_ms > 0 && loads.size() > 1) {
+      const LoadResult& r = steps.back().result;
+      const bool pass = r.sent > 0 && Ms(r.ok_latency.Percentile(99)) <= p99_target_ms &&
+                        static_cast<double>(r.sent - r.ok) <=
+                            max_error_fraction * static_cast<double>(r.sent);
+      if (pass) {
+        best = static_cast<int>(steps.size()) - 1;
+      } else if (best >= 0) {
+        break;  // past the knee
+      }
+    }
+  }
+  if (p99_target_ms > 0 && loads.size() > 1) {
+    if (best >= 0) {
+      std::printf("highest load meeting p99 <= %g ms with <= %g%% errors: %s (%.1f ok/s)\n",
+                  p99_target_ms, 100 * max_error_fraction, steps[best].load.c_str(),
+                  steps[best].result.throughput());
+    } else {
+      std::printf("no step met p99 <= %g ms with <= %g%% errors\n", p99_target_ms,
+                  100 * max_error_fraction);
+    }
+  }
+  if (!json_path.empty()) {
+    json j = {{"model", o.model},
+              {"url", o.address},
+              {"batch_size", o.batch},
+              {"lengths", o.lengths},
+              {"input", input},
+              {"warmup_s", warmup_s},
+              {"duration_s", duration_s},
+              {"arrivals", arrivals},
+              {"steps", json::array()}};
+    for (const Step& s : steps) j["steps"].push_back(ToJson(s));
+    if (p99_target_ms > 0) {
+      j["p99_target_ms"] = p99_target_ms;
+      j["best_step"] = best;
+    }
+    std::ofstream(json_path) << j.dump(2) << "\n";
+  }
+  return 0;
+}

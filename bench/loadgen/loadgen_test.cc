@@ -1,0 +1,225 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "bench/loadgen/latency_histogram.h"
+#include "bench/loadgen/pacer.h"
+#include "bench/loadgen/workload.h"
+
+namespace infer::loadgen {
+namespace {
+
+TEST(LatencyHistogramTest, EveryValueIsKeptToWithinATenthOfAPercent) {
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    const int64_t v = static_cast<int64_t>(rng() % (int64_t{1} << 39));
+    const int idx = LatencyHistogram::Index(v);
+    const int64_t hi = LatencyHistogram::HighestEquivalent(idx);
+    ASSERT_GE(hi, v);
+    ASSERT_LE(hi - v, std::max<int64_t>(0, v / 1024)) << v;
+    if (idx > 0) ASSERT_LT(LatencyHistogram::HighestEquivalent(idx - 1), v) << v;
+  }
+  // Exact below 2048 ns.
+  for (int64_t v = 0; v < 2048; ++v) ASSERT_EQ(LatencyHistogram::HighestEquivalent(LatencyHistogram::Index(v)), v);
+}
+
+TEST(LatencyHistogramTest, PercentilesOfKnownData) {
+  LatencyHistogram h;
+  // 1..10000 µs, each once: p50 = 5000 µs, p99 = 9900 µs, p99.9 = 9990 µs.
+  for (int64_t us = 1; us <= 10000; ++us) h.Record(us * 1000);
+  EXPECT_EQ(h.count(), 10000u);
+  const auto near = [](int64_t got, int64_t want) {
+    return got >= want && got - want <= want / 1024 + 1;
+  };
+  EXPECT_TRUE(near(h.Percentile(50), 5'000'000)) << h.Percentile(50);
+  EXPECT_TRUE(near(h.Percentile(90), 9'000'000)) << h.Percentile(90);
+  EXPECT_TRUE(near(h.Percentile(99), 9'900'000)) << h.Percentile(99);
+  EXPECT_TRUE(near(h.Percentile(99.9), 9'990'000)) << h.Percentile(99.9);
+  EXPECT_EQ(h.Percentile(100), 10'000'000);
+  EXPECT_EQ(h.max(), 10'000'000);
+  EXPECT_EQ(h.min(), 1000);
+  EXPECT_DOUBLE_EQ(h.mean(), 5'000'500.0);
+}
+
+TEST(LatencyHistogramTest, ATailOfOneInAThousandIsSeenAtP999NotP99) {
+  LatencyHistogram h;
+  for (int i = 0; i < 999; ++i) h.Record(1'000'000);  // 1 ms
+  h.Record(2'000'000'000);                             // one 2 s stall
+  EXPECT_LE(h.Percentile(99), 1'001'000);
+  EXPECT_LE(h.Percentile(99.9), 1'001'000) << "rank 999 of 1000 is still 1 ms";
+  EXPECT_EQ(h.Percentile(100), 2'000'000'000);
+  h.Record(2'000'000'000);  // two in 1001: p99.9 now reaches the stall
+  EXPECT_GE(h.Percentile(99.9), 2'000'000'000);
+}
+
+TEST(LatencyHistogramTest, MergeAndClamp) {
+  LatencyHistogram a, b;
+  a.Record(10);
+  b.Record(20);
+  b.Record(int64_t{1} << 50);  // beyond the range: clamped, counted, max exact
+  a.Merge(b);
+  EXPECT_EQ(a.count(), 3u);
+  EXPECT_EQ(a.clamped(), 1u);
+  EXPECT_EQ(a.max(), int64_t{1} << 50);
+  EXPECT_EQ(a.Percentile(50), 20);
+  EXPECT_EQ(LatencyHistogram().Percentile(99), 0);
+}
+
+TEST(ArrivalScheduleTest, ConstantRateIsEvenlySpacedWithoutDrift) {
+  auto s = ArrivalSchedule::Create(1000, Arrivals::kConstant, 1);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->Next(), absl::ZeroDuration());
+  EXPECT_EQ(s->Next(), absl::Milliseconds(1));
+  absl::Duration last;
+  for (int i = 2; i <= 1'000'000; ++i) last = s->Next();
+  EXPECT_EQ(last, absl::Seconds(1000)) << "the millionth arrival is exactly 1000 s in";
+  EXPECT_FALSE(ArrivalSchedule::Create(0, Arrivals::kConstant, 1).ok());
+  EXPECT_FALSE(ArrivalSchedule::Create(-5, Arrivals::kPoisson, 1).ok());
+}
+
+TEST(ArrivalScheduleTest, PoissonHasTheRateAndExponentialGaps) {
+  auto s = ArrivalSchedule::Create(500, Arrivals::kPoisson, 42);
+  ASSERT_TRUE(s.ok());
+  constexpr int kN = 200000;
+  std::vector<double> gaps;
+  absl::Duration prev = s->Next();
+  for (int i = 0; i < kN; ++i) {
+    const absl::Duration at = s->Next();
+    gaps.push_back(absl::ToDoubleSeconds(at - prev));
+    prev = at;
+  }
+  const double mean = absl::ToDoubleSeconds(prev) / kN;
+  EXPECT_NEAR(mean, 1.0 / 500, 0.02 / 500);
+  // Exponential: the share of gaps longer than the mean is e^-1.
+  const double longer = std::count_if(gaps.begin(), gaps.end(), [&](double g) { return g > mean; });
+  EXPECT_NEAR(longer / kN, std::exp(-1.0), 0.01);
+  // Same seed, same schedule.
+  auto a = ArrivalSchedule::Create(500, Arrivals::kPoisson, 7);
+  auto b = ArrivalSchedule::Create(500, Arrivals::kPoisson, 7);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(a->Next(), b->Next());
+}
+
+// A clock that only moves when someone sleeps on it, or when the test says.
+class FakePaceClock final : public PaceClock {
+ public:
+  explicit FakePaceClock(absl::Time t) : now_(t) {}
+  absl::Time Now() override { return now_; }
+  void SleepUntil(absl::Time t) override { now_ = std::max(now_, t); }
+  void Advance(absl::Duration d) { now_ += d; }
+
+ private:
+  absl::Time now_;
+};
+
+TEST(OpenLoopTest, SendsAtTheIntendedTimesAndStopsAtTheEnd) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FakePaceClock clock(t0);
+  auto s = ArrivalSchedule::Create(100, Arrivals::kConstant, 1);  // every 10 ms
+  std::vector<absl::Time> intended, actual;
+  const OpenLoopResult r = RunOpenLoop(
+      *s, clock, t0, t0 + absl::Seconds(1), [] {},
+      [&](absl::Time when) {
+        intended.push_back(when);
+        actual.push_back(clock.Now());
+      },
+      [] { return false; });
+  ASSERT_EQ(r.issued, 100);
+  ASSERT_EQ(intended.size(), 100u);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(intended[i], t0 + absl::Milliseconds(10 * i));
+    EXPECT_EQ(actual[i], intended[i]) << "sent when intended";
+  }
+  EXPECT_EQ(r.late, 0);
+  EXPECT_EQ(r.max_lag, absl::ZeroDuration());
+}
+
+TEST(OpenLoopTest, AStalledSenderCatchesUpWithoutSkippingAndKeepsIntendedTimes) {
+  // The 11th send blocks for 500 ms (no room: the server stalls). The sends
+  // meant for that half second go out at once afterwards, each still
+  // carrying its own intended time: latency measured from it includes the
+  // stall. None is skipped.
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FakePaceClock clock(t0);
+  auto s = ArrivalSchedule::Create(100, Arrivals::kConstant, 1);
+  int calls = 0;
+  std::vector<absl::Time> intended, actual;
+  const OpenLoopResult r = RunOpenLoop(
+      *s, clock, t0, t0 + absl::Seconds(1),
+      [&] {
+        if (++calls == 11) clock.Advance(absl::Milliseconds(500));
+      },
+      [&](absl::Time when) {
+        intended.push_back(when);
+        actual.push_back(clock.Now());
+      },
+      [] { return false; });
+  ASSERT_EQ(r.issued, 100) << "no arrival is skipped";
+  EXPECT_EQ(intended[10], t0 + absl::Milliseconds(100));
+  EXPECT_EQ(actual[10], t0 + absl::Milliseconds(600));
+  // Those meant for (100, 600) ms went out at 600 ms, late by up to 500 ms.
+  for (int i = 11; i < 60; ++i) EXPECT_EQ(actual[i], t0 + absl::Milliseconds(600)) << i;
+  EXPECT_EQ(actual[60], intended[60]) << "back on schedule";
+  EXPECT_EQ(r.max_lag, absl::Milliseconds(500));
+  EXPECT_EQ(r.late, 50);  // meant for 100 ms .. 590 ms; the one for 600 ms is on time
+}
+
+TEST(OpenLoopTest, StopEndsEarly) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FakePaceClock clock(t0);
+  auto s = ArrivalSchedule::Create(100, Arrivals::kConstant, 1);
+  int sent = 0;
+  const OpenLoopResult r = RunOpenLoop(
+      *s, clock, t0, t0 + absl::Seconds(10), [] {}, [&](absl::Time) { ++sent; },
+      [&] { return sent >= 5; });
+  EXPECT_EQ(r.issued, 5);
+}
+
+TEST(LengthMixTest, ParsesTheThreeForms) {
+  std::mt19937_64 rng(1);
+  auto fixed = LengthMix::Parse("128");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->Sample(rng), 128);
+  auto range = LengthMix::Parse("16-32");
+  ASSERT_TRUE(range.ok());
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t v = range->Sample(rng);
+    ASSERT_GE(v, 16);
+    ASSERT_LE(v, 32);
+  }
+  auto mix = LengthMix::Parse("16:0.7,128:0.2,512:0.1");
+  ASSERT_TRUE(mix.ok());
+  std::map<int64_t, int> seen;
+  for (int i = 0; i < 100000; ++i) ++seen[mix->Sample(rng)];
+  EXPECT_NEAR(seen[16] / 1e5, 0.7, 0.01);
+  EXPECT_NEAR(seen[128] / 1e5, 0.2, 0.01);
+  EXPECT_NEAR(seen[512] / 1e5, 0.1, 0.01);
+  EXPECT_EQ(mix->max_length(), 512);
+  for (const char* bad : {"", "abc", "0", "32-16", "16:0", "16:x", "16:0.5,", "1-2-3"}) {
+    EXPECT_FALSE(LengthMix::Parse(bad).ok()) << bad;
+  }
+}
+
+TEST(RequestPoolTest, BuildsIdsAndTextOfTheAskedLength) {
+  RequestPool ids("m", InputKind::kTokenIds, 3);
+  const inference::ModelInferRequest& r = ids.Get(5);
+  EXPECT_EQ(&r, &ids.Get(5)) << "built once";
+  ASSERT_EQ(r.inputs_size(), 1);
+  EXPECT_EQ(r.inputs(0).name(), "input_ids");
+  EXPECT_EQ(r.inputs(0).shape(0), 3);
+  EXPECT_EQ(r.inputs(0).shape(1), 5);
+  ASSERT_EQ(r.raw_input_contents(0).size(), 3u * 5 * 8);
+  const auto* v = reinterpret_cast<const int64_t*>(r.raw_input_contents(0).data());
+  EXPECT_EQ(v[0], 101);
+  EXPECT_EQ(v[4], 102);
+  EXPECT_GE(v[2], 1000);
+  EXPECT_LT(v[2], 2000);
+  RequestPool text("m", InputKind::kText, 2);
+  const inference::ModelInferRequest& t = text.Get(6);
+  EXPECT_EQ(t.inputs(0).datatype(), "BYTES");
+  ASSERT_EQ(t.inputs(0).contents().bytes_contents_size(), 2);
+  EXPECT_EQ(t.inputs(0).contents().bytes_contents(0), "hello hello hello hello");
+}
+
+}  // namespace
+}  // namespace infer::loadgen

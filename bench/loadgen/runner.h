@@ -1,0 +1,73 @@
+// The load generator's engine: sends KServe v2 ModelInfer calls over gRPC
+// (callback API, any number of channels) in a closed loop (N requests always
+// in flight) or an open loop (a target rate, constant or Poisson, latency
+// counted from each request's intended send time), and collects latency,
+// throughput and status codes. Works against any KServe v2 server.
+#ifndef INFER_BENCH_LOADGEN_RUNNER_H_
+#define INFER_BENCH_LOADGEN_RUNNER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bench/loadgen/latency_histogram.h"
+#include "bench/loadgen/pacer.h"
+#include "bench/loadgen/workload.h"
+#include "grpc_service.grpc.pb.h"
+
+namespace infer::loadgen {
+
+struct LoadOptions {
+  std::string address = "127.0.0.1:8001";
+  std::string model;
+  InputKind input = InputKind::kTokenIds;
+  int64_t batch = 1;
+  std::string lengths = "128";
+  // Exactly one of these drives the load.
+  int concurrency = 0;  // closed loop: requests in flight
+  double rate = 0.0;    // open loop: requests per second
+  Arrivals arrivals = Arrivals::kConstant;
+  absl::Duration warmup = absl::Seconds(1);      // sent and answered, not counted
+  absl::Duration duration = absl::Seconds(10);   // the measured window
+  int64_t requests = 0;                          // > 0: stop after this many measured sends
+  int channels = 1;                              // gRPC channels (connections)
+  int threads = 1;                               // open loop: pacing threads (rate split)
+  absl::Duration timeout = absl::Seconds(30);    // per-request deadline
+  int64_t max_outstanding = 10000;               // open loop: cap on requests in flight
+  uint64_t seed = 1;
+  // Called about once a second during the run with a one-line status.
+  std::function<void(const std::string&)> on_progress;
+};
+
+struct LoadResult {
+  absl::Duration window;      // the measured window as run
+  int64_t sent = 0;           // measured requests sent
+  int64_t ok = 0;             // of which answered OK
+  int64_t rows_ok = 0;        // batch rows answered OK
+  std::map<grpc::StatusCode, int64_t> codes;
+  LatencyHistogram ok_latency;     // ns; open loop: from the intended send time
+  LatencyHistogram error_latency;  // ns, of the non-OK answers
+  OpenLoopResult pacing;           // open loop only
+  double throughput() const {      // OK answers per second
+    return ok / std::max(1e-9, absl::ToDoubleSeconds(window));
+  }
+};
+
+// Runs one load phase (warm-up, then the measured window, then waits for
+// the outstanding answers). INVALID_ARGUMENT for bad options.
+absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options);
+
+// "OK", "UNAVAILABLE", ...
+std::string CodeName(grpc::StatusCode code);
+
+}  // namespace infer::loadgen
+
+#endif  // INFER_BENCH_LOADGEN_RUNNER_H_

@@ -1,0 +1,97 @@
+#include "bench/loadgen/workload.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace infer::loadgen {
+
+absl::StatusOr<LengthMix> LengthMix::Parse(const std::string& text) {
+  auto bad = [&](absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence lengths '", text, "': ", rule,
+        " (forms: 128, 16-512, or 16:0.7,128:0.2,512:0.1; lengths in [1, 1048576])"));
+  };
+  auto length_ok = [](int64_t v) { return v >= 1 && v <= (1 << 20); };
+  LengthMix mix;
+  if (text.find(':') == std::string::npos) {
+    std::vector<std::string> range = absl::StrSplit(text, '-');
+    if (range.size() > 2 || !absl::SimpleAtoi(range[0], &mix.lo_)) return bad("not a number");
+    mix.hi_ = mix.lo_;
+    if (range.size() == 2 && !absl::SimpleAtoi(range[1], &mix.hi_)) return bad("not a number");
+    if (!length_ok(mix.lo_) || !length_ok(mix.hi_) || mix.hi_ < mix.lo_) {
+      return bad("bad length or range");
+    }
+    return mix;
+  }
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<std::string> lw = absl::StrSplit(part, ':');
+    int64_t len = 0;
+    double weight = 0;
+    if (lw.size() != 2 || !absl::SimpleAtoi(lw[0], &len) || !absl::SimpleAtod(lw[1], &weight)) {
+      return bad(absl::StrCat("'", part, "' is not LENGTH:WEIGHT"));
+    }
+    if (!length_ok(len) || !(weight > 0)) return bad("lengths must be valid and weights > 0");
+    mix.lengths_.push_back(len);
+    mix.weights_.push_back(weight);
+  }
+  return mix;
+}
+
+int64_t LengthMix::Sample(std::mt19937_64& rng) const {
+  if (lengths_.empty()) {
+    return std::uniform_int_distribution<int64_t>(lo_, hi_)(rng);
+  }
+  std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
+  return lengths_[pick(rng)];
+}
+
+int64_t LengthMix::max_length() const {
+  return lengths_.empty() ? hi_ : *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+std::string LengthMix::ToString() const {
+  if (lengths_.empty()) return lo_ == hi_ ? absl::StrCat(lo_) : absl::StrCat(lo_, "-", hi_);
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < lengths_.size(); ++i) {
+    parts.push_back(absl::StrCat(lengths_[i], ":", weights_[i]));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+const inference::ModelInferRequest& RequestPool::Get(int64_t length) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<inference::ModelInferRequest>& slot = by_length_[length];
+  if (slot != nullptr) return *slot;
+  slot = std::make_unique<inference::ModelInferRequest>();
+  inference::ModelInferRequest& req = *slot;
+  req.set_model_name(model_);
+  auto* in = req.add_inputs();
+  if (kind_ == InputKind::kTokenIds) {
+    in->set_name("input_ids");
+    in->set_datatype("INT64");
+    in->add_shape(batch_);
+    in->add_shape(length);
+    std::string* raw = req.add_raw_input_contents();
+    raw->resize(static_cast<size_t>(batch_ * length) * sizeof(int64_t));
+    auto* ids = reinterpret_cast<int64_t*>(raw->data());
+    for (int64_t r = 0; r < batch_; ++r) {
+      for (int64_t t = 0; t < length; ++t) {
+        ids[r * length + t] = t == 0 ? 101 : t == length - 1 ? 102 : 1000 + (r * 31 + t * 7) % 1000;
+      }
+    }
+  } else {
+    in->set_name("text");
+    in->set_datatype("BYTES");
+    in->add_shape(batch_);
+    std::vector<std::string> words(static_cast<size_t>(std::max<int64_t>(1, length - 2)), "hello");
+    const std::string sentence = absl::StrJoin(words, " ");
+    for (int64_t r = 0; r < batch_; ++r) in->mutable_contents()->add_bytes_contents(sentence);
+  }
+  return req;
+}
+
+}  // namespace infer::loadgen

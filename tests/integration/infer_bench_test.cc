@@ -1,0 +1,155 @@
+// infer-bench end to end: the real tool against a real infer-server started
+// here, in closed-loop, open-loop and sweep modes, read back from --json.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/testing/kserve.h"
+#include "tests/testing/server_process.h"
+
+namespace infer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::infer::testing::ServerBinary;
+using ::infer::testing::ServerProcess;
+
+struct BenchRun {
+  int exit_code = -1;
+  std::string output;
+  json result;
+};
+
+// Runs infer-bench with `args` plus --json and --no-progress.
+BenchRun RunBench(const std::vector<std::string>& args) {
+  const fs::path out = fs::temp_directory_path() / absl::StrCat("infer_bench_", getpid(), ".json");
+  fs::remove(out);
+  std::vector<std::string> quoted;
+  for (const std::string& a : args) quoted.push_back("'" + a + "'");
+  const std::string cmd = absl::StrCat(INFER_BENCH_BINARY, " ", absl::StrJoin(quoted, " "),
+                                       " --no-progress --json '", out.string(), "' 2>&1");
+  BenchRun run;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) run.output.append(buf, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(out);
+  if (in) run.result = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  fs::remove(out);
+  return run;
+}
+
+class InferBenchTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = ServerProcess::Start(ServerBinary(), {"--device", "cpu"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = new ServerProcess(*std::move(server));
+  }
+  static void TearDownTestSuite() {
+    if (server_ == nullptr) return;
+    EXPECT_EQ(*server_->Stop(SIGTERM), 0);
+    delete server_;
+    server_ = nullptr;
+  }
+  static std::vector<std::string> Common() {
+    return {"-u", server_->address(), "-m", "embed_pool", "--metrics-url",
+            absl::StrCat("127.0.0.1:", server_->metrics_port()), "--warmup-s", "0.3"};
+  }
+  static ServerProcess* server_;
+};
+
+ServerProcess* InferBenchTest::server_ = nullptr;
+
+TEST_F(InferBenchTest, ClosedLoopReportsThroughputPercentilesAndServerFigures) {
+  std::vector<std::string> args = Common();
+  for (const char* a : {"--concurrency", "8", "--duration-s", "2", "-b", "2", "--lengths",
+                        "16:0.7,64:0.3"}) {
+    args.push_back(a);
+  }
+  const BenchRun run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.is_object()) << run.output;
+  const json& step = run.result["steps"][0];
+  EXPECT_EQ(step["load"], "concurrency 8");
+  EXPECT_GT(step["ok"].get<int64_t>(), 50) << run.output;
+  EXPECT_EQ(step["ok"], step["sent"]) << "no errors expected";
+  EXPECT_EQ(step["codes"]["OK"], step["ok"]);
+  EXPECT_GT(step["throughput_per_s"].get<double>(), 10.0);
+  EXPECT_NEAR(step["rows_per_s"].get<double>(), 2 * step["throughput_per_s"].get<double>(), 1e-6);
+  const json& lat = step["latency_ms"];
+  EXPECT_GT(lat["p50"].get<double>(), 0.0);
+  EXPECT_LE(lat["p50"].get<double>(), lat["p99"].get<double>());
+  EXPECT_LE(lat["p99"].get<double>(), lat["p99.9"].get<double>());
+  EXPECT_LE(lat["p99.9"].get<double>(), lat["max"].get<double>());
+  // From the server's /metrics: it batched (8 in flight), and says so.
+  ASSERT_TRUE(step.contains("server")) << run.output;
+  EXPECT_GT(step["server"]["batch_rows_mean"].get<double>(), 2.0) << run.output;
+  EXPECT_GT(step["server"]["device_memory_budget_bytes"].get<double>(), 0.0);
+  EXPECT_NE(run.output.find("p99.9 ms"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("server: mean batch"), std::string::npos) << run.output;
+}
+
+TEST_F(InferBenchTest, OpenLoopSendsOnScheduleAndCountsErrorsByCode) {
+  std::vector<std::string> args = Common();
+  for (const char* a : {"--rate", "200", "--arrivals", "poisson", "--duration-s", "2"}) {
+    args.push_back(a);
+  }
+  BenchRun run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json& step = run.result["steps"][0];
+  EXPECT_NEAR(step["sent"].get<double>(), 400.0, 100.0) << "200/s for 2 s";
+  EXPECT_EQ(step["ok"], step["sent"]);
+  EXPECT_GT(step["pacing"]["issued"].get<int64_t>(), 0);
+
+  // Every request over the model's 512 tokens: all INVALID_ARGUMENT, counted
+  // by code with their latency; the tool still exits 0 (it measured).
+  args = Common();
+  for (const char* a : {"--rate", "50", "--duration-s", "1", "--lengths", "600"}) {
+    args.push_back(a);
+  }
+  run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json& bad = run.result["steps"][0];
+  EXPECT_EQ(bad["ok"], 0);
+  EXPECT_GT(bad["codes"]["INVALID_ARGUMENT"].get<int64_t>(), 20);
+  EXPECT_GT(bad["error_latency_ms"]["max"].get<double>(), 0.0);
+  EXPECT_NE(run.output.find("errors by code: INVALID_ARGUMENT"), std::string::npos)
+      << run.output;
+}
+
+TEST_F(InferBenchTest, SweepFindsTheHighestLoadMeetingTheTarget) {
+  std::vector<std::string> args = Common();
+  for (const char* a : {"--concurrency-range", "1:3:1", "--duration-s", "0.5",
+                        "--p99-target-ms", "5000"}) {
+    args.push_back(a);
+  }
+  const BenchRun run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.result["steps"].size(), 3u) << run.output;
+  EXPECT_EQ(run.result["best_step"], 2) << "a 5 s target is met at every step";
+  EXPECT_NE(run.output.find("highest load meeting p99 <= 5000 ms"), std::string::npos)
+      << run.output;
+}
+
+TEST(InferBenchCliTest, BadArgumentsAreRefusedWithTheReason) {
+  BenchRun run = RunBench({"-m", "x", "--concurrency", "2", "--rate", "5"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("give exactly one of"), std::string::npos) << run.output;
+  run = RunBench({"-m", "x", "--concurrency", "2", "--lengths", "32-16"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("sequence lengths '32-16'"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace infer
