@@ -1,6 +1,7 @@
 // infer-bench: a KServe v2 gRPC load generator for infer-server, Triton or
 // any server of the protocol. See --help, and bench/loadgen/runner.h for how
 // load is generated and latency measured.
+#include <grpc/grpc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -154,7 +155,8 @@ void PrintDetails(const Step& s) {
   const LoadResult& r = s.result;
   std::string codes;
   for (const auto& [code, n] : r.codes) {
-    if (code != grpc::StatusCode::OK) absl::StrAppend(&codes, " ", infer::loadgen::CodeName(code), " ", n);
+    if (code != grpc::StatusCode::OK)
+      absl::StrAppend(&codes, " ", infer::loadgen::CodeName(code), " ", n);
   }
   if (!codes.empty()) {
     std::printf("  errors by code:%s; error latency p50 %.2f ms, p99 %.2f ms\n", codes.c_str(),
@@ -188,8 +190,7 @@ bool ParseRange(const std::string& text, std::vector<double>* out) {
   std::vector<std::string> p = absl::StrSplit(text, ':');
   double a = 0, b = 0, step = 0;
   if (p.size() != 3 || !absl::SimpleAtod(p[0], &a) || !absl::SimpleAtod(p[1], &b) ||
-      !absl::SimpleAtod(p[2], &step) || !(a > 0) || b < a || !(step > 0) ||
-      (b - a) / step > 1000) {
+      !absl::SimpleAtod(p[2], &step) || !(a > 0) || b < a || !(step > 0) || (b - a) / step > 1000) {
     return false;
   }
   for (double v = a; v <= b + 1e-9; v += step) out->push_back(v);
@@ -239,8 +240,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--concurrency", o.concurrency, "closed loop: requests in flight")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--rate", o.rate, "open loop: requests per second")
-      ->check(CLI::Range(1e-3, 1e7));
+  app.add_option("--rate", o.rate, "open loop: requests per second")->check(CLI::Range(1e-3, 1e7));
   app.add_option("--arrivals", arrivals, "open loop schedule: constant or poisson")
       ->capture_default_str()
       ->check(CLI::IsMember({"constant", "poisson"}));
@@ -281,8 +281,17 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   app.add_flag("--no-progress", no_progress, "no live progress line (default: on a terminal)");
   CLI11_PARSE(app, argc, argv);
+  // Keep gRPC initialised for the whole run: each load phase creates and
+  // drops its channels, and letting the library shut down and start again
+  // between phases (or shut down while its threads finish the last
+  // callbacks at exit) races inside gRPC.
+  grpc_init();
+  struct GrpcShutdown {
+    ~GrpcShutdown() { grpc_shutdown_blocking(); }
+  } grpc_shutdown_at_exit;
 
-  o.input = input == "text" ? infer::loadgen::InputKind::kText : infer::loadgen::InputKind::kTokenIds;
+  o.input =
+      input == "text" ? infer::loadgen::InputKind::kText : infer::loadgen::InputKind::kTokenIds;
   o.arrivals = arrivals == "poisson" ? infer::loadgen::Arrivals::kPoisson
                                      : infer::loadgen::Arrivals::kConstant;
   o.warmup = absl::Seconds(warmup_s);
@@ -291,8 +300,8 @@ int main(int argc, char** argv) {
 
   // The loads to run: one, or a sweep.
   std::vector<std::pair<bool, double>> loads;  // (open loop?, value)
-  const int modes = (o.concurrency > 0) + (o.rate > 0) + !rate_range.empty() +
-                    !concurrency_range.empty();
+  const int modes =
+      (o.concurrency > 0) + (o.rate > 0) + !rate_range.empty() + !concurrency_range.empty();
   if (modes != 1) {
     std::fprintf(stderr,
                  "infer-bench: give exactly one of --concurrency, --rate, --rate-range, "
@@ -313,10 +322,11 @@ int main(int argc, char** argv) {
   }
 
   const bool progress = !no_progress && isatty(STDERR_FILENO);
-  std::printf("infer-bench: model '%s' at %s, batch %lld, lengths %s, %s input, %.1f s measured "
-              "after %.1f s warm-up\n",
-              o.model.c_str(), o.address.c_str(), static_cast<long long>(o.batch),
-              o.lengths.c_str(), input.c_str(), duration_s, warmup_s);
+  std::printf(
+      "infer-bench: model '%s' at %s, batch %lld, lengths %s, %s input, %.1f s measured "
+      "after %.1f s warm-up\n",
+      o.model.c_str(), o.address.c_str(), static_cast<long long>(o.batch), o.lengths.c_str(),
+      input.c_str(), duration_s, warmup_s);
   PrintHeader();
   std::fflush(stdout);
   std::vector<Step> steps;
@@ -361,7 +371,8 @@ int main(int argc, char** argv) {
     }
     Step step;
     step.value = value;
-    step.load = open ? absl::StrFormat("rate %g/s", value) : absl::StrFormat("concurrency %g", value);
+    step.load =
+        open ? absl::StrFormat("rate %g/s", value) : absl::StrFormat("concurrency %g", value);
     step.result = *std::move(result);
     if (!metrics_url.empty() && !before.empty()) {
       step.server = Summarize(before, Scrape(metrics_url), o.model, queue_peak.load());
@@ -372,9 +383,9 @@ int main(int argc, char** argv) {
     steps.push_back(std::move(step));
     if (p99_target_ms > 0 && loads.size() > 1) {
       const LoadResult& r = steps.back().result;
-      const bool pass = r.sent > 0 && Ms(r.ok_latency.Percentile(99)) <= p99_target_ms &&
-                        static_cast<double>(r.sent - r.ok) <=
-                            max_error_fraction * static_cast<double>(r.sent);
+      const bool pass =
+          r.sent > 0 && Ms(r.ok_latency.Percentile(99)) <= p99_target_ms &&
+          static_cast<double>(r.sent - r.ok) <= max_error_fraction * static_cast<double>(r.sent);
       if (pass) {
         best = static_cast<int>(steps.size()) - 1;
       } else if (best >= 0) {
@@ -393,15 +404,9 @@ int main(int argc, char** argv) {
     }
   }
   if (!json_path.empty()) {
-    json j = {{"model", o.model},
-              {"url", o.address},
-              {"batch_size", o.batch},
-              {"lengths", o.lengths},
-              {"input", input},
-              {"warmup_s", warmup_s},
-              {"duration_s", duration_s},
-              {"arrivals", arrivals},
-              {"steps", json::array()}};
+    json j = {{"model", o.model},         {"url", o.address},     {"batch_size", o.batch},
+              {"lengths", o.lengths},     {"input", input},       {"warmup_s", warmup_s},
+              {"duration_s", duration_s}, {"arrivals", arrivals}, {"steps", json::array()}};
     for (const Step& s : steps) j["steps"].push_back(ToJson(s));
     if (p99_target_ms > 0) {
       j["p99_target_ms"] = p99_target_ms;

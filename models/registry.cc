@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "models/bert_model.h"
 #include "models/embed_pool.h"
+#include "models/identity.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -96,11 +97,18 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view back
                                                           const std::string& model_dir) {
   if (backend == "embed_pool") return CreateEmbedPool(name, params, context);
   if (backend == "bert") return CreateBert(name, params, context, model_dir);
+  if (backend == "identity") {
+    if (!params.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backend 'identity' takes no parameters; got '", params.begin()->first, "'"));
+    }
+    return std::unique_ptr<Model>(new IdentityModel(name));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown backend '", backend,
                    "'; built-in backends: ", absl::StrJoin(BuiltinBackends(), ", ")));
 }
 
-std::vector<std::string> BuiltinBackends() { return {"bert", "embed_pool"}; }
+std::vector<std::string> BuiltinBackends() { return {"bert", "embed_pool", "identity"}; }
 
 }  // namespace infer

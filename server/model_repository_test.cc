@@ -195,8 +195,9 @@ TEST_F(RepositoryTest, UnknownFieldBackendAndParameterAreNamed) {
   Write("b", "backend: \"onnx\"\n");
   EXPECT_THAT(
       LoadModelRepository(dir_.string(), engine->get()),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               "b/config.pbtxt: unknown backend 'onnx'; built-in backends: bert, embed_pool"));
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          "b/config.pbtxt: unknown backend 'onnx'; built-in backends: bert, embed_pool, identity"));
   fs::remove_all(dir_ / "b");
   Write("c", R"(backend: "embed_pool"
                parameters { key: "hidden" value { string_value: "3" } })");

@@ -11,24 +11,42 @@ namespace infer::loadgen {
 
 std::string CodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return absl::StrCat("CODE_", static_cast<int>(code));
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return absl::StrCat("CODE_", static_cast<int>(code));
   }
 }
 
@@ -44,8 +62,8 @@ class Run {
       args.SetMaxReceiveMessageSize(-1);
       args.SetInt("grpc.use_local_subchannel_pool", 1);  // one connection per channel
       args.SetInt("infer.bench.channel", i);             // distinct channels
-      stubs_.push_back(inference::GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
-          o.address, grpc::InsecureChannelCredentials(), args)));
+      stubs_.push_back(inference::GRPCInferenceService::NewStub(
+          grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args)));
     }
   }
 
@@ -85,14 +103,21 @@ class Run {
       ++outstanding_;
       if (measured) ++result_.sent;
     }
+    in_callbacks_.fetch_add(1);  // released as the callback's very last step
     const size_t channel = next_channel_.fetch_add(1) % stubs_.size();
     stubs_[channel]->async()->ModelInfer(
         &call->ctx, &req, &call->resp,
         [this, call, intended, measured, then = std::move(then)](grpc::Status status) {
           Record(status, intended, measured);
           if (then) then();
-          std::lock_guard<std::mutex> lock(mu_);
-          if (--outstanding_ == 0 || outstanding_ < o_.max_outstanding) cv_.notify_all();
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (--outstanding_ == 0 || outstanding_ < o_.max_outstanding) cv_.notify_all();
+          }
+          // Nothing of `this` is touched after this: once it reads zero the
+          // run may be destroyed. (The call's context, released by gRPC
+          // later, holds its own reference to the channel.)
+          in_callbacks_.fetch_sub(1, std::memory_order_release);
         });
   }
 
@@ -101,9 +126,13 @@ class Run {
     cv_.wait(lock, [&] { return outstanding_ < o_.max_outstanding; });
   }
 
+  // Waits until every answer is recorded and every callback has returned.
   void WaitForAll() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return outstanding_ == 0; });
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return outstanding_ == 0; });
+    }
+    while (in_callbacks_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
   }
 
   // A one-line status of the last interval, for the progress display.
@@ -159,6 +188,7 @@ class Run {
   std::atomic<size_t> next_channel_{0};
   std::atomic<int64_t> measured_sent_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> in_callbacks_{0};
   absl::Time start_, end_;
 
   void Stop() {

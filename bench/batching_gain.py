@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""What does dynamic batching buy? The same embed_pool model served twice by
+one infer-server: with dynamic batching (max_batch_size 32) and without
+(max_batch_size 1), each driven by infer-bench at the same concurrency, one
+after the other in this run.
+
+Answers: throughput ratio (batched / unbatched) and the p99 of each.
+
+  python3 bench/batching_gain.py [--duration-s 10] [--concurrency 32] [--device cpu]
+"""
+
+import argparse
+import shutil
+
+import benchlib
+
+MODEL = """
+backend: "embed_pool"
+max_batch_size: %d
+dynamic_batching { max_queue_delay_microseconds: %d }
+parameters { key: "hidden_size" value { string_value: "256" } }
+parameters { key: "embedding_size" value { string_value: "384" } }
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration-s", type=float, default=10)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--lengths", default="128")
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    print(f"batching gain on {benchlib.machine()}, device {a.device}")
+    print(f"embed_pool (hidden 256 -> 384), lengths {a.lengths}, concurrency {a.concurrency}, "
+          f"{a.duration_s:g} s per point after 1 s warm-up; client and server share this machine")
+    repo = benchlib.write_repository({"batched": MODEL % (32, 1000), "unbatched": MODEL % (1, 0)})
+    server = benchlib.start_infer_server(repo, "--device", a.device)
+    results = {}
+    try:
+        for model in ("batched", "unbatched"):
+            results[model] = benchlib.infer_bench(
+                server.address, model, "--concurrency", a.concurrency, "--lengths", a.lengths,
+                "--duration-s", a.duration_s, "--warmup-s", 1, metrics_port=server.metrics_port)
+    finally:
+        server.stop()
+        shutil.rmtree(repo, ignore_errors=True)
+    rows = []
+    for model, r in results.items():
+        rows.append([model, f"{r['throughput_per_s']:.0f}", f"{r['latency_ms']['p50']:.2f}",
+                     f"{r['latency_ms']['p99']:.2f}",
+                     f"{r.get('server', {}).get('batch_rows_mean', 0):.1f}", r["sent"] - r["ok"]])
+    benchlib.table(["model", "ok/s", "p50 ms", "p99 ms", "mean batch", "errors"], rows)
+    b, u = results["batched"], results["unbatched"]
+    print(f"\nthroughput batched / unbatched = {b['throughput_per_s'] / u['throughput_per_s']:.2f}; "
+          f"p99 batched / unbatched = {b['latency_ms']['p99'] / u['latency_ms']['p99']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Shared pieces of the bench/ scripts: start infer-server or echo-server on
+free loopback ports, run build/bin/infer-bench and read its --json, describe
+the machine, print tables. Standard library only."""
+
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+
+
+def machine():
+    """One line: CPU model and cores, memory, GPU if nvidia-smi sees one."""
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+            mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, AttributeError):
+        pass
+    gpu = ""
+    if shutil.which("nvidia-smi"):
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            gpu = ", GPU " + r.stdout.strip().splitlines()[0]
+    return f"{cpu}, {os.cpu_count()} cores{mem}{gpu}"
+
+
+class Process:
+    """A server started on free ports; stopped with SIGTERM."""
+
+    def __init__(self, argv, marker, log_path):
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = self.metrics_port = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            text = open(log_path).read()
+            m = re.search(marker + r" on [\d.]+:(\d+)", text)
+            if m:
+                self.port = int(m.group(1))
+                mm = re.search(r"metrics at http://[\d.]+:(\d+)/metrics", text)
+                self.metrics_port = int(mm.group(1)) if mm else None
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"{argv[0]} did not start:\n{open(log_path).read()}")
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=120)
+        self.log.close()
+        return code
+
+
+def write_repository(models):
+    """models: {name: config.pbtxt text} -> a temporary repository folder."""
+    repo = tempfile.mkdtemp(prefix="infer_bench_repo_")
+    for name, config in models.items():
+        os.makedirs(os.path.join(repo, name))
+        with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+            f.write(config)
+    return repo
+
+
+def start_infer_server(repo, *extra):
+    log = tempfile.mktemp(prefix="infer_server_", suffix=".log")
+    return Process([os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
+                    "--metrics-address", "127.0.0.1:0", "--log-summary-interval-s", "0",
+                    "--model-repository", repo, *extra], "infer-server listening", log)
+
+
+def start_echo_server():
+    log = tempfile.mktemp(prefix="echo_server_", suffix=".log")
+    return Process([os.path.join(BIN, "echo-server"), "--grpc-address", "127.0.0.1:0"],
+                   "echo-server listening", log)
+
+
+def infer_bench(address, model, *args, metrics_port=None):
+    """Runs infer-bench; returns its first step's JSON (or all steps for sweeps)."""
+    out = tempfile.mktemp(prefix="infer_bench_", suffix=".json")
+    argv = [os.path.join(BIN, "infer-bench"), "-u", address, "-m", model, "--no-progress",
+            "--json", out, *map(str, args)]
+    if metrics_port:
+        argv += ["--metrics-url", f"127.0.0.1:{metrics_port}"]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"infer-bench failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    with open(out) as f:
+        result = json.load(f)
+    os.remove(out)
+    return result["steps"][0] if len(result["steps"]) == 1 else result
+
+
+def table(header, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(x).rjust(w) for x, w in zip(r, widths))
+    print(line(header))
+    for r in rows:
+        print(line(r))

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Does infer-bench measure what Triton's own tool measures? One infer-server
+(embed_pool on the CPU), driven in turn by Triton's perf_analyzer and by
+infer-bench at the same concurrency, with the same payload (INT64 input_ids
+[1, length], the same token ids), closed loop, for the same time. Also shows
+that perf_analyzer users can point their tooling at this server as is.
+
+Answers: throughput and p50 / p99 of each and their ratios (infer-bench /
+perf_analyzer), against a stated tolerance.
+
+  scripts/get-perf-analyzer.sh     # once: fetches perf_analyzer into .perf_analyzer/
+  python3 bench/perf_analyzer_crosscheck.py [--concurrency 1,8] [--duration-s 10]
+"""
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import benchlib
+
+MODEL = """
+backend: "embed_pool"
+max_batch_size: 32
+dynamic_batching { max_queue_delay_microseconds: 500 }
+"""
+TOLERANCE = 0.15  # throughput and p50 within 15% of each other
+
+
+def ids(length):
+    # The ids infer-bench sends (bench/loadgen/workload.cc), batch row 0.
+    return [101 if t == 0 else 102 if t == length - 1 else 1000 + (t * 7) % 1000
+            for t in range(length)]
+
+
+def run_perf_analyzer(pa, address, concurrency, length, duration_s):
+    work = tempfile.mkdtemp(prefix="infer_pa_")
+    data = os.path.join(work, "data.json")
+    with open(data, "w") as f:
+        json.dump({"data": [{"input_ids": {"content": ids(length), "shape": [length]}}]}, f)
+    out = os.path.join(work, "out.csv")
+    argv = [pa, "-m", "embed_pool", "-u", address, "-i", "grpc", "-b", "1",
+            "--shape", f"input_ids:{length}", "--input-data", data,
+            "--concurrency-range", str(concurrency),
+            "--measurement-interval", str(int(duration_s * 1000)),
+            "--stability-percentage", "20", "--max-trials", "5", "-f", out]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"perf_analyzer failed:\n{r.stdout}\n{r.stderr}")
+    with open(out) as f:
+        row = next(csv.DictReader(f))
+    shutil.rmtree(work, ignore_errors=True)
+    return {"throughput": float(row["Inferences/Second"]),
+            "p50": float(row["p50 latency"]) / 1000.0,
+            "p99": float(row["p99 latency"]) / 1000.0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--concurrency", default="1,8")
+    ap.add_argument("--duration-s", type=float, default=10)
+    ap.add_argument("--length", type=int, default=128)
+    ap.add_argument("--perf-analyzer",
+                    default=os.path.join(benchlib.ROOT, ".perf_analyzer", "perf_analyzer"))
+    a = ap.parse_args()
+    if not os.path.exists(a.perf_analyzer):
+        raise SystemExit(f"{a.perf_analyzer} not found: run scripts/get-perf-analyzer.sh")
+    print(f"perf_analyzer cross-check on {benchlib.machine()}")
+    print(f"embed_pool on the CPU, INT64 [1, {a.length}], closed loop; client and server share "
+          f"this machine")
+    repo = benchlib.write_repository({"embed_pool": MODEL})
+    server = benchlib.start_infer_server(repo, "--device", "cpu")
+    rows, verdicts = [], []
+    try:
+        for c in [int(x) for x in a.concurrency.split(",")]:
+            pa = run_perf_analyzer(a.perf_analyzer, server.address, c, a.length, a.duration_s)
+            ib = benchlib.infer_bench(server.address, "embed_pool", "--concurrency", c,
+                                      "--lengths", a.length, "--duration-s", a.duration_s,
+                                      "--warmup-s", 1)
+            ours = {"throughput": ib["throughput_per_s"], "p50": ib["latency_ms"]["p50"],
+                    "p99": ib["latency_ms"]["p99"]}
+            for tool, r in (("perf_analyzer", pa), ("infer-bench", ours)):
+                rows.append([tool, c, f"{r['throughput']:.1f}", f"{r['p50']:.3f}", f"{r['p99']:.3f}"])
+            t = ours["throughput"] / pa["throughput"]
+            p50 = ours["p50"] / pa["p50"]
+            p99 = ours["p99"] / pa["p99"]
+            ok = abs(t - 1) <= TOLERANCE and abs(p50 - 1) <= TOLERANCE
+            verdicts.append(f"concurrency {c}: infer-bench / perf_analyzer throughput {t:.2f}, "
+                            f"p50 {p50:.2f}, p99 {p99:.2f} -> "
+                            f"{'within' if ok else 'OUTSIDE'} ±{TOLERANCE:.0%} on throughput and p50")
+    finally:
+        server.stop()
+        shutil.rmtree(repo, ignore_errors=True)
+    benchlib.table(["tool", "concurrency", "ok/s", "p50 ms", "p99 ms"], rows)
+    print()
+    for v in verdicts:
+        print(v)
+
+
+if __name__ == "__main__":
+    main()
