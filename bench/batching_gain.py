@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""What does dynamic batching buy? The same embed_pool model served twice by
-one infer-server: with dynamic batching (max_batch_size 32) and without
+"""What does dynamic batching buy? The same model served twice by one
+infer-server: with dynamic batching (max_batch_size 32) and without
 (max_batch_size 1), each driven by infer-bench at the same concurrency, one
-after the other in this run.
+after the other in this run. The model is the real all-MiniLM-L6-v2 (bert
+backend) or the small embed_pool demo model.
 
 Answers: throughput ratio (batched / unbatched) and the p99 of each.
 
-  python3 bench/batching_gain.py [--duration-s 10] [--concurrency 32] [--device cpu]
+  python3 bench/batching_gain.py [--model minilm|embed_pool] [--lengths 16]
+      [--duration-s 10] [--concurrency 32] [--device cpu]
 """
 
 import argparse
@@ -14,26 +16,39 @@ import shutil
 
 import benchlib
 
-MODEL = """
+MODELS = {
+    "embed_pool": ("embed_pool (hidden 256 -> 384)", """
 backend: "embed_pool"
-max_batch_size: %d
-dynamic_batching { max_queue_delay_microseconds: %d }
-parameters { key: "hidden_size" value { string_value: "256" } }
-parameters { key: "embedding_size" value { string_value: "384" } }
-"""
+max_batch_size: {max_batch}
+dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
+parameters {{ key: "hidden_size" value {{ string_value: "256" }} }}
+parameters {{ key: "embedding_size" value {{ string_value: "384" }} }}
+"""),
+    "minilm": ("all-MiniLM-L6-v2 (bert backend, FP32 on the CPU)", """
+backend: "bert"
+max_batch_size: {max_batch}
+dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
+parameters {{ key: "checkpoint_dir" value {{ string_value: "{checkpoint}" }} }}
+"""),
+}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration-s", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--lengths", default="128")
+    ap.add_argument("--lengths", default="16")
+    ap.add_argument("--model", choices=sorted(MODELS), default="minilm")
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
+    title, template = MODELS[a.model]
+    checkpoint = benchlib.minilm_dir() if a.model == "minilm" else ""
     print(f"batching gain on {benchlib.machine()}, device {a.device}")
-    print(f"embed_pool (hidden 256 -> 384), lengths {a.lengths}, concurrency {a.concurrency}, "
+    print(f"{title}, lengths {a.lengths}, concurrency {a.concurrency}, "
           f"{a.duration_s:g} s per point after 1 s warm-up; client and server share this machine")
-    repo = benchlib.write_repository({"batched": MODEL % (32, 1000), "unbatched": MODEL % (1, 0)})
+    repo = benchlib.write_repository({
+        "batched": template.format(max_batch=32, delay_us=1000, checkpoint=checkpoint),
+        "unbatched": template.format(max_batch=1, delay_us=0, checkpoint=checkpoint)})
     server = benchlib.start_infer_server(repo, "--device", a.device)
     results = {}
     try:

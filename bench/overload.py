@@ -49,7 +49,8 @@ def main():
         rss0 = server.rss_bytes()
         dev0 = gauge(server.metrics_port, "infer_device_memory_reserved_bytes")
         cap = benchlib.infer_bench(server.address, "m", "--concurrency", 32, "--lengths", a.lengths,
-                                   "--duration-s", a.duration_s, "--warmup-s", 1)
+                                   "--duration-s", a.duration_s, "--warmup-s", 1,
+                                   metrics_port=server.metrics_port)
         capacity = cap["throughput_per_s"]
         rate = a.factor * capacity
         over = benchlib.infer_bench(server.address, "m", "--rate", f"{rate:.1f}", "--arrivals",
@@ -77,6 +78,14 @@ def main():
     print(f"accepted throughput at overload / capacity = {over['throughput_per_s'] / capacity:.2f}")
     print(f"p99 of accepted requests at overload / at capacity = "
           f"{over['latency_ms']['p99'] / cap['latency_ms']['p99']:.2f}")
+    print(f"server-side p99 (arrival to answer, from /metrics): {cap['server']['p99_ms']:.1f} ms "
+          f"at capacity, {over['server']['p99_ms']:.1f} ms at overload; peak queue depth "
+          f"{over['server']['queue_depth_peak']:.0f} (max_queue_size 64; up to 3 batches of 32 rows "
+          f"more are in the device pipeline)")
+    pacing = over["pacing"]
+    print(f"sender: {pacing['late']} of {pacing['issued']} requests sent over 1 ms after their "
+          f"intended time (max {pacing['max_lag_ms']:.1f} ms); client latency counts from the "
+          f"intended time, so a late sender shows in the client's p99")
     print(f"server RSS {rss0 / 2**20:.0f} MiB before, {rss1 / 2**20:.0f} MiB after; device memory "
           f"reserved {dev0 / 2**20:.0f} -> {dev1 / 2**20:.0f} MiB (peak allocated "
           f"{peak / 2**20:.0f} MiB of a {budget / 2**30:.1f} GiB budget); server exit code {code}")

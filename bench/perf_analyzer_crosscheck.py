@@ -6,7 +6,8 @@ infer-bench at the same concurrency, with the same payload (INT64 input_ids
 that perf_analyzer users can point their tooling at this server as is.
 
 Answers: throughput and p50 / p99 of each and their ratios (infer-bench /
-perf_analyzer), against a stated tolerance.
+perf_analyzer), against the stated tolerance (TOLERANCE); exits 1 when a
+ratio is outside it.
 
   scripts/get-perf-analyzer.sh     # once: fetches perf_analyzer into .perf_analyzer/
   python3 bench/perf_analyzer_crosscheck.py [--concurrency 1,8] [--duration-s 10]
@@ -27,7 +28,10 @@ backend: "embed_pool"
 max_batch_size: 32
 dynamic_batching { max_queue_delay_microseconds: 500 }
 """
-TOLERANCE = 0.15  # throughput and p50 within 15% of each other
+# Stated tolerances of infer-bench / perf_analyzer. The tail gets more room:
+# the two tools run one after the other on a shared machine, and a p99 of a
+# few thousand samples moves by more than the median between runs.
+TOLERANCE = {"throughput": 0.15, "p50": 0.15, "p99": 0.30}
 
 
 def ids(length):
@@ -41,6 +45,8 @@ def run_perf_analyzer(pa, address, concurrency, length, duration_s):
     data = os.path.join(work, "data.json")
     with open(data, "w") as f:
         json.dump({"data": [{"input_ids": {"content": ids(length), "shape": [length]}}]}, f)
+    # As a Triton user would: ModelConfig says the model batches, so -b 1 and
+    # the shape without the batch dimension make requests of [1, length].
     out = os.path.join(work, "out.csv")
     argv = [pa, "-m", "embed_pool", "-u", address, "-i", "grpc", "-b", "1",
             "--shape", f"input_ids:{length}", "--input-data", data,
@@ -73,7 +79,7 @@ def main():
           f"this machine")
     repo = benchlib.write_repository({"embed_pool": MODEL})
     server = benchlib.start_infer_server(repo, "--device", "cpu")
-    rows, verdicts = [], []
+    rows, verdicts, all_ok = [], [], True
     try:
         for c in [int(x) for x in a.concurrency.split(",")]:
             pa = run_perf_analyzer(a.perf_analyzer, server.address, c, a.length, a.duration_s)
@@ -84,13 +90,13 @@ def main():
                     "p99": ib["latency_ms"]["p99"]}
             for tool, r in (("perf_analyzer", pa), ("infer-bench", ours)):
                 rows.append([tool, c, f"{r['throughput']:.1f}", f"{r['p50']:.3f}", f"{r['p99']:.3f}"])
-            t = ours["throughput"] / pa["throughput"]
-            p50 = ours["p50"] / pa["p50"]
-            p99 = ours["p99"] / pa["p99"]
-            ok = abs(t - 1) <= TOLERANCE and abs(p50 - 1) <= TOLERANCE
-            verdicts.append(f"concurrency {c}: infer-bench / perf_analyzer throughput {t:.2f}, "
-                            f"p50 {p50:.2f}, p99 {p99:.2f} -> "
-                            f"{'within' if ok else 'OUTSIDE'} ±{TOLERANCE:.0%} on throughput and p50")
+            ratios = {k: ours[k] / pa[k] for k in TOLERANCE}
+            outside = [k for k, r in ratios.items() if abs(r - 1) > TOLERANCE[k]]
+            all_ok = all_ok and not outside
+            verdicts.append(f"concurrency {c}: infer-bench / perf_analyzer " +
+                            ", ".join(f"{k} {r:.2f}" for k, r in ratios.items()) + " -> " +
+                            ("within tolerance" if not outside else
+                             "OUTSIDE tolerance on " + ", ".join(outside)))
     finally:
         server.stop()
         shutil.rmtree(repo, ignore_errors=True)
@@ -98,6 +104,9 @@ def main():
     print()
     for v in verdicts:
         print(v)
+    print("tolerance: " + ", ".join(f"{k} ±{t:.0%}" for k, t in TOLERANCE.items()))
+    if not all_ok:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 # Runs the bench/ suite — front-end overhead, batching gain, overload, and
 # the perf_analyzer cross-check (when scripts/get-perf-analyzer.sh has
 # fetched it) — and writes the report to bench-report.txt as well.
-# Needs build/ (scripts/build.sh or the test command) and, for the
-# cross-check, .venv. A few minutes on two cores.
+# Needs build/ (scripts/build.sh or the test command) and .venv
+# (scripts/setup-venv.sh: the MiniLM checkpoint). About five minutes on two
+# cores; exits non-zero if a script fails or the cross-check is outside its
+# tolerance.
 #   bench/run-suite.sh [--duration-s 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,9 @@ if [ "${1:-}" = "--duration-s" ]; then DUR=$2; fi
   echo
   python3 bench/frontend_overhead.py --duration-s "$DUR"
   echo
-  python3 bench/batching_gain.py --duration-s "$DUR"
+  python3 bench/batching_gain.py --duration-s "$DUR" --lengths 16
+  echo
+  python3 bench/batching_gain.py --duration-s "$DUR" --lengths 128
   echo
   python3 bench/overload.py --duration-s "$DUR"
   echo

@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   }
   m->spec_.name = options.name;
   m->spec_.platform = "infer_bert";
+  m->spec_.backend = "bert";
   m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
                      {"input_ids", DataType::kInt64, {-1, -1}, /*optional=*/true},
                      {"attention_mask", DataType::kInt64, {-1, -1}, /*optional=*/true}};

@@ -68,6 +68,7 @@ EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, const DeviceCont
     : options_(options), context_(context) {
   spec_.name = options.name;
   spec_.platform = "infer_embed_pool";
+  spec_.backend = "embed_pool";
   spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
   spec_.outputs = {{"embedding", DataType::kFp32, {-1, options.embedding_size}}};
 }

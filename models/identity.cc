@@ -29,6 +29,7 @@ class IdentityBatch final : public ModelBatch {
 IdentityModel::IdentityModel(const std::string& name) {
   spec_.name = name;
   spec_.platform = "infer_identity";
+  spec_.backend = "identity";
   spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
   spec_.outputs = {{"output_ids", DataType::kInt64, {-1, -1}}};
 }

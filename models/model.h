@@ -38,6 +38,7 @@ struct TensorSpec {
 struct ModelSpec {
   std::string name;
   std::string platform;  // reported in ModelMetadata, e.g. "infer_embed_pool"
+  std::string backend;   // the config.pbtxt backend that built it, e.g. "embed_pool"
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };

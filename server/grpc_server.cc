@@ -200,6 +200,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                            inference::ServerMetadataResponse* response) override {
     response->set_name("infer");
     response->set_version(INFER_VERSION);
+    response->add_extensions("model_configuration");
     response->add_extensions("statistics");
     return Done(ctx, absl::OkStatus());
   }
@@ -219,6 +220,20 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     for (const TensorSpec& t : (*spec)->outputs) {
       FillTensorMetadata(t, response->add_outputs());
     }
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override {
+    absl::StatusOr<const ModelSpec*> spec = engine_->GetModelSpec(request->name());
+    if (!spec.ok()) return Done(ctx, spec.status());
+    if (absl::Status s = CheckVersion(request->name(), request->version()); !s.ok()) {
+      return Done(ctx, s);
+    }
+    absl::StatusOr<QueueOptions> queue = engine_->GetBatchingOptions(request->name());
+    if (!queue.ok()) return Done(ctx, queue.status());
+    ModelConfigToProto(**spec, *queue, engine_->device()->info(), response->mutable_config());
     return Done(ctx, absl::OkStatus());
   }
 

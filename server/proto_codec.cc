@@ -187,4 +187,57 @@ void ResponseToProto(InferResponse response, inference::ModelInferResponse* prot
   }
 }
 
+namespace {
+
+// Triton's enum value for a KServe datatype: TYPE_ and the name, except
+// that BYTES is TYPE_STRING.
+inference::DataType TritonDataType(DataType dtype) {
+  const absl::string_view name = DataTypeName(dtype);
+  inference::DataType out = inference::TYPE_INVALID;
+  inference::DataType_Parse(absl::StrCat("TYPE_", name == "BYTES" ? "STRING" : name), &out);
+  return out;
+}
+
+template <typename T>
+void FillConfigTensor(const TensorSpec& spec, T* out) {
+  out->set_name(spec.name);
+  out->set_data_type(TritonDataType(spec.dtype));
+  for (size_t i = 1; i < spec.shape.size(); ++i) out->add_dims(spec.shape[i]);
+}
+
+}  // namespace
+
+void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const DeviceInfo& device,
+                        inference::ModelConfig* proto) {
+  proto->set_name(spec.name);
+  proto->set_platform(spec.platform);
+  proto->set_backend(spec.backend);
+  proto->set_max_batch_size(static_cast<int32_t>(queue.max_batch_size));
+  for (const TensorSpec& t : spec.inputs) {
+    inference::ModelInput* input = proto->add_input();
+    FillConfigTensor(t, input);
+    input->set_optional(t.optional);
+  }
+  for (const TensorSpec& t : spec.outputs) FillConfigTensor(t, proto->add_output());
+  inference::ModelInstanceGroup* group = proto->add_instance_group();
+  group->set_name(spec.name);
+  group->set_count(1);
+  if (device.kind == DeviceKind::kCuda) {
+    group->set_kind(inference::ModelInstanceGroup::KIND_GPU);
+    group->add_gpus(device.ordinal);
+  } else {
+    group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+  }
+  inference::ModelDynamicBatching* batching = proto->mutable_dynamic_batching();
+  batching->set_max_queue_delay_microseconds(
+      static_cast<uint64_t>(absl::ToInt64Microseconds(queue.max_queue_delay)));
+  batching->set_priority_levels(static_cast<uint64_t>(queue.priority_levels));
+  batching->set_default_priority_level(static_cast<uint64_t>(
+      queue.default_priority_level == 0 ? queue.priority_levels : queue.default_priority_level));
+  inference::ModelQueuePolicy* policy = batching->mutable_default_queue_policy();
+  policy->set_max_queue_size(static_cast<uint32_t>(queue.max_queue_size));
+  policy->set_default_timeout_microseconds(
+      static_cast<uint64_t>(absl::ToInt64Microseconds(queue.default_timeout)));
+}
+
 }  // namespace infer

@@ -6,8 +6,10 @@
 #define INFER_SERVER_PROTO_CODEC_H_
 
 #include "absl/status/statusor.h"
+#include "batching/batch_queue.h"
 #include "grpc_service.pb.h"
 #include "models/model.h"
+#include "runtime/device.h"
 
 namespace infer {
 
@@ -23,6 +25,15 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
 
 // Fills `proto` with `response`, outputs as raw_output_contents.
 void ResponseToProto(InferResponse response, inference::ModelInferResponse* proto);
+
+// The model's configuration as Triton's ModelConfig: name, platform,
+// backend, max_batch_size, inputs and outputs (dims without the batch
+// dimension, which every model here has first; a tensor that is only a
+// batch dimension, like BYTES `text` [-1], has no dims), one instance on
+// `device`, and dynamic_batching with the queue's delay, priorities, size
+// and default timeout.
+void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const DeviceInfo& device,
+                        inference::ModelConfig* proto);
 
 }  // namespace infer
 

@@ -169,5 +169,59 @@ TEST(ProtoCodecTest, ResponseUsesRawOutputs) {
   EXPECT_EQ(p.raw_output_contents(0).size(), 8u);
 }
 
+TEST(ProtoCodecTest, ModelConfigInTritonsForm) {
+  ModelSpec spec{.name = "m",
+                 .platform = "infer_bert",
+                 .backend = "bert",
+                 .inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
+                            {"input_ids", DataType::kInt64, {-1, -1}}},
+                 .outputs = {{"embedding", DataType::kFp16, {-1, 384}}}};
+  QueueOptions queue;
+  queue.max_batch_size = 16;
+  queue.max_queue_delay = absl::Microseconds(1500);
+  queue.priority_levels = 3;
+  queue.max_queue_size = 77;
+  queue.default_timeout = absl::Milliseconds(250);
+  DeviceInfo gpu{.kind = DeviceKind::kCuda, .ordinal = 2};
+  inference::ModelConfig c;
+  ModelConfigToProto(spec, queue, gpu, &c);
+  EXPECT_EQ(c.name(), "m");
+  EXPECT_EQ(c.backend(), "bert");
+  EXPECT_EQ(c.platform(), "infer_bert");
+  EXPECT_EQ(c.max_batch_size(), 16);
+  ASSERT_EQ(c.input_size(), 2);
+  EXPECT_EQ(c.input(0).data_type(), inference::TYPE_STRING);
+  EXPECT_EQ(c.input(0).dims_size(), 0);
+  EXPECT_TRUE(c.input(0).optional());
+  EXPECT_FALSE(c.input(1).optional());
+  EXPECT_EQ(c.input(1).data_type(), inference::TYPE_INT64);
+  ASSERT_EQ(c.input(1).dims_size(), 1);
+  EXPECT_EQ(c.input(1).dims(0), -1);
+  ASSERT_EQ(c.output_size(), 1);
+  EXPECT_EQ(c.output(0).data_type(), inference::TYPE_FP16);
+  ASSERT_EQ(c.output(0).dims_size(), 1);
+  EXPECT_EQ(c.output(0).dims(0), 384);
+  ASSERT_EQ(c.instance_group_size(), 1);
+  EXPECT_EQ(c.instance_group(0).kind(), inference::ModelInstanceGroup::KIND_GPU);
+  ASSERT_EQ(c.instance_group(0).gpus_size(), 1);
+  EXPECT_EQ(c.instance_group(0).gpus(0), 2);
+  EXPECT_EQ(c.dynamic_batching().max_queue_delay_microseconds(), 1500u);
+  EXPECT_EQ(c.dynamic_batching().priority_levels(), 3u);
+  EXPECT_EQ(c.dynamic_batching().default_priority_level(), 3u);  // 0 means the lowest
+  EXPECT_EQ(c.dynamic_batching().default_queue_policy().max_queue_size(), 77u);
+  EXPECT_EQ(c.dynamic_batching().default_queue_policy().default_timeout_microseconds(), 250000u);
+
+  // Every KServe datatype has its Triton enum value.
+  for (DataType t :
+       {DataType::kBool, DataType::kUint8, DataType::kUint16, DataType::kUint32, DataType::kUint64,
+        DataType::kInt8, DataType::kInt16, DataType::kInt32, DataType::kInt64, DataType::kFp16,
+        DataType::kBf16, DataType::kFp32, DataType::kFp64, DataType::kBytes}) {
+    ModelSpec one{.name = "t", .outputs = {{"o", t, {-1}}}};
+    inference::ModelConfig out;
+    ModelConfigToProto(one, queue, DeviceInfo{}, &out);
+    EXPECT_NE(out.output(0).data_type(), inference::TYPE_INVALID) << DataTypeName(t);
+  }
+}
+
 }  // namespace
 }  // namespace infer

@@ -175,6 +175,37 @@ TEST_F(GrpcServerTest, ServerAndModelMetadata) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(GrpcServerTest, ModelConfigInTritonsForm) {
+  grpc::ClientContext c1, c2, c3;
+  inference::ModelConfigRequest req;
+  req.set_name("tiny_queue");
+  inference::ModelConfigResponse resp;
+  ASSERT_TRUE(stub_->ModelConfig(&c1, req, &resp).ok());
+  const inference::ModelConfig& config = resp.config();
+  EXPECT_EQ(config.name(), "tiny_queue");
+  EXPECT_EQ(config.backend(), "embed_pool");
+  EXPECT_EQ(config.platform(), "infer_embed_pool");
+  EXPECT_EQ(config.max_batch_size(), 64);
+  ASSERT_EQ(config.input_size(), 1);
+  EXPECT_EQ(config.input(0).name(), "input_ids");
+  EXPECT_EQ(config.input(0).data_type(), inference::TYPE_INT64);
+  ASSERT_EQ(config.input(0).dims_size(), 1);  // the batch dimension left out
+  EXPECT_EQ(config.input(0).dims(0), -1);
+  ASSERT_EQ(config.output_size(), 1);
+  EXPECT_EQ(config.output(0).data_type(), inference::TYPE_FP32);
+  ASSERT_EQ(config.output(0).dims_size(), 1);
+  EXPECT_EQ(config.output(0).dims(0), 8);
+  EXPECT_EQ(config.dynamic_batching().max_queue_delay_microseconds(), 2000000u);
+  EXPECT_EQ(config.dynamic_batching().default_queue_policy().max_queue_size(), 4u);
+  ASSERT_EQ(config.instance_group_size(), 1);
+  EXPECT_EQ(config.instance_group(0).kind(), inference::ModelInstanceGroup::KIND_CPU);
+  req.set_version("2");
+  EXPECT_EQ(stub_->ModelConfig(&c2, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  req.set_name("absent");
+  req.clear_version();
+  EXPECT_EQ(stub_->ModelConfig(&c3, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(GrpcServerTest, InferenceMatchesTheInProcessModel) {
   const std::vector<std::vector<int64_t>> rows = {{101, 7, 42, 999, 102}, {101, 5, 102, 0, 0}};
   inference::ModelInferRequest req = IdsRequest("small", rows);

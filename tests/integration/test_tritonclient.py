@@ -22,6 +22,7 @@ import unittest
 import grpc
 import numpy as np
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 VOCAB, HIDDEN, DIM, SEED, MAX_BATCH = 1000, 16, 32, 11, 8
@@ -150,6 +151,28 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual([int(d) for d in meta["outputs"][0]["shape"]], [-1, DIM])
         index = self.client.get_model_repository_index(as_json=True)
         self.assertEqual([m["name"] for m in index["models"]], ["minilm", "tiny"])
+
+    def test_model_config_in_tritons_form(self):
+        # Parsed by the client's own inference.ModelConfig (Triton's proto).
+        config = self.client.get_model_config("tiny").config
+        self.assertEqual(config.name, "tiny")
+        self.assertEqual(config.backend, "embed_pool")
+        self.assertEqual(config.max_batch_size, MAX_BATCH)
+        self.assertEqual([(i.name, i.data_type, list(i.dims)) for i in config.input],
+                         [("input_ids", model_config_pb2.TYPE_INT64, [-1])])
+        self.assertEqual([(o.name, o.data_type, list(o.dims)) for o in config.output],
+                         [("embedding", model_config_pb2.TYPE_FP32, [DIM])])
+        self.assertEqual(config.dynamic_batching.max_queue_delay_microseconds, 5000)
+        self.assertEqual(config.instance_group[0].kind, model_config_pb2.ModelInstanceGroup.KIND_CPU)
+        minilm = self.client.get_model_config("minilm", as_json=True)["config"]
+        text = [i for i in minilm["input"] if i["name"] == "text"][0]
+        self.assertEqual(text["data_type"], "TYPE_STRING")
+        self.assertNotIn("dims", text)  # only the batch dimension
+        with self.assertRaises(InferenceServerException) as e:
+            self.client.get_model_config("absent")
+        self.assertEqual(e.exception.status(), "StatusCode.NOT_FOUND")
+        self.assertIn("model_configuration",
+                      self.client.get_server_metadata(as_json=True)["extensions"])
 
     def test_minilm_text_embeddings_match_sentence_transformers(self):
         sentences, want = [], []
