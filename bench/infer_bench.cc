@@ -6,8 +6,10 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -219,13 +221,15 @@ int main(int argc, char** argv) {
       "by gRPC code (and their latency), and with --metrics-url the server's own figures "
       "(infer-server's /metrics: mean batch size, padding efficiency, server-side p50/p99, "
       "queue depth, device memory against the budget, rejections by reason) scraped before and "
-      "after, and once a second during the run for the peak queue depth. A sweep "
+      "when the measured window begins (after the warm-up) and after the run, and once a second "
+      "during the window for the peak queue depth. A sweep "
       "(--rate-range or --concurrency-range) runs each step and, with --p99-target-ms, "
       "reports the highest load that meets the target with at most --max-error-fraction "
       "errors.\n\n"
       "Requests are token ids (INT64 input_ids [batch, length], ids 101 ... 102 around ids in "
       "[1000, 2000)) or text (BYTES text [batch] of length-2 words 'hello').",
       "infer-bench"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("-u,--url", o.address, "server host:port")->capture_default_str();
   app.add_option("-m,--model", o.model, "model name")->required();
   app.add_option("-b,--batch-size", o.batch, "rows per request")
@@ -316,6 +320,20 @@ int main(int argc, char** argv) {
                    "at most 1000 steps\n");
       return 2;
     }
+    if (!concurrency_range.empty()) {
+      for (double v : values) {
+        if (v != std::floor(v) || v > 100000) {
+          std::fprintf(stderr,
+                       "infer-bench: --concurrency-range steps must be whole numbers in "
+                       "[1, 100000]; got %g\n",
+                       v);
+          return 2;
+        }
+      }
+    } else if (values.back() > 1e7) {
+      std::fprintf(stderr, "infer-bench: --rate-range must stay within 1e7 requests/s\n");
+      return 2;
+    }
     for (double v : values) loads.push_back({!rate_range.empty(), v});
   } else {
     loads.push_back({o.rate > 0, o.rate > 0 ? o.rate : o.concurrency});
@@ -340,21 +358,30 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "\r\033[K%s", line.c_str());
       };
     }
+    // The server's counters are read when the measured window begins (not
+    // before the warm-up) and after the run; the queue depth is sampled
+    // during the window.
     std::atomic<bool> sampling{true};
+    std::atomic<bool> measuring{false};
     std::atomic<double> queue_peak{0};
     std::vector<Sample> before;
+    std::mutex before_mu;
     std::thread sampler;
     if (!metrics_url.empty()) {
-      before = Scrape(metrics_url);
-      if (before.empty()) {
-        std::fprintf(stderr, "infer-bench: cannot scrape http://%s/metrics; going on without\n",
-                     metrics_url.c_str());
-      }
+      step_options.on_measure_start = [&] {
+        std::vector<Sample> s = Scrape(metrics_url);
+        std::lock_guard<std::mutex> lock(before_mu);
+        before = std::move(s);
+        measuring.store(true);
+      };
       sampler = std::thread([&] {
         while (sampling.load()) {
-          const std::vector<Sample> s = Scrape(metrics_url);
-          const double depth = infer::loadgen::SumOf(s, "infer_queue_depth", {{"model", o.model}});
-          if (depth > queue_peak.load()) queue_peak.store(depth);
+          if (measuring.load()) {
+            const std::vector<Sample> s = Scrape(metrics_url);
+            const double depth =
+                infer::loadgen::SumOf(s, "infer_queue_depth", {{"model", o.model}});
+            if (depth > queue_peak.load()) queue_peak.store(depth);
+          }
           for (int i = 0; i < 10 && sampling.load(); ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
           }
@@ -374,8 +401,14 @@ int main(int argc, char** argv) {
     step.load =
         open ? absl::StrFormat("rate %g/s", value) : absl::StrFormat("concurrency %g", value);
     step.result = *std::move(result);
-    if (!metrics_url.empty() && !before.empty()) {
-      step.server = Summarize(before, Scrape(metrics_url), o.model, queue_peak.load());
+    if (!metrics_url.empty()) {
+      std::lock_guard<std::mutex> lock(before_mu);
+      if (before.empty()) {
+        std::fprintf(stderr, "infer-bench: cannot scrape http://%s/metrics; no server figures\n",
+                     metrics_url.c_str());
+      } else {
+        step.server = Summarize(before, Scrape(metrics_url), o.model, queue_peak.load());
+      }
     }
     PrintRow(step);
     PrintDetails(step);

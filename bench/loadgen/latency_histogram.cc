@@ -6,10 +6,10 @@
 namespace infer::loadgen {
 namespace {
 
-constexpr int kSubBits = 11;                   // 2048 sub-buckets in the first bucket
+constexpr int kSubBits = 11;  // 2048 sub-buckets in the first bucket
 constexpr int64_t kSub = int64_t{1} << kSubBits;
-constexpr int64_t kHalf = kSub / 2;            // 1024 per later power of two
-constexpr int kBuckets = 40 - kSubBits + 1;     // exponents 0..29 above the first
+constexpr int64_t kHalf = kSub / 2;          // 1024 per later power of two
+constexpr int kBuckets = 40 - kSubBits + 1;  // exponents 0..29 above the first
 
 }  // namespace
 
@@ -21,7 +21,7 @@ int LatencyHistogram::Index(int64_t ns) {
   if (ns < kSub) return static_cast<int>(ns);
   const int msb = 63 - __builtin_clzll(static_cast<unsigned long long>(ns));
   const int shift = msb - (kSubBits - 1);  // >= 1
-  const int64_t sub = ns >> shift;          // in [kHalf, kSub)
+  const int64_t sub = ns >> shift;         // in [kHalf, kSub)
   return static_cast<int>(shift * kHalf + sub);
 }
 

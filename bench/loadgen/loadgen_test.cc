@@ -5,6 +5,8 @@
 
 #include "bench/loadgen/latency_histogram.h"
 #include "bench/loadgen/pacer.h"
+#include "bench/loadgen/prometheus_text.h"
+#include "bench/loadgen/runner.h"
 #include "bench/loadgen/workload.h"
 
 namespace infer::loadgen {
@@ -21,7 +23,8 @@ TEST(LatencyHistogramTest, EveryValueIsKeptToWithinATenthOfAPercent) {
     if (idx > 0) ASSERT_LT(LatencyHistogram::HighestEquivalent(idx - 1), v) << v;
   }
   // Exact below 2048 ns.
-  for (int64_t v = 0; v < 2048; ++v) ASSERT_EQ(LatencyHistogram::HighestEquivalent(LatencyHistogram::Index(v)), v);
+  for (int64_t v = 0; v < 2048; ++v)
+    ASSERT_EQ(LatencyHistogram::HighestEquivalent(LatencyHistogram::Index(v)), v);
 }
 
 TEST(LatencyHistogramTest, PercentilesOfKnownData) {
@@ -45,7 +48,7 @@ TEST(LatencyHistogramTest, PercentilesOfKnownData) {
 TEST(LatencyHistogramTest, ATailOfOneInAThousandIsSeenAtP999NotP99) {
   LatencyHistogram h;
   for (int i = 0; i < 999; ++i) h.Record(1'000'000);  // 1 ms
-  h.Record(2'000'000'000);                             // one 2 s stall
+  h.Record(2'000'000'000);                            // one 2 s stall
   EXPECT_LE(h.Percentile(99), 1'001'000);
   EXPECT_LE(h.Percentile(99.9), 1'001'000) << "rank 999 of 1000 is still 1 ms";
   EXPECT_EQ(h.Percentile(100), 2'000'000'000);
@@ -164,6 +167,27 @@ TEST(OpenLoopTest, AStalledSenderCatchesUpWithoutSkippingAndKeepsIntendedTimes) 
   EXPECT_EQ(r.late, 50);  // meant for 100 ms .. 590 ms; the one for 600 ms is on time
 }
 
+TEST(OpenLoopTest, AStallPastTheEndStillSendsEveryArrivalMeantForTheWindow) {
+  // The server stalls for 2 s from the 91st send on, past the window's end
+  // (1 s). The ten arrivals meant for 900..990 ms are its worst victims: they
+  // must still go out (late) and be measured, not be dropped because the
+  // clock has passed the end.
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FakePaceClock clock(t0);
+  auto s = ArrivalSchedule::Create(100, Arrivals::kConstant, 1);
+  int calls = 0;
+  std::vector<absl::Time> intended;
+  const OpenLoopResult r = RunOpenLoop(
+      *s, clock, t0, t0 + absl::Seconds(1),
+      [&] {
+        if (++calls == 91) clock.Advance(absl::Seconds(2));
+      },
+      [&](absl::Time when) { intended.push_back(when); }, [] { return false; });
+  ASSERT_EQ(r.issued, 100);
+  EXPECT_EQ(intended.back(), t0 + absl::Milliseconds(990));
+  EXPECT_EQ(r.max_lag, absl::Seconds(2));
+}
+
 TEST(OpenLoopTest, StopEndsEarly) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   FakePaceClock clock(t0);
@@ -195,6 +219,10 @@ TEST(LengthMixTest, ParsesTheThreeForms) {
   EXPECT_NEAR(seen[128] / 1e5, 0.2, 0.01);
   EXPECT_NEAR(seen[512] / 1e5, 0.1, 0.01);
   EXPECT_EQ(mix->max_length(), 512);
+  EXPECT_EQ(mix->Values(), (std::vector<int64_t>{16, 128, 512}));
+  EXPECT_EQ(range->Values(), (std::vector<int64_t>{16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+                                                   28, 29, 30, 31, 32}));
+  EXPECT_EQ(fixed->Values(), (std::vector<int64_t>{128}));
   for (const char* bad : {"", "abc", "0", "32-16", "16:0", "16:x", "16:0.5,", "1-2-3"}) {
     EXPECT_FALSE(LengthMix::Parse(bad).ok()) << bad;
   }
@@ -219,6 +247,30 @@ TEST(RequestPoolTest, BuildsIdsAndTextOfTheAskedLength) {
   EXPECT_EQ(t.inputs(0).datatype(), "BYTES");
   ASSERT_EQ(t.inputs(0).contents().bytes_contents_size(), 2);
   EXPECT_EQ(t.inputs(0).contents().bytes_contents(0), "hello hello hello hello");
+}
+
+TEST(RunLoadTest, RequestsTooLargeToKeepAreRefusedBeforeConnecting) {
+  LoadOptions o;
+  o.address = "127.0.0.1:1";  // nothing listens: the check must come first
+  o.model = "m";
+  o.concurrency = 1;
+  o.batch = 65536;
+  o.lengths = "4096";
+  absl::StatusOr<LoadResult> r = RunLoad(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("over 1 GiB"), std::string::npos) << r.status();
+}
+
+TEST(PrometheusTextTest, LabelValuesAreUnescaped) {
+  auto s = ParsePrometheusText(
+      "# HELP m h\n# TYPE m gauge\nm{a=\"x\\\"y\",b=\"line\\nnext\",c=\"back\\\\slash\"} 2\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 1u);
+  EXPECT_EQ((*s)[0].labels.at("a"), "x\"y");
+  EXPECT_EQ((*s)[0].labels.at("b"), "line\nnext");
+  EXPECT_EQ((*s)[0].labels.at("c"), "back\\slash");
+  EXPECT_EQ((*s)[0].value, 2.0);
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ class ArrivalSchedule {
   Arrivals kind_;
   std::mt19937_64 rng_;
   std::exponential_distribution<double> gap_;
-  int64_t n_ = 0;            // arrivals so far (constant)
-  double poisson_s_ = 0.0;   // running sum of gaps (Poisson)
+  int64_t n_ = 0;           // arrivals so far (constant)
+  double poisson_s_ = 0.0;  // running sum of gaps (Poisson)
 };
 
 class PaceClock {

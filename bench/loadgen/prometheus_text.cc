@@ -101,7 +101,11 @@ absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text)
         std::string val;
         size_t i = 0;
         for (; i < rest.size() && rest[i] != '"'; ++i) {
-          if (rest[i] == '\\' && i + 1 < rest.size()) ++i;
+          if (rest[i] == '\\' && i + 1 < rest.size()) {
+            ++i;  // escapes: \\, \" and \n
+            val.push_back(rest[i] == 'n' ? '\n' : rest[i]);
+            continue;
+          }
           val.push_back(rest[i]);
         }
         if (i == rest.size()) return bad("unterminated label value");
@@ -220,7 +224,10 @@ absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std
   }
   const std::string request =
       absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\nConnection: close\r\n\r\n");
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+  // send(MSG_NOSIGNAL): a server that closed the connection is an error
+  // here, not a SIGPIPE that ends the process.
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
     close(fd);
     return absl::InternalError("write failed");
   }

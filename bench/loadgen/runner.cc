@@ -77,11 +77,16 @@ class Run {
 
   // True once the measured window is over or the request budget is spent.
   bool Done(absl::Time now) const { return now >= end_ || stop_.load(); }
-  // When sending stopped: the end of the window, or when the budget ran out.
-  absl::Time stopped_at() {
+  // True once the request budget is spent.
+  bool BudgetSpent() const { return stop_.load(); }
+  // The end of the measured window as run: when sending stopped (the
+  // window's end, or when the budget ran out) or the last measured answer,
+  // whichever is later.
+  absl::Time window_end() {
     std::lock_guard<std::mutex> lock(mu_);
-    return stop_.load() ? stopped_at_ : end_;
+    return std::max(stop_.load() ? stopped_at_ : end_, last_measured_answer_);
   }
+  RequestPool& pool() { return pool_; }
 
   // Sends one request meant to go at `intended`; `then` runs after its
   // answer is recorded (closed loop: send the next one).
@@ -166,10 +171,12 @@ class Run {
 
  private:
   void Record(const grpc::Status& status, absl::Time intended, bool measured) {
-    const int64_t ns = absl::ToInt64Nanoseconds(absl::Now() - intended);
+    const absl::Time now = absl::Now();
+    const int64_t ns = absl::ToInt64Nanoseconds(now - intended);
     std::lock_guard<std::mutex> lock(mu_);
     if (status.ok()) interval_.Record(ns);
     if (!measured) return;
+    last_measured_answer_ = std::max(last_measured_answer_, now);
     ++result_.codes[status.error_code()];
     if (!status.ok()) ++errors_;
     if (status.ok()) {
@@ -204,6 +211,7 @@ class Run {
   LatencyHistogram interval_;
   absl::Time last_progress_;
   absl::Time stopped_at_;
+  absl::Time last_measured_answer_ = absl::InfinitePast();
 };
 
 }  // namespace
@@ -222,12 +230,40 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   }
   absl::StatusOr<LengthMix> mix = LengthMix::Parse(o.lengths);
   if (!mix.ok()) return mix.status();
+  const int64_t max_bytes_per_request = 8 * o.batch * mix->max_length();
+  if (o.batch > (int64_t{1} << 20) || mix->max_length() > (int64_t{1} << 20) ||
+      max_bytes_per_request > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch ", o.batch, " x length ", mix->max_length(),
+                     " makes requests over 1 GiB; the load generator keeps them in memory"));
+  }
+  const std::vector<int64_t> lengths = mix->Values();
   Run run(o, *std::move(mix));
+  // Build the requests before the clock starts, so building them is not
+  // charged to the first measured request of each length.
+  int64_t total_bytes = 0;
+  for (int64_t len : lengths) total_bytes += 8 * o.batch * len;
+  if (total_bytes <= (int64_t{256} << 20)) {
+    for (int64_t len : lengths) run.pool().Get(len);
+  }
 
   const absl::Time start = absl::Now();
   run.set_times(start);
   run.set_progress_origin(start);
   std::atomic<bool> finished{false};
+  std::mutex finished_mu;
+  std::condition_variable finished_cv;
+  std::thread measure_start;
+  if (o.on_measure_start) {
+    measure_start = std::thread([&] {
+      {
+        std::unique_lock<std::mutex> lock(finished_mu);
+        finished_cv.wait_until(lock, absl::ToChronoTime(run.measure_from()),
+                               [&] { return finished.load(); });
+      }
+      if (!finished.load()) o.on_measure_start();
+    });
+  }
   std::thread progress;
   if (o.on_progress) {
     progress = std::thread([&] {
@@ -239,6 +275,16 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
       }
     });
   }
+
+  auto stop_helpers = [&] {
+    {
+      std::lock_guard<std::mutex> lock(finished_mu);
+      finished.store(true);
+    }
+    finished_cv.notify_all();
+    if (progress.joinable()) progress.join();
+    if (measure_start.joinable()) measure_start.join();
+  };
 
   if (o.concurrency > 0) {
     // Closed loop: a slot is sent again as soon as its answer is recorded.
@@ -288,22 +334,21 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
         OpenLoopResult r = RunOpenLoop(
             *schedule, *RealPaceClock(), t0, run.end(), [&] { run.WaitForRoom(); },
             [&](absl::Time intended) { run.Issue(intended, rng, nullptr); },
-            [&] { return run.Done(absl::Now()); });
+            // Not the clock: every arrival before the window's end is sent.
+            [&] { return run.BudgetSpent(); });
         run.set_pacing(r);
       });
     }
     for (std::thread& t : pacers) t.join();
     run.WaitForAll();
     if (bad.load()) {
-      finished.store(true);
-      if (progress.joinable()) progress.join();
+      stop_helpers();
       return absl::InvalidArgumentError(absl::StrCat("bad request rate ", o.rate));
     }
   }
-  finished.store(true);
-  if (progress.joinable()) progress.join();
+  stop_helpers();
   LoadResult result = run.TakeResult();
-  result.window = run.stopped_at() - run.measure_from();
+  result.window = run.window_end() - run.measure_from();
   if (result.window <= absl::ZeroDuration()) result.window = o.duration;
   return result;
 }

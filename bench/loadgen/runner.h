@@ -35,23 +35,30 @@ struct LoadOptions {
   int concurrency = 0;  // closed loop: requests in flight
   double rate = 0.0;    // open loop: requests per second
   Arrivals arrivals = Arrivals::kConstant;
-  absl::Duration warmup = absl::Seconds(1);      // sent and answered, not counted
-  absl::Duration duration = absl::Seconds(10);   // the measured window
-  int64_t requests = 0;                          // > 0: stop after this many measured sends
-  int channels = 1;                              // gRPC channels (connections)
-  int threads = 1;                               // open loop: pacing threads (rate split)
-  absl::Duration timeout = absl::Seconds(30);    // per-request deadline
-  int64_t max_outstanding = 10000;               // open loop: cap on requests in flight
+  absl::Duration warmup = absl::Seconds(1);     // sent and answered, not counted
+  absl::Duration duration = absl::Seconds(10);  // the measured window
+  int64_t requests = 0;                         // > 0: stop after this many measured sends
+  int channels = 1;                             // gRPC channels (connections)
+  int threads = 1;                              // open loop: pacing threads (rate split)
+  absl::Duration timeout = absl::Seconds(30);   // per-request deadline
+  int64_t max_outstanding = 10000;              // open loop: cap on requests in flight
   uint64_t seed = 1;
   // Called about once a second during the run with a one-line status.
   std::function<void(const std::string&)> on_progress;
+  // Called once, on its own thread, when the warm-up ends and the measured
+  // window begins (e.g. to scrape the server's counters at that moment).
+  std::function<void()> on_measure_start;
 };
 
 struct LoadResult {
-  absl::Duration window;      // the measured window as run
-  int64_t sent = 0;           // measured requests sent
-  int64_t ok = 0;             // of which answered OK
-  int64_t rows_ok = 0;        // batch rows answered OK
+  // The measured window as run: from the end of the warm-up to when sending
+  // stopped (the window's end or the request budget spent) or, if later, the
+  // last measured answer. A backlog answered late lengthens it, so a server
+  // slower than the offered rate cannot look faster than it is.
+  absl::Duration window;
+  int64_t sent = 0;     // measured requests sent
+  int64_t ok = 0;       // of which answered OK
+  int64_t rows_ok = 0;  // batch rows answered OK
   std::map<grpc::StatusCode, int64_t> codes;
   LatencyHistogram ok_latency;     // ns; open loop: from the intended send time
   LatencyHistogram error_latency;  // ns, of the non-OK answers
@@ -62,7 +69,12 @@ struct LoadResult {
 };
 
 // Runs one load phase (warm-up, then the measured window, then waits for
-// the outstanding answers). INVALID_ARGUMENT for bad options.
+// the outstanding answers). In the open loop every request whose intended
+// time falls before the window's end is sent, however late the sender gets
+// (a server stall near the end cannot drop the requests it delayed). The
+// requests of every length the mix can draw are built before the clock
+// starts when they total at most 256 MiB (otherwise each is built on its
+// first use). INVALID_ARGUMENT for bad options.
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options);
 
 // "OK", "UNAVAILABLE", ...

@@ -11,9 +11,9 @@ namespace infer::loadgen {
 
 absl::StatusOr<LengthMix> LengthMix::Parse(const std::string& text) {
   auto bad = [&](absl::string_view rule) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sequence lengths '", text, "': ", rule,
-        " (forms: 128, 16-512, or 16:0.7,128:0.2,512:0.1; lengths in [1, 1048576])"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence lengths '", text, "': ", rule,
+                     " (forms: 128, 16-512, or 16:0.7,128:0.2,512:0.1; lengths in [1, 1048576])"));
   };
   auto length_ok = [](int64_t v) { return v >= 1 && v <= (1 << 20); };
   LengthMix mix;
@@ -51,6 +51,16 @@ int64_t LengthMix::Sample(std::mt19937_64& rng) const {
 
 int64_t LengthMix::max_length() const {
   return lengths_.empty() ? hi_ : *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+std::vector<int64_t> LengthMix::Values() const {
+  std::vector<int64_t> out = lengths_;
+  if (out.empty()) {
+    for (int64_t v = lo_; v <= hi_; ++v) out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::string LengthMix::ToString() const {

@@ -26,6 +26,8 @@ class LengthMix {
   static absl::StatusOr<LengthMix> Parse(const std::string& text);
   int64_t Sample(std::mt19937_64& rng) const;
   int64_t max_length() const;
+  // Every length Sample() can return, ascending.
+  std::vector<int64_t> Values() const;
   std::string ToString() const;
 
  private:

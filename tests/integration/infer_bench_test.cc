@@ -63,8 +63,14 @@ class InferBenchTest : public ::testing::Test {
     server_ = nullptr;
   }
   static std::vector<std::string> Common() {
-    return {"-u", server_->address(), "-m", "embed_pool", "--metrics-url",
-            absl::StrCat("127.0.0.1:", server_->metrics_port()), "--warmup-s", "0.3"};
+    return {"-u",
+            server_->address(),
+            "-m",
+            "embed_pool",
+            "--metrics-url",
+            absl::StrCat("127.0.0.1:", server_->metrics_port()),
+            "--warmup-s",
+            "0.3"};
   }
   static ServerProcess* server_;
 };
@@ -73,8 +79,8 @@ ServerProcess* InferBenchTest::server_ = nullptr;
 
 TEST_F(InferBenchTest, ClosedLoopReportsThroughputPercentilesAndServerFigures) {
   std::vector<std::string> args = Common();
-  for (const char* a : {"--concurrency", "8", "--duration-s", "2", "-b", "2", "--lengths",
-                        "16:0.7,64:0.3"}) {
+  for (const char* a :
+       {"--concurrency", "8", "--duration-s", "2", "-b", "2", "--lengths", "16:0.7,64:0.3"}) {
     args.push_back(a);
   }
   const BenchRun run = RunBench(args);
@@ -98,6 +104,30 @@ TEST_F(InferBenchTest, ClosedLoopReportsThroughputPercentilesAndServerFigures) {
   EXPECT_GT(step["server"]["device_memory_budget_bytes"].get<double>(), 0.0);
   EXPECT_NE(run.output.find("p99.9 ms"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("server: mean batch"), std::string::npos) << run.output;
+}
+
+TEST_F(InferBenchTest, ARequestBudgetEndsTheWindowAtTheLastAnswer) {
+  // 200 requests at concurrency 100, no warm-up: sending stops when the
+  // budget is spent, while about 100 requests are still in flight. The
+  // window must reach the last answer. Check it with Little's law: never
+  // more than 100 requests are in flight, so the summed latency of all 200
+  // is at most 100 x the window — i.e. throughput x mean latency <= 100. A
+  // window that ended when sending stopped is about half as long and breaks
+  // this bound.
+  std::vector<std::string> args = Common();
+  for (const char* a :
+       {"--concurrency", "100", "--requests", "200", "--warmup-s", "0", "--lengths", "64"}) {
+    args.push_back(a);
+  }
+  const BenchRun run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json& step = run.result["steps"][0];
+  EXPECT_EQ(step["sent"], 200);
+  EXPECT_EQ(step["ok"], 200);
+  const double throughput = step["throughput_per_s"].get<double>();
+  EXPECT_NEAR(throughput, 200 / step["window_s"].get<double>(), 1e-6);
+  const double mean_s = step["latency_ms"]["mean"].get<double>() / 1000;
+  EXPECT_LE(throughput * mean_s, 100 * 1.01) << run.output;
 }
 
 TEST_F(InferBenchTest, OpenLoopSendsOnScheduleAndCountsErrorsByCode) {
@@ -124,14 +154,13 @@ TEST_F(InferBenchTest, OpenLoopSendsOnScheduleAndCountsErrorsByCode) {
   EXPECT_EQ(bad["ok"], 0);
   EXPECT_GT(bad["codes"]["INVALID_ARGUMENT"].get<int64_t>(), 20);
   EXPECT_GT(bad["error_latency_ms"]["max"].get<double>(), 0.0);
-  EXPECT_NE(run.output.find("errors by code: INVALID_ARGUMENT"), std::string::npos)
-      << run.output;
+  EXPECT_NE(run.output.find("errors by code: INVALID_ARGUMENT"), std::string::npos) << run.output;
 }
 
 TEST_F(InferBenchTest, SweepFindsTheHighestLoadMeetingTheTarget) {
   std::vector<std::string> args = Common();
-  for (const char* a : {"--concurrency-range", "1:3:1", "--duration-s", "0.5",
-                        "--p99-target-ms", "5000"}) {
+  for (const char* a :
+       {"--concurrency-range", "1:3:1", "--duration-s", "0.5", "--p99-target-ms", "5000"}) {
     args.push_back(a);
   }
   const BenchRun run = RunBench(args);
@@ -149,6 +178,9 @@ TEST(InferBenchCliTest, BadArgumentsAreRefusedWithTheReason) {
   run = RunBench({"-m", "x", "--concurrency", "2", "--lengths", "32-16"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("sequence lengths '32-16'"), std::string::npos) << run.output;
+  run = RunBench({"-m", "x", "--concurrency-range", "1:2:0.5"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("whole numbers"), std::string::npos) << run.output;
 }
 
 }  // namespace
