@@ -18,6 +18,7 @@
 #ifndef INFER_SERVER_ENGINE_H_
 #define INFER_SERVER_ENGINE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -93,7 +94,8 @@ struct DurationStat {
   uint64_t ns = 0;
   void Add(absl::Duration d) {
     ++count;
-    ns += static_cast<uint64_t>(absl::ToInt64Nanoseconds(d));
+    // Negative only if the wall clock stepped back; counted as zero.
+    ns += static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(d)));
   }
 };
 

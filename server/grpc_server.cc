@@ -66,10 +66,14 @@ class StreamInferReactor final
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client closed its side (or the stream broke)
-      std::lock_guard<std::mutex> lock(mu_);
-      reading_ = false;
-      reads_done_ = true;
-      MaybeFinishLocked();
+      bool finish = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        reading_ = false;
+        reads_done_ = true;
+        finish = ShouldFinishLocked();
+      }
+      if (finish) Finish(grpc::Status::OK);  // may delete this
       return;
     }
     const std::string id = request_.id();
@@ -99,19 +103,23 @@ class StreamInferReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.pop_front();
-    if (!ok) {
-      broken_ = true;  // the client is gone: drop what is left
-      queue_.clear();
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      if (!ok) {
+        broken_ = true;  // the client is gone: drop what is left
+        queue_.clear();
+      }
+      if (!queue_.empty()) {
+        StartWrite(&queue_.front());
+      } else {
+        writing_ = false;
+      }
+      ReadMoreLocked();
+      finish = ShouldFinishLocked();
     }
-    if (!queue_.empty()) {
-      StartWrite(&queue_.front());
-    } else {
-      writing_ = false;
-    }
-    ReadMoreLocked();
-    MaybeFinishLocked();
+    if (finish) Finish(grpc::Status::OK);  // may delete this
   }
 
   void OnDone() override { delete this; }
@@ -128,16 +136,20 @@ class StreamInferReactor final
       out.mutable_infer_response()->set_id(id);
       out.mutable_infer_response()->set_model_name(model);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    --pending_;
-    if (!broken_) {
-      queue_.push_back(std::move(out));
-      if (!writing_) {
-        writing_ = true;
-        StartWrite(&queue_.front());
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --pending_;
+      if (!broken_) {
+        queue_.push_back(std::move(out));
+        if (!writing_) {
+          writing_ = true;
+          StartWrite(&queue_.front());
+        }
       }
+      finish = ShouldFinishLocked();
     }
-    MaybeFinishLocked();
+    if (finish) Finish(grpc::Status::OK);  // may delete this
   }
 
   // Starts the next read unless one is outstanding, the client has closed
@@ -149,10 +161,17 @@ class StreamInferReactor final
     StartRead(&request_);
   }
 
-  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || reading_ || !(reads_done_ || broken_) || pending_ > 0 || writing_) return;
+  // True once (and only once) the stream is done: the client closed its
+  // side or broke, and every request is answered and written. The caller
+  // calls Finish() after releasing mu_ and touches nothing of this after it:
+  // gRPC may run OnDone (delete this) on another thread as soon as Finish
+  // is called, which must not happen while mu_ is held.
+  bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || reading_ || !(reads_done_ || broken_) || pending_ > 0 || writing_) {
+      return false;
+    }
     finished_ = true;
-    Finish(grpc::Status::OK);
+    return true;
   }
 
   Engine* const engine_;

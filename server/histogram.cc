@@ -44,6 +44,10 @@ absl::Span<const double> RatioBounds() {
 }
 
 void Histogram::Observe(double value) {
+  // Every series here is non-negative (durations, sizes, ratios); a
+  // negative duration (the wall clock stepped back) counts as zero, so the
+  // sum never decreases — Prometheus would read that as a counter reset.
+  value = std::max(value, 0.0);
   // The first bound >= value: Prometheus buckets are "less or equal".
   const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   ++counts_[i];

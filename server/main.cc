@@ -189,7 +189,10 @@ int Run(Flags flags, const sigset_t& signals) {
         "drain timed out after {} s with {} requests still queued (and batches running); "
         "stopping without answering them",
         flags.drain_timeout_s, queued);
-    (*server)->Shutdown(absl::ZeroDuration());  // cancels the RPCs still open
+    // No gRPC Shutdown here: it waits for every callback reactor to finish,
+    // and the calls still open finish only when the engine answers them —
+    // which is what did not happen in time. The process ends; the kernel
+    // closes the connections, and clients see UNAVAILABLE.
     spdlog::shutdown();
     std::_Exit(1);
   }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
@@ -223,6 +224,10 @@ MetricsServer::MetricsServer(const Engine* engine, int listen_fd, int port)
 MetricsServer::~MetricsServer() {
   stop_.store(true);
   ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the accept
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    if (conn_ >= 0) ::shutdown(conn_, SHUT_RDWR);  // and a client being answered
+  }
   thread_.join();
   close(listen_fd_);
 }
@@ -265,24 +270,49 @@ void MetricsServer::Serve() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. out of descriptors
       continue;
     }
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      conn_ = conn;
+      if (stop_.load()) ::shutdown(conn, SHUT_RDWR);
+    }
     Answer(conn);
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    conn_ = -1;
     close(conn);
   }
 }
 
+namespace {
+
+// Waits until `fd` is ready for `events` or `deadline` passes.
+bool WaitReady(int fd, short events, absl::Time deadline) {
+  while (true) {
+    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (ms <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
 void MetricsServer::Answer(int conn) {
-  // One request per connection; a client gets 5 s to send its header, which
-  // may be at most 8 KiB: scrapes are rare and small, and one slow client
-  // must not hold the endpoint.
-  const timeval timeout{5, 0};
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  // One request per connection, answered one at a time: a client has 2 s in
+  // all to send its header (at most 8 KiB) and the whole exchange ends
+  // within 5 s, however the client trickles its bytes — scrapes are rare and
+  // small, and one slow client must not hold the endpoint for long.
+  const absl::Time start = absl::Now();
+  const absl::Time header_deadline = start + absl::Seconds(2);
+  const absl::Time deadline = start + absl::Seconds(5);
   std::string request;
   char buf[1024];
   while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
-    const ssize_t n = recv(conn, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
+    if (!WaitReady(conn, POLLIN, header_deadline)) return;
+    const ssize_t n = recv(conn, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
+    if (n > 0) request.append(buf, static_cast<size_t>(n));
   }
   const std::string line = request.substr(0, request.find("\r\n"));
   const std::vector<std::string> parts = absl::StrSplit(line, ' ');
@@ -309,7 +339,10 @@ void MetricsServer::Answer(int conn) {
   if (parts.empty() || parts[0] != "HEAD") response += body;
   size_t sent = 0;
   while (sent < response.size()) {
-    const ssize_t n = send(conn, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
+    if (!WaitReady(conn, POLLOUT, deadline)) return;
+    const ssize_t n =
+        send(conn, response.data() + sent, response.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (n <= 0) return;
     sent += static_cast<size_t>(n);
   }

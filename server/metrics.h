@@ -63,6 +63,8 @@ class MetricsServer {
   const int listen_fd_;
   const int port_;
   std::atomic<bool> stop_{false};
+  std::mutex conn_mu_;
+  int conn_ = -1;  // the connection being answered; guarded by conn_mu_
   std::thread thread_;
 };
 

@@ -1,6 +1,13 @@
 #include "server/metrics.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
 
 #include "bench/loadgen/prometheus_text.h"
 #include "models/embed_pool.h"
@@ -121,6 +128,45 @@ TEST_F(MetricsTest, ServedOverHttpOnItsOwnPort) {
                                                 "cannot serve metrics on '127.0.0.1:"));
   EXPECT_THAT(MetricsServer::Start("8002", engine_.get()),
               ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "is not IPV4:PORT"));
+}
+
+TEST_F(MetricsTest, ATricklingOrIdleClientHoldsTheEndpointForAtMostTwoSeconds) {
+  auto server = MetricsServer::Start("127.0.0.1:0", engine_.get());
+  ASSERT_THAT(server, IsOk());
+  auto connect_to = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    return fd;
+  };
+  // One client sends a byte every 300 ms and never ends its header (each
+  // byte alone would beat a per-read timeout); another connects and says
+  // nothing. A scrape behind them is answered once their 2 s are up.
+  const int trickler = connect_to();
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    for (int i = 0; i < 30 && !done.load(); ++i) {
+      send(trickler, "G", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int idle = connect_to();
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::string> body = ::infer::loadgen::HttpGet((*server)->port(), "/metrics");
+  const absl::Duration waited = absl::Now() - t0;
+  done.store(true);
+  trickle.join();
+  close(trickler);
+  close(idle);
+  ASSERT_THAT(body, IsOk());
+  EXPECT_NE(body->find("infer_server_ready"), std::string::npos);
+  // About 2 s for each of the two ahead of it; far less than the 9 s the
+  // trickle would last.
+  EXPECT_LT(waited, absl::Seconds(6));
 }
 
 TEST_F(MetricsTest, LatencySummaryCoversOneIntervalAtATime) {

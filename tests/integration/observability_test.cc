@@ -388,6 +388,37 @@ TEST(DrainTest, SigtermAnswersAcceptedRequestsRefusesNewOnesAndExitsZero) {
   EXPECT_EQ(after.error_code(), StatusCode::UNAVAILABLE);
 }
 
+TEST(DrainTest, ADrainPastItsTimeoutExitsOneWithoutWaitingForTheRest) {
+  TempDir repo("drain_timeout");
+  repo.AddModel("slow", kSlowConfig);
+  auto server = ServerProcess::Start(
+      ServerBinary(),
+      {"--device", "cpu", "--model-repository", repo.path().string(), "--drain-timeout-s", "1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+  auto stub = GRPCInferenceService::NewStub(channel);
+  // 64 slow requests: several seconds of work, far more than the 1 s allowed.
+  constexpr int kInFlight = 64;
+  std::atomic<int> bad{0};
+  std::vector<StatusCode> codes;
+  std::thread sender(
+      [&] { codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad); });
+  for (int i = 0; i < 600 && Stats(stub.get(), "slow").execution_count() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(Stats(stub.get(), "slow").execution_count(), 0u);
+  const absl::Time signalled = absl::Now();
+  absl::StatusOr<int> code = server->Stop(SIGTERM, absl::Seconds(30));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 1) << server->log();
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10)) << "the timeout bounds the exit";
+  EXPECT_NE(server->log().find("drain timed out"), std::string::npos) << server->log();
+  sender.join();
+  int unanswered = 0;
+  for (StatusCode c : codes) unanswered += c != StatusCode::OK;
+  EXPECT_GT(unanswered, 0) << "some requests were cut off (the timeout was real)";
+}
+
 // Runs openssl to make a CA, a server certificate for 127.0.0.1 and a
 // client certificate, all signed by the CA, under `dir`.
 bool MakeCertificates(const fs::path& dir) {
