@@ -126,35 +126,13 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 // (tokenization), so nothing proportional to an unchecked size is done.
 absl::Status CheckShapeLimits(const RequestLimits& limits, const std::string& model,
                               const InferRequest& request) {
+  std::vector<DeclaredInput> inputs;
   int64_t text_bytes = 0;
   for (const Tensor& t : request.inputs) {
-    int64_t elements = 1;
-    for (int64_t d : t.shape) {
-      if (d < 0) return absl::OkStatus();  // malformed: the spec checks name it
-      elements = d != 0 && elements > limits.max_tensor_elements / d
-                     ? limits.max_tensor_elements + 1  // saturate: over the limit
-                     : elements * d;
-    }
-    if (elements > limits.max_tensor_elements) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", t.name, "' has shape ", ShapeToString(t.shape), ", over the limit of ",
-          limits.max_tensor_elements, " elements per tensor of model '", model,
-          "' (request_limits.max_tensor_elements)"));
-    }
-    if (!t.shape.empty() && t.shape[0] > limits.max_client_batch_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", t.name, "' has batch dimension ", t.shape[0], ", over the limit of ",
-          limits.max_client_batch_size, " per request of model '", model,
-          "' (request_limits.max_client_batch_size)"));
-    }
+    inputs.push_back({t.name, t.shape});
     if (t.dtype == DataType::kBytes) text_bytes += static_cast<int64_t>(t.data.size());
   }
-  if (text_bytes > limits.max_text_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request has ", text_bytes, " bytes of text (BYTES inputs), over the limit of ",
-        limits.max_text_bytes, " of model '", model, "' (request_limits.max_text_bytes)"));
-  }
-  return absl::OkStatus();
+  return CheckDeclaredLimits(limits, model, inputs, text_bytes);
 }
 
 // The limits on sequence length and tokens, once the request is in the form
@@ -206,6 +184,37 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 }
 
 }  // namespace
+
+absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
+                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes) {
+  for (const DeclaredInput& t : inputs) {
+    int64_t elements = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) return absl::OkStatus();  // malformed: the decoder or spec checks name it
+      elements = d != 0 && elements > limits.max_tensor_elements / d
+                     ? limits.max_tensor_elements + 1  // saturate: over the limit
+                     : elements * d;
+    }
+    if (elements > limits.max_tensor_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", t.name, "' has shape ", ShapeToString(t.shape), ", over the limit of ",
+          limits.max_tensor_elements, " elements per tensor of model '", model,
+          "' (request_limits.max_tensor_elements)"));
+    }
+    if (!t.shape.empty() && t.shape[0] > limits.max_client_batch_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", t.name, "' has batch dimension ", t.shape[0], ", over the limit of ",
+          limits.max_client_batch_size, " per request of model '", model,
+          "' (request_limits.max_client_batch_size)"));
+    }
+  }
+  if (text_bytes > limits.max_text_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request has ", text_bytes, " bytes of text (BYTES inputs), over the limit of ",
+        limits.max_text_bytes, " of model '", model, "' (request_limits.max_text_bytes)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateRequestLimits(const RequestLimits& limits) {
   for (const auto& [field, value] :
@@ -732,6 +741,21 @@ absl::StatusOr<QueueOptions> Engine::GetBatchingOptions(const std::string& name)
   std::shared_ptr<ModelEntry> entry = Find(name);
   if (entry == nullptr) return NotFound(name);
   return entry->batching;
+}
+
+absl::Status Engine::CheckDeclared(const std::string& model, absl::Span<const DeclaredInput> inputs,
+                                   int64_t text_bytes) {
+  const absl::Time arrival = clock_->Now();
+  std::shared_ptr<ModelEntry> entry = Find(model);
+  if (entry == nullptr) return absl::OkStatus();
+  absl::Status status = CheckDeclaredLimits(entry->limits, model, inputs, text_bytes);
+  if (!status.ok()) {
+    std::lock_guard<std::mutex> lock(entry->stats_mu);
+    entry->stats.fail.Add(clock_->Now() - arrival);
+    ++entry->stats.rejected_over_limit;
+    ++entry->stats.requests_by_code[status.code()];
+  }
+  return status;
 }
 
 absl::StatusOr<RequestLimits> Engine::GetRequestLimits(const std::string& name) const {

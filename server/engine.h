@@ -31,7 +31,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "batching/batch_queue.h"
 #include "batching/clock.h"
 #include "batching/dynamic_batcher.h"
@@ -87,6 +89,20 @@ struct RequestLimits {
 
 // INVALID_ARGUMENT naming the field when a limit is not positive.
 absl::Status ValidateRequestLimits(const RequestLimits& limits);
+
+// One input as the client declared it, before its contents are decoded.
+struct DeclaredInput {
+  absl::string_view name;
+  absl::Span<const int64_t> shape;
+};
+// The limits that need only the declared shapes: elements per tensor and the
+// batch dimension of each input, and `text_bytes` (the BYTES payload, 4-byte
+// length prefixes included) against max_text_bytes. INVALID_ARGUMENT naming
+// the limit. A front end calls this before decoding a request, so nothing
+// proportional to a declared size is allocated first; the engine applies the
+// same checks to every request it is given.
+absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
+                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes);
 
 // Cumulative count and total duration of one kind of event.
 struct DurationStat {
@@ -188,6 +204,12 @@ class Engine {
   absl::StatusOr<ModelStats> GetModelStats(const std::string& name) const;
   absl::StatusOr<QueueOptions> GetBatchingOptions(const std::string& name) const;
   absl::StatusOr<RequestLimits> GetRequestLimits(const std::string& name) const;
+  // CheckDeclaredLimits with the model's limits, for a front end to call
+  // before decoding a request; a refusal is counted in the model's
+  // statistics as Submit would count it (failed, over_limit, by code). OK
+  // for an unknown model (Submit names it).
+  absl::Status CheckDeclared(const std::string& model, absl::Span<const DeclaredInput> inputs,
+                             int64_t text_bytes);
   // Requests waiting now in each of the model's length buckets.
   absl::StatusOr<std::vector<int64_t>> GetQueueDepths(const std::string& name) const;
   std::vector<std::string> ModelNames() const;

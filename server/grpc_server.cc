@@ -37,6 +37,28 @@ void FillTensorMetadata(const TensorSpec& spec,
   for (int64_t d : spec.shape) out->add_shape(d);
 }
 
+// The request limits that need only the declared shapes, checked on the
+// protobuf before RequestFromProto copies any contents (typed contents
+// can be a few times larger decoded than on the wire). An unknown model
+// passes: the engine names it.
+absl::Status CheckDeclaredLimits(Engine& engine, const inference::ModelInferRequest& req) {
+  std::vector<DeclaredInput> inputs;
+  inputs.reserve(static_cast<size_t>(req.inputs_size()));
+  int64_t text_bytes = 0;
+  for (int i = 0; i < req.inputs_size(); ++i) {
+    const auto& in = req.inputs(i);
+    inputs.push_back({in.name(), absl::MakeConstSpan(in.shape().data(), in.shape().size())});
+    if (in.datatype() != "BYTES") continue;
+    if (i < req.raw_input_contents_size()) {
+      text_bytes += static_cast<int64_t>(req.raw_input_contents(i).size());
+    }
+    for (const std::string& b : in.contents().bytes_contents()) {
+      text_bytes += 4 + static_cast<int64_t>(b.size());  // as in the raw layout
+    }
+  }
+  return engine.CheckDeclared(req.model_name(), inputs, text_bytes);
+}
+
 void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
   out->set_count(d.count);
   out->set_ns(d.ns);
@@ -79,6 +101,7 @@ class StreamInferReactor final
     const std::string id = request_.id();
     const std::string model = request_.model_name();
     absl::Status status = CheckVersion(model, request_.model_version());
+    if (status.ok()) status = CheckDeclaredLimits(*engine_, request_);
     absl::StatusOr<InferRequest> converted =
         status.ok() ? RequestFromProto(&request_) : absl::StatusOr<InferRequest>(status);
     request_.Clear();
@@ -265,6 +288,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     // gRPC hands the request as const but owns a mutable message that is not
     // read again after this call's reactor finishes; moving the raw payloads
     // out of it avoids copying every input.
+    if (absl::Status s = CheckDeclaredLimits(*engine_, *request); !s.ok()) return Done(ctx, s);
     auto* mutable_request = const_cast<inference::ModelInferRequest*>(request);
     absl::StatusOr<InferRequest> converted = RequestFromProto(mutable_request);
     if (!converted.ok()) return Done(ctx, converted.status());

@@ -146,13 +146,29 @@ TEST_F(ObservabilityTest, EachRequestLimitHasItsCodeAndNamesTheLimit) {
                 "(request_limits.max_tensor_elements)");
   {
     // A declared shape of 2^62 elements with 8 bytes of data: refused on
-    // the shape (by the protocol decoder, before the engine sees it),
-    // without allocating for it.
+    // the declared shape, before the contents are decoded, without
+    // allocating for it.
     inference::ModelInferRequest req = IdsRequest("limited", Rows(1, 1));
     req.mutable_inputs(0)->mutable_shape()->Set(0, int64_t{1} << 31);
     req.mutable_inputs(0)->mutable_shape()->Set(1, int64_t{1} << 31);
     ExpectRefused(req, StatusCode::INVALID_ARGUMENT,
-                  "shape [2147483648,2147483648] overflows a 64-bit byte size");
+                  "shape [2147483648,2147483648], over the limit of 150 elements per tensor");
+  }
+  {
+    // Typed contents (int64_contents) are decoded into a copy; the limit on
+    // the declared shape comes first, so a request over it is refused before
+    // that copy, whatever its contents (here fewer than the shape says).
+    inference::ModelInferRequest req;
+    req.set_model_name("limited");
+    auto* in = req.add_inputs();
+    in->set_name("input_ids");
+    in->set_datatype("INT64");
+    in->add_shape(1);
+    in->add_shape(151);
+    for (int i = 0; i < 3; ++i) in->mutable_contents()->add_int64_contents(101);
+    ExpectRefused(req, StatusCode::INVALID_ARGUMENT,
+                  "over the limit of 150 elements per tensor of model 'limited' "
+                  "(request_limits.max_tensor_elements)");
   }
   {
     inference::ModelInferRequest req;
