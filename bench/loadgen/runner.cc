@@ -112,16 +112,23 @@ class Run {
     const size_t channel = next_channel_.fetch_add(1) % stubs_.size();
     stubs_[channel]->async()->ModelInfer(
         &call->ctx, &req, &call->resp,
-        [this, call, intended, measured, then = std::move(then)](grpc::Status status) {
+        [this, call, intended, measured, then = std::move(then)](grpc::Status status) mutable {
           Record(status, intended, measured);
           if (then) then();
+          // Release what the callback owns now, not when gRPC destroys it
+          // after it returns: the call's context holds the last reference
+          // to the channel, and dropping it on a gRPC thread while the run
+          // (or the process) is being torn down raced with that teardown.
+          // gRPC keeps its own reference to the call until the callback is
+          // done, so the context may go here.
+          then = nullptr;
+          call.reset();
           {
             std::lock_guard<std::mutex> lock(mu_);
             if (--outstanding_ == 0 || outstanding_ < o_.max_outstanding) cv_.notify_all();
           }
           // Nothing of `this` is touched after this: once it reads zero the
-          // run may be destroyed. (The call's context, released by gRPC
-          // later, holds its own reference to the channel.)
+          // run may be destroyed.
           in_callbacks_.fetch_sub(1, std::memory_order_release);
         });
   }
