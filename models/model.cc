@@ -133,6 +133,13 @@ int64_t Model::SequenceLength(const InferRequest& request) const {
   return 1;
 }
 
+int64_t Model::DeclaredSequenceLength(absl::Span<const DeclaredInput> inputs) const {
+  for (const DeclaredInput& t : inputs) {
+    if (t.shape.size() >= 2) return t.shape[1];
+  }
+  return 0;
+}
+
 int64_t RequestBatchSize(const InferRequest& request) {
   for (const Tensor& t : request.inputs) {
     if (!t.shape.empty()) return t.shape[0];

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/device.h"
@@ -41,6 +42,12 @@ struct ModelSpec {
   std::string backend;   // the config.pbtxt backend that built it, e.g. "embed_pool"
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+};
+
+// One input as the client declared it, before its contents are decoded.
+struct DeclaredInput {
+  absl::string_view name;
+  absl::Span<const int64_t> shape;
 };
 
 struct InferRequest {
@@ -108,6 +115,12 @@ class Model {
   // the second dimension of its first input of rank >= 2 (else 1). Prepare
   // must not pad a batch beyond the longest of its requests' lengths.
   virtual int64_t SequenceLength(const InferRequest& request) const;
+  // The sequence length as far as the declared shapes tell it, before the
+  // request is decoded or preprocessed, so that the length limits can be
+  // checked first: by default the rule of SequenceLength; 0 when the shapes
+  // do not tell (e.g. text, tokenized later). Never more than SequenceLength
+  // of the decoded request.
+  virtual int64_t DeclaredSequenceLength(absl::Span<const DeclaredInput> inputs) const;
 
   // Memory model: estimated peak device bytes (activations and workspace,
   // as the CachingAllocator hands them out) of a batch of `rows` sequences

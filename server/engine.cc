@@ -1,6 +1,7 @@
 #include "server/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <future>
 #include <utility>
@@ -13,9 +14,33 @@
 
 namespace infer {
 
+// What one accepted client request adds to its model's statistics, gathered
+// from its pieces (one, or several when it was split) and recorded once, when
+// the request is answered. Thread-safe.
+struct Engine::RequestAccount {
+  std::mutex mu;
+  // Longest wait of a piece: arrival until its batch was taken from the queue.
+  absl::Duration queue ABSL_GUARDED_BY(mu);
+  // The phases of the batches its pieces ran in, summed over the pieces.
+  absl::Duration compute_input ABSL_GUARDED_BY(mu);
+  absl::Duration compute_infer ABSL_GUARDED_BY(mu);
+  absl::Duration compute_output ABSL_GUARDED_BY(mu);
+  // Why it was answered without running (the first piece refused), if so.
+  uint64_t ModelStats::*refusal ABSL_GUARDED_BY(mu) = nullptr;
+  // Set when a piece fails: its sibling pieces still queued are dropped (the
+  // request's answer is that failure whatever they return).
+  std::atomic<bool> failed{false};
+
+  void Refused(uint64_t ModelStats::*reason) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (refusal == nullptr) refusal = reason;
+  }
+};
+
 struct Engine::InferTask {
   InferRequest request;
   DoneCallback done;
+  std::shared_ptr<RequestAccount> account;  // set once the request is accepted
   absl::Time arrival;
   int64_t rows = 0;
   int64_t tokens = 0;  // sequence length
@@ -28,7 +53,10 @@ struct Engine::InferTask {
   int64_t length() const { return tokens; }
   int priority() const { return level; }
   absl::Time deadline() const { return due; }
-  bool cancelled() const { return request.is_cancelled && request.is_cancelled(); }
+  bool cancelled() const {
+    return (account != nullptr && account->failed.load(std::memory_order_relaxed)) ||
+           (request.is_cancelled && request.is_cancelled());
+  }
 };
 
 // Device memory left for batches: the budget, less headroom and weights;
@@ -121,10 +149,27 @@ auto Guarded(Fn fn) -> decltype(fn()) {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-// The limits that the request's shapes alone decide: rows, elements per
-// tensor, text bytes. Runs before the spec checks and before preprocessing
-// (tokenization), so nothing proportional to an unchecked size is done.
-absl::Status CheckShapeLimits(const RequestLimits& limits, const std::string& model,
+// The limits on sequence length and tokens per request.
+absl::Status CheckTokenLimits(const RequestLimits& limits, const std::string& model, int64_t rows,
+                              int64_t tokens) {
+  if (tokens > limits.max_input_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input has ", tokens, " tokens per sequence, over the limit of ", limits.max_input_length,
+        " of model '", model, "' (request_limits.max_input_length)"));
+  }
+  if (rows > 0 && tokens > limits.max_request_tokens / rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request has ", rows, " sequences of ", tokens, " tokens = ", rows * tokens,
+                     " tokens, over the limit of ", limits.max_request_tokens, " of model '", model,
+                     "' (request_limits.max_request_tokens)"));
+  }
+  return absl::OkStatus();
+}
+
+// The limits that the request's shapes alone decide (see
+// CheckDeclaredLimits), applied to a request handed to Submit directly.
+// Runs before the spec checks and before preprocessing (tokenization).
+absl::Status CheckShapeLimits(const RequestLimits& limits, const Model& model,
                               const InferRequest& request) {
   std::vector<DeclaredInput> inputs;
   int64_t text_bytes = 0;
@@ -132,28 +177,19 @@ absl::Status CheckShapeLimits(const RequestLimits& limits, const std::string& mo
     inputs.push_back({t.name, t.shape});
     if (t.dtype == DataType::kBytes) text_bytes += static_cast<int64_t>(t.data.size());
   }
-  return CheckDeclaredLimits(limits, model, inputs, text_bytes);
+  return CheckDeclaredLimits(limits, model.spec().name, inputs, text_bytes,
+                             model.DeclaredSequenceLength(inputs));
 }
 
-// The limits on sequence length and tokens, once the request is in the form
-// the model executes (text tokenized).
+// The limits on sequence length and tokens once the request is in the form
+// the model executes (text tokenized), and the longest length bucket.
 absl::Status CheckLengthLimits(const RequestLimits& limits, const QueueOptions& q,
                                const std::string& model, int64_t rows, int64_t tokens) {
-  if (tokens > limits.max_input_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input has ", tokens, " tokens per sequence, over the limit of ", limits.max_input_length,
-        " of model '", model, "' (request_limits.max_input_length)"));
-  }
+  INFER_RETURN_IF_ERROR(CheckTokenLimits(limits, model, rows, tokens));
   if (!q.length_buckets.empty() && tokens > q.length_buckets.back()) {
     return absl::InvalidArgumentError(absl::StrCat("input has ", tokens, " tokens; model '", model,
                                                    "' allows ", q.length_buckets.back(),
                                                    " (its longest length bucket)"));
-  }
-  if (rows > 0 && tokens > limits.max_request_tokens / rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request has ", rows, " sequences of ", tokens, " tokens = ", rows * tokens,
-                     " tokens, over the limit of ", limits.max_request_tokens, " of model '", model,
-                     "' (request_limits.max_request_tokens)"));
   }
   return absl::OkStatus();
 }
@@ -186,15 +222,23 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 }  // namespace
 
 absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
-                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes) {
+                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes,
+                                 int64_t sequence_length) {
+  int64_t rows = -1;  // the batch dimension: of the first input with one
   for (const DeclaredInput& t : inputs) {
+    if (rows < 0 && !t.shape.empty()) rows = t.shape[0];
     int64_t elements = 1;
+    bool malformed = false;
     for (int64_t d : t.shape) {
-      if (d < 0) return absl::OkStatus();  // malformed: the decoder or spec checks name it
+      if (d < 0) {
+        malformed = true;  // the decoder or the spec checks name it
+        break;
+      }
       elements = d != 0 && elements > limits.max_tensor_elements / d
                      ? limits.max_tensor_elements + 1  // saturate: over the limit
                      : elements * d;
     }
+    if (malformed) continue;
     if (elements > limits.max_tensor_elements) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", t.name, "' has shape ", ShapeToString(t.shape), ", over the limit of ",
@@ -212,6 +256,10 @@ absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string&
     return absl::InvalidArgumentError(absl::StrCat(
         "request has ", text_bytes, " bytes of text (BYTES inputs), over the limit of ",
         limits.max_text_bytes, " of model '", model, "' (request_limits.max_text_bytes)"));
+  }
+  if (sequence_length > 0) {
+    INFER_RETURN_IF_ERROR(
+        CheckTokenLimits(limits, model, std::max<int64_t>(rows, 1), sequence_length));
   }
   return absl::OkStatus();
 }
@@ -352,7 +400,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     return fail(absl::UnavailableError("the server is shutting down and accepts no new requests"),
                 &ModelStats::rejected_shutdown);
   }
-  absl::Status status = CheckShapeLimits(entry->limits, name, request);
+  absl::Status status = CheckShapeLimits(entry->limits, model, request);
   if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_over_limit);
   status = ValidateRequestAgainstSpec(model.spec(), request);
   if (status.ok()) status = Guarded([&] { return model.Preprocess(&request); });
@@ -401,16 +449,12 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   }
   task->request = std::move(request);
   // Accepted: from here every answer, however the request is split, passes
-  // through this once.
+  // through this once, and the request is counted once in the statistics.
   ModelEntry* raw = entry.get();  // entries live as long as the engine
-  task->done = [this, raw, arrival, bucket = task->bucket,
+  task->account = std::make_shared<RequestAccount>();
+  task->done = [this, raw, arrival, bucket = task->bucket, account = task->account,
                 done = std::move(done)](absl::StatusOr<InferResponse> r) {
-    const absl::Time now = clock_->Now();
-    {
-      std::lock_guard<std::mutex> lock(raw->stats_mu);
-      ++raw->stats.requests_by_code[r.status().code()];
-      if (r.ok()) raw->stats.buckets[bucket].request_seconds.Observe(Seconds(now - arrival));
-    }
+    RecordAnswer(raw, *account, arrival, bucket, r.status());
     done(std::move(r));
   };
   if (task->rows <= q.max_batch_size) {
@@ -447,8 +491,10 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     piece->level = task->level;
     piece->bucket = task->bucket;
     piece->due = task->due;
+    piece->account = task->account;
     piece->request = std::move((*pieces)[i]);
-    piece->done = [join, i](absl::StatusOr<InferResponse> r) {
+    piece->done = [join, i, account = task->account](absl::StatusOr<InferResponse> r) {
+      if (!r.ok()) account->failed.store(true, std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(join->mu);
       if (r.ok()) {
         join->parts[i] = *std::move(r);
@@ -470,15 +516,34 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
 void Engine::Schedule(ModelEntry* entry, std::unique_ptr<InferTask> task) {
   absl::Status status = entry->batcher->Schedule(&task);
   if (status.ok()) return;
-  const bool draining = !Ready();
-  {  // still ours: the batcher refused it
-    std::lock_guard<std::mutex> lock(entry->stats_mu);
-    entry->stats.fail.Add(clock_->Now() - task->arrival);
-    if (status.code() == absl::StatusCode::kUnavailable) {
-      ++(draining ? entry->stats.rejected_shutdown : entry->stats.rejected_queue_full);
-    }
+  // Still ours: the batcher refused it.
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    task->account->Refused(Ready() ? &ModelStats::rejected_queue_full
+                                   : &ModelStats::rejected_shutdown);
   }
   task->done(std::move(status));
+}
+
+void Engine::RecordAnswer(ModelEntry* entry, RequestAccount& account, absl::Time arrival,
+                          int bucket, const absl::Status& status) {
+  const absl::Time now = clock_->Now();
+  std::lock_guard<std::mutex> account_lock(account.mu);
+  std::lock_guard<std::mutex> lock(entry->stats_mu);
+  ModelStats& s = entry->stats;
+  ++s.requests_by_code[status.code()];
+  if (!status.ok()) {
+    s.fail.Add(now - arrival);
+    if (account.refusal != nullptr) ++(s.*account.refusal);
+    return;
+  }
+  s.success.Add(now - arrival);
+  s.queue.Add(account.queue);
+  s.compute_input.Add(account.compute_input);
+  s.compute_infer.Add(account.compute_infer);
+  s.compute_output.Add(account.compute_output);
+  LengthBucketStats& b = s.buckets[bucket];
+  b.request_seconds.Observe(Seconds(now - arrival));
+  b.queue_seconds.Observe(Seconds(account.queue));
 }
 
 absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
@@ -493,13 +558,13 @@ absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
 class Engine::BatchJob final : public PipelineJob {
  public:
   BatchJob(Engine* engine, ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
-           std::unique_ptr<ModelBatch> batch, int64_t peak_bytes, absl::Duration prepare)
+           std::unique_ptr<ModelBatch> batch, int64_t peak_bytes, absl::Time dequeued)
       : engine_(engine),
         entry_(entry),
         tasks_(std::move(tasks)),
         batch_(std::move(batch)),
         peak_bytes_(peak_bytes),
-        prepare_(prepare) {}
+        dequeued_(dequeued) {}
 
   absl::Status Upload(Stream* stream) override {
     start_ = engine_->clock_->Now();  // the batch reaches the device
@@ -524,11 +589,10 @@ class Engine::BatchJob final : public PipelineJob {
     if (status.code() == absl::StatusCode::kResourceExhausted && tasks_.size() > 1) {
       // Out of memory despite admission: run the requests again in halves,
       // within this batch's reservation, before giving up on any of them.
-      engine_->RetryInHalves(entry_, std::move(tasks_), start_);
+      engine_->RetryInHalves(entry_, std::move(tasks_), dequeued_);
     } else {
-      const absl::Time end = engine_->clock_->Now();
       engine_->FinishBatch(entry_, tasks_, responses, std::move(status),
-                           {start_, prepare_, downloaded - start_, end - downloaded, end});
+                           {dequeued_, start_, downloaded, engine_->clock_->Now()});
     }
     engine_->ReleaseMemory(peak_bytes_);
   }
@@ -538,8 +602,8 @@ class Engine::BatchJob final : public PipelineJob {
   ModelEntry* const entry_;  // entries live as long as the engine
   std::vector<std::unique_ptr<InferTask>> tasks_;
   std::unique_ptr<ModelBatch> batch_;
-  const int64_t peak_bytes_;      // reserved through the admission
-  const absl::Duration prepare_;  // host-side staging of the inputs
+  const int64_t peak_bytes_;   // reserved through the admission
+  const absl::Time dequeued_;  // the batch was taken from the queue
   absl::Time start_ = absl::InfinitePast();
 };
 
@@ -547,13 +611,9 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
   const std::string& name = entry->model->spec().name;
   const absl::Time now = clock_->Now();
   auto drop = [&](std::vector<std::unique_ptr<InferTask>>& tasks, auto make_status,
-                  uint64_t ModelStats::*counter) {
+                  uint64_t ModelStats::*reason) {
     for (auto& task : tasks) {
-      {
-        std::lock_guard<std::mutex> lock(entry->stats_mu);
-        entry->stats.fail.Add(now - task->arrival);
-        ++(entry->stats.*counter);
-      }
+      task->account->Refused(reason);
       task->done(make_status(*task));
     }
   };
@@ -596,30 +656,27 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
   std::vector<const InferRequest*> requests;
   requests.reserve(batch.tasks.size());
   for (const auto& task : batch.tasks) requests.push_back(&task->request);
-  const absl::Time start = clock_->Now();
+  const absl::Time dequeued = clock_->Now();
   absl::StatusOr<std::unique_ptr<ModelBatch>> prepared =
       Guarded([&]() -> absl::StatusOr<std::unique_ptr<ModelBatch>> {
         return entry->model->Prepare(requests);
       });
-  const absl::Time prepared_at = clock_->Now();
   if (!prepared.ok()) {
     std::vector<InferResponse> none(batch.tasks.size());
-    FinishBatch(
-        entry, batch.tasks, none, prepared.status(),
-        {start, prepared_at - start, absl::ZeroDuration(), absl::ZeroDuration(), prepared_at});
+    const absl::Time failed = clock_->Now();
+    FinishBatch(entry, batch.tasks, none, prepared.status(), {dequeued, failed, failed, failed});
     ReleaseMemory(batch.peak_bytes);
     return;
   }
-  std::unique_ptr<PipelineJob> job =
-      std::make_unique<BatchJob>(this, entry, std::move(batch.tasks), *std::move(prepared),
-                                 batch.peak_bytes, prepared_at - start);
+  std::unique_ptr<PipelineJob> job = std::make_unique<BatchJob>(
+      this, entry, std::move(batch.tasks), *std::move(prepared), batch.peak_bytes, dequeued);
   if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
     job->Complete(std::move(s));  // refused (shutting down): still ours to answer
   }
 }
 
 void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
-                           absl::Time start) {
+                           absl::Time dequeued) {
   {
     std::lock_guard<std::mutex> lock(entry->stats_mu);
     ++entry->stats.oom_batch_splits;
@@ -640,11 +697,12 @@ void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferT
       return RunBatch(*entry->model, device_.get(), retry_stream_.get(), requests, ptrs);
     });
     if (status.code() == absl::StatusCode::kResourceExhausted && half.size() > 1) {
-      RetryInHalves(entry, std::move(half), start);
+      RetryInHalves(entry, std::move(half), dequeued);
     } else {
+      // The failed attempt counts as the half's input phase: the phases
+      // still add up to the time since the batch left the queue.
       const absl::Time end = clock_->Now();
-      FinishBatch(entry, half, responses, status,
-                  {start, absl::ZeroDuration(), end - run_start, absl::ZeroDuration(), end});
+      FinishBatch(entry, half, responses, status, {dequeued, run_start, end, end});
     }
   }
 }
@@ -679,33 +737,32 @@ void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTas
     status = absl::Status(
         code, absl::StrCat("model '", entry->model->spec().name, "' failed: ", status.message()));
   }
-  {
-    std::lock_guard<std::mutex> lock(entry->stats_mu);
-    ModelStats& s = entry->stats;
-    if (status.ok()) {
+  const absl::Duration input = t.start - t.dequeued;
+  const absl::Duration infer = t.downloaded - t.start;
+  const absl::Duration output = t.end - t.downloaded;
+  if (status.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(entry->stats_mu);
+      ModelStats& s = entry->stats;
       ++s.execution_count;
       ModelStats::BatchPhases& phases = s.batch_stats[static_cast<uint64_t>(rows)];
-      phases.compute_input.Add(t.input);
-      phases.compute_infer.Add(t.infer);
-      phases.compute_output.Add(t.output);
+      phases.compute_input.Add(input);
+      phases.compute_infer.Add(infer);
+      phases.compute_output.Add(output);
       s.inference_count += static_cast<uint64_t>(rows);
       s.last_inference_ms = WallMillis();
       if (!tasks.empty()) {
-        s.buckets[tasks.front()->bucket].compute_seconds.Observe(
-            Seconds(t.input + t.infer + t.output));
+        s.buckets[tasks.front()->bucket].compute_seconds.Observe(Seconds(t.end - t.dequeued));
       }
     }
+    // Each request's share, recorded with its answer (RecordAnswer).
     for (const auto& task : tasks) {
-      s.queue.Add(t.start - task->arrival);
-      s.buckets[task->bucket].queue_seconds.Observe(Seconds(t.start - task->arrival));
-      if (status.ok()) {
-        s.compute_input.Add(t.input);
-        s.compute_infer.Add(t.infer);
-        s.compute_output.Add(t.output);
-        s.success.Add(t.end - task->arrival);
-      } else {
-        s.fail.Add(t.end - task->arrival);
-      }
+      RequestAccount& a = *task->account;
+      std::lock_guard<std::mutex> lock(a.mu);
+      a.queue = std::max(a.queue, t.dequeued - task->arrival);
+      a.compute_input += input;
+      a.compute_infer += infer;
+      a.compute_output += output;
     }
   }
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -748,7 +805,8 @@ absl::Status Engine::CheckDeclared(const std::string& model, absl::Span<const De
   const absl::Time arrival = clock_->Now();
   std::shared_ptr<ModelEntry> entry = Find(model);
   if (entry == nullptr) return absl::OkStatus();
-  absl::Status status = CheckDeclaredLimits(entry->limits, model, inputs, text_bytes);
+  absl::Status status = CheckDeclaredLimits(entry->limits, model, inputs, text_bytes,
+                                            entry->model->DeclaredSequenceLength(inputs));
   if (!status.ok()) {
     std::lock_guard<std::mutex> lock(entry->stats_mu);
     entry->stats.fail.Add(clock_->Now() - arrival);
@@ -756,6 +814,15 @@ absl::Status Engine::CheckDeclared(const std::string& model, absl::Span<const De
     ++entry->stats.requests_by_code[status.code()];
   }
   return status;
+}
+
+void Engine::RecordRefused(const std::string& model, const absl::Status& status) {
+  std::shared_ptr<ModelEntry> entry = Find(model);
+  if (entry == nullptr) return;
+  std::lock_guard<std::mutex> lock(entry->stats_mu);
+  entry->stats.fail.Add(absl::ZeroDuration());
+  ++entry->stats.rejected_invalid;
+  ++entry->stats.requests_by_code[status.code()];
 }
 
 absl::StatusOr<RequestLimits> Engine::GetRequestLimits(const std::string& name) const {

@@ -90,19 +90,20 @@ struct RequestLimits {
 // INVALID_ARGUMENT naming the field when a limit is not positive.
 absl::Status ValidateRequestLimits(const RequestLimits& limits);
 
-// One input as the client declared it, before its contents are decoded.
-struct DeclaredInput {
-  absl::string_view name;
-  absl::Span<const int64_t> shape;
-};
 // The limits that need only the declared shapes: elements per tensor and the
-// batch dimension of each input, and `text_bytes` (the BYTES payload, 4-byte
-// length prefixes included) against max_text_bytes. INVALID_ARGUMENT naming
-// the limit. A front end calls this before decoding a request, so nothing
-// proportional to a declared size is allocated first; the engine applies the
-// same checks to every request it is given.
+// batch dimension of each input; `text_bytes` (the BYTES payload, 4-byte
+// length prefixes included) against max_text_bytes; and, when
+// `sequence_length` > 0 (Model::DeclaredSequenceLength), tokens per sequence
+// and per request (rows × length, rows from the first input's batch
+// dimension). INVALID_ARGUMENT naming the limit. An input with a negative
+// dimension is skipped (the decoder names it). A front end calls this (via
+// Engine::CheckDeclared) before decoding a request, so nothing proportional to
+// a declared size is allocated first; the engine applies the same checks to
+// every request it is given, and the token limits again once text is
+// tokenized.
 absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
-                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes);
+                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes,
+                                 int64_t sequence_length);
 
 // Cumulative count and total duration of one kind of event.
 struct DurationStat {
@@ -121,8 +122,8 @@ struct LengthBucketStats {
   // The bucket's upper bound in tokens; 0 when the model has one bucket.
   int64_t max_length = 0;
   Histogram request_seconds{LatencyBoundsSeconds()};  // arrival → answer, successful requests
-  Histogram queue_seconds{LatencyBoundsSeconds()};    // arrival → execution, requests executed
-  Histogram compute_seconds{LatencyBoundsSeconds()};  // one execution, per batch
+  Histogram queue_seconds{LatencyBoundsSeconds()};    // ModelStats::queue, successful requests
+  Histogram compute_seconds{LatencyBoundsSeconds()};  // one execution (all phases), per batch
   Histogram batch_rows{BatchSizeBounds()};            // rows per executed batch
   Histogram padding_efficiency{RatioBounds()};        // real / padded tokens per batch
 };
@@ -132,12 +133,22 @@ struct ModelStats {
   uint64_t inference_count = 0;    // batch rows answered successfully
   uint64_t execution_count = 0;    // batches executed
   uint64_t last_inference_ms = 0;  // wall time of the last answer, ms since epoch
-  DurationStat success;            // end-to-end, successful requests
-  DurationStat fail;               // end-to-end, failed requests (incl. refused)
-  DurationStat queue;              // time from arrival to batch launch
-  DurationStat compute_input;      // staging the batch's inputs on the host, per request
-  DurationStat compute_infer;      // upload, model execution and download, per request
-  DurationStat compute_output;     // splitting the outputs per request, per request
+  // Per client request, each counted once however it was split (Triton's
+  // meaning): end-to-end durations of successes and of failures (refusals
+  // included); and, for successful requests, the time queued (arrival until
+  // its batch left the queue; for a split request, its longest-waiting
+  // piece) and the compute phases of the batches it ran in (summed over its
+  // pieces): compute_input (staging the batch's inputs on the host, and
+  // waiting for room in the device pipeline), compute_infer (upload, model
+  // execution, download), compute_output (splitting the outputs). For a
+  // request run in one batch, queue + compute_* = its end-to-end time but for
+  // the last step of handing its answer back.
+  DurationStat success;
+  DurationStat fail;
+  DurationStat queue;
+  DurationStat compute_input;
+  DurationStat compute_infer;
+  DurationStat compute_output;
   // Executions by batch size (rows): count and time of each phase.
   struct BatchPhases {
     DurationStat compute_input, compute_infer, compute_output;
@@ -152,7 +163,7 @@ struct ModelStats {
   // real / padded is the padding efficiency.
   int64_t real_tokens = 0;
   int64_t padded_tokens = 0;
-  // Refusals by reason, and recovery.
+  // Refusals by reason (each client request once), and recovery.
   uint64_t rejected_queue_full = 0;  // UNAVAILABLE
   uint64_t rejected_deadline = 0;    // DEADLINE_EXCEEDED (before or while queued)
   uint64_t rejected_memory = 0;      // RESOURCE_EXHAUSTED at admission
@@ -210,6 +221,10 @@ class Engine {
   // for an unknown model (Submit names it).
   absl::Status CheckDeclared(const std::string& model, absl::Span<const DeclaredInput> inputs,
                              int64_t text_bytes);
+  // Counts a request for `model` that a front end refused before it could
+  // be submitted (e.g. it could not be decoded): failed (with no duration),
+  // by code, and as `invalid`. Nothing for an unknown model.
+  void RecordRefused(const std::string& model, const absl::Status& status);
   // Requests waiting now in each of the model's length buckets.
   absl::StatusOr<std::vector<int64_t>> GetQueueDepths(const std::string& name) const;
   std::vector<std::string> ModelNames() const;
@@ -233,6 +248,7 @@ class Engine {
 
  private:
   struct ModelEntry;
+  struct RequestAccount;
   struct InferTask;
   class BatchJob;
   class MemoryAdmission;
@@ -251,18 +267,26 @@ class Engine {
   // After a batch ran out of device memory: runs its requests again in
   // halves, recursively; a request that fails alone keeps the error.
   void RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
-                     absl::Time start);
+                     absl::Time dequeued);
   // Returns a batch's reservation and wakes the batchers.
   void ReleaseMemory(int64_t bytes);
   // Wakes every model's batcher (memory or pipeline room was freed).
   void NotifyBatchers();
-  // Answers every task of a finished batch and records its statistics.
+  // Records a request's answer in its model's statistics: by code; a
+  // failure's duration and refusal reason; a success's end-to-end time and
+  // the queue and compute times its account gathered.
+  void RecordAnswer(ModelEntry* entry, RequestAccount& account, absl::Time arrival, int bucket,
+                    const absl::Status& status);
+  // Answers every task of a finished batch and records its statistics. The
+  // phases: compute_input = start − dequeued (staging the inputs, waiting for
+  // room in the pipeline), compute_infer = downloaded − start (upload,
+  // compute, download), compute_output = end − downloaded (splitting the
+  // outputs); queue = dequeued − arrival.
   struct BatchTiming {
+    absl::Time dequeued;    // the batch was taken from the queue
     absl::Time start;       // the batch reached the device
-    absl::Duration input;   // staging its inputs (before start)
-    absl::Duration infer;   // upload, compute, download
-    absl::Duration output;  // splitting the outputs
-    absl::Time end;         // answered
+    absl::Time downloaded;  // its outputs are back on the host
+    absl::Time end;         // split into responses
   };
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                    std::vector<InferResponse>& responses, absl::Status status,

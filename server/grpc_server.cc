@@ -59,6 +59,21 @@ absl::Status CheckDeclaredLimits(Engine& engine, const inference::ModelInferRequ
   return engine.CheckDeclared(req.model_name(), inputs, text_bytes);
 }
 
+// The front end's part of a ModelInfer request, before it is submitted: the
+// model version, the limits on the declared shapes, then decoding (which
+// moves the raw payloads out of `req`). A refusal is counted in the model's
+// statistics when the model is loaded.
+absl::StatusOr<InferRequest> DecodeInferRequest(Engine& engine, inference::ModelInferRequest* req) {
+  if (absl::Status s = CheckVersion(req->model_name(), req->model_version()); !s.ok()) {
+    engine.RecordRefused(req->model_name(), s);
+    return s;
+  }
+  INFER_RETURN_IF_ERROR(CheckDeclaredLimits(engine, *req));  // counted by the engine
+  absl::StatusOr<InferRequest> converted = RequestFromProto(req);
+  if (!converted.ok()) engine.RecordRefused(req->model_name(), converted.status());
+  return converted;
+}
+
 void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
   out->set_count(d.count);
   out->set_ns(d.ns);
@@ -100,10 +115,7 @@ class StreamInferReactor final
     }
     const std::string id = request_.id();
     const std::string model = request_.model_name();
-    absl::Status status = CheckVersion(model, request_.model_version());
-    if (status.ok()) status = CheckDeclaredLimits(*engine_, request_);
-    absl::StatusOr<InferRequest> converted =
-        status.ok() ? RequestFromProto(&request_) : absl::StatusOr<InferRequest>(status);
+    absl::StatusOr<InferRequest> converted = DecodeInferRequest(*engine_, &request_);
     request_.Clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -282,15 +294,11 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
-    if (absl::Status s = CheckVersion(request->model_name(), request->model_version()); !s.ok()) {
-      return Done(ctx, s);
-    }
     // gRPC hands the request as const but owns a mutable message that is not
     // read again after this call's reactor finishes; moving the raw payloads
     // out of it avoids copying every input.
-    if (absl::Status s = CheckDeclaredLimits(*engine_, *request); !s.ok()) return Done(ctx, s);
     auto* mutable_request = const_cast<inference::ModelInferRequest*>(request);
-    absl::StatusOr<InferRequest> converted = RequestFromProto(mutable_request);
+    absl::StatusOr<InferRequest> converted = DecodeInferRequest(*engine_, mutable_request);
     if (!converted.ok()) return Done(ctx, converted.status());
     if (ctx->deadline() != std::chrono::system_clock::time_point::max()) {
       converted->deadline = absl::FromChrono(ctx->deadline());

@@ -55,9 +55,14 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
   }
   {
     const config::DynamicBatching& d = config.dynamic_batching();
-    if (d.priority_levels() > 1000 || d.default_priority_level() > d.priority_levels()) {
+    if (d.priority_levels() > 1000) {
+      return bad("dynamic_batching.priority_levels", d.priority_levels(), "must be at most 1000");
+    }
+    // priority_levels unset means one level.
+    if (d.default_priority_level() > std::max<uint64_t>(1, d.priority_levels())) {
       return bad("dynamic_batching.default_priority_level", d.default_priority_level(),
-                 "must be within priority_levels (at most 1000)");
+                 absl::StrCat("must be within priority_levels (",
+                              std::max<uint64_t>(1, d.priority_levels()), ")"));
     }
     for (int i = 0; i < d.length_buckets_size(); ++i) {
       if (d.length_buckets(i) < 1 || (i > 0 && d.length_buckets(i) <= d.length_buckets(i - 1))) {
@@ -133,8 +138,12 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
     return absl::NotFoundError(absl::StrCat("model repository '", dir, "' is not a directory"));
   }
   std::vector<fs::path> folders;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_directory()) folders.push_back(e.path());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory()) folders.push_back(it->path());
+  }
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model repository '", dir, "' cannot be read: ", ec.message()));
   }
   std::sort(folders.begin(), folders.end());
   std::vector<std::string> loaded;
@@ -163,8 +172,11 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
       return absl::Status(model.status().code(),
                           absl::StrCat(config_path.string(), ": ", model.status().message()));
     }
-    INFER_RETURN_IF_ERROR(
-        engine->AddModel(*std::move(model), BatchingFromConfig(config), LimitsFromConfig(config)));
+    if (absl::Status s = engine->AddModel(*std::move(model), BatchingFromConfig(config),
+                                          LimitsFromConfig(config));
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(config_path.string(), ": ", s.message()));
+    }
     loaded.push_back(name);
   }
   return loaded;

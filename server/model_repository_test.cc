@@ -179,6 +179,29 @@ TEST_F(RepositoryTest, BadBatchingPolicyIsNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, "default_priority_level' = 3"));
 }
 
+TEST_F(RepositoryTest, DefaultPriorityLevelWithOneLevel) {
+  // priority_levels unset means one level: level 1 is valid, 2 is not.
+  Write("one", "backend: \"embed_pool\"\ndynamic_batching { default_priority_level: 1 }\n");
+  auto engine = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  fs::remove_all(dir_ / "one");
+  Write("two", "backend: \"embed_pool\"\ndynamic_batching { default_priority_level: 2 }\n");
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "two/config.pbtxt: field 'dynamic_batching.default_priority_level' = 2 "
+                       "must be within priority_levels (1)"));
+}
+
+TEST_F(RepositoryTest, AnEngineRefusalNamesTheConfigFile) {
+  Write("m", "backend: \"embed_pool\"\n");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  EXPECT_THAT(
+      LoadModelRepository(dir_.string(), engine->get()),
+      StatusIs(absl::StatusCode::kAlreadyExists, "m/config.pbtxt: model 'm' is already loaded"));
+}
+
 TEST_F(RepositoryTest, SyntaxErrorNamesFileAndLine) {
   Write("bad", "backend: \"embed_pool\"\nmax_batch_size: eight\n");
   auto engine = Engine::Create({.device = "cpu"});

@@ -171,6 +171,19 @@ TEST_F(ObservabilityTest, EachRequestLimitHasItsCodeAndNamesTheLimit) {
                   "(request_limits.max_tensor_elements)");
   }
   {
+    // The token limits too are checked on the declared shape, before the
+    // payload (here 8 bytes, far fewer than the shape says) is looked at.
+    inference::ModelInferRequest req = IdsRequest("limited", Rows(1, 1));
+    req.mutable_inputs(0)->mutable_shape()->Set(1, 49);
+    ExpectRefused(req, StatusCode::INVALID_ARGUMENT,
+                  "input has 49 tokens per sequence, over the limit of 48 of model 'limited' "
+                  "(request_limits.max_input_length)");
+    req.mutable_inputs(0)->mutable_shape()->Set(0, 3);
+    req.mutable_inputs(0)->mutable_shape()->Set(1, 40);
+    ExpectRefused(req, StatusCode::INVALID_ARGUMENT,
+                  "request has 3 sequences of 40 tokens = 120 tokens, over the limit of 96");
+  }
+  {
     inference::ModelInferRequest req;
     req.set_model_name("limited");
     auto* in = req.add_inputs();
@@ -234,18 +247,34 @@ TEST_F(ObservabilityTest, ModelStatisticsMatchTheRequestsSent) {
     ASSERT_TRUE(Infer(stub_.get(), IdsRequest("limited", Rows(2, 20))).ok());
   }
   ExpectRefused(IdsRequest("limited", Rows(9, 2)), StatusCode::INVALID_ARGUMENT, "max_client");
+  {
+    // Refused by the front end: the payload does not match the shape, and
+    // an unknown version. Each counts as one failed request.
+    inference::ModelInferRequest req = IdsRequest("limited", Rows(1, 4));
+    req.mutable_raw_input_contents(0)->resize(8);
+    ExpectRefused(req, StatusCode::INVALID_ARGUMENT, "bytes");
+    req = IdsRequest("limited", Rows(1, 4));
+    req.set_model_version("7");
+    ExpectRefused(req, StatusCode::NOT_FOUND, "has no version '7'");
+  }
   const inference::ModelStatistics after = Stats(stub_.get(), "limited");
   const inference::InferStatistics& a = after.inference_stats();
   const inference::InferStatistics& b = before.inference_stats();
   EXPECT_EQ(after.inference_count() - before.inference_count(), 2u * kOk) << "rows";
   EXPECT_EQ(a.success().count() - b.success().count(), static_cast<uint64_t>(kOk));
-  EXPECT_EQ(a.fail().count() - b.fail().count(), 1u);
+  EXPECT_EQ(a.fail().count() - b.fail().count(), 3u);
   EXPECT_EQ(a.queue().count() - b.queue().count(), static_cast<uint64_t>(kOk));
   for (const auto* d : {&a.compute_input(), &a.compute_infer(), &a.compute_output()}) {
     EXPECT_EQ(d->count(), a.success().count());
   }
   EXPECT_GT(a.compute_infer().ns() - b.compute_infer().ns(), 0u);
-  EXPECT_GE(a.success().ns() - b.success().ns(), a.compute_infer().ns() - b.compute_infer().ns());
+  // Queue and the compute phases follow one another within each request.
+  const auto grew = [](const inference::StatisticDuration& x,
+                       const inference::StatisticDuration& y) { return x.ns() - y.ns(); };
+  EXPECT_GE(grew(a.success(), b.success()), grew(a.queue(), b.queue()) +
+                                                grew(a.compute_input(), b.compute_input()) +
+                                                grew(a.compute_infer(), b.compute_infer()) +
+                                                grew(a.compute_output(), b.compute_output()));
   uint64_t executions = 0;
   for (const auto& batch : after.batch_stats()) {
     executions += batch.compute_infer().count();
