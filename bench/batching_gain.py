@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """What does dynamic batching buy? The same model served twice by one
 infer-server: with dynamic batching (max_batch_size 32) and without
-(max_batch_size 1), each driven by infer-bench at the same concurrency, one
-after the other in this run. The model is the real all-MiniLM-L6-v2 (bert
-backend) or the small embed_pool demo model.
+(max_batch_size 1), each driven by infer-bench at the same concurrency, in
+turn, alternating (A B, B A, ...) for --repeats rounds. The model is the
+real all-MiniLM-L6-v2 (bert backend) or the small embed_pool demo model.
 
-Answers: throughput ratio (batched / unbatched) and the p99 of each.
+Answers: throughput ratio (batched / unbatched) and the p99 of each: the
+median over the rounds, with the range of the rounds beside it.
 
   python3 bench/batching_gain.py [--model minilm|embed_pool] [--lengths 16]
-      [--duration-s 10] [--concurrency 32] [--device cpu]
+      [--duration-s 10] [--repeats 2] [--concurrency 32] [--device cpu]
 """
 
 import argparse
@@ -37,6 +38,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration-s", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--lengths", default="16")
     ap.add_argument("--model", choices=sorted(MODELS), default="minilm")
     ap.add_argument("--device", default="cpu")
@@ -45,29 +47,35 @@ def main():
     checkpoint = benchlib.minilm_dir() if a.model == "minilm" else ""
     print(f"batching gain on {benchlib.machine()}, device {a.device}")
     print(f"{title}, lengths {a.lengths}, concurrency {a.concurrency}, "
-          f"{a.duration_s:g} s per point after 1 s warm-up; client and server share this machine")
+          f"{a.duration_s:g} s per point after 1 s warm-up, {a.repeats} alternating rounds; client "
+          f"and server share this machine")
     repo = benchlib.write_repository({
         "batched": template.format(max_batch=32, delay_us=1000, checkpoint=checkpoint),
         "unbatched": template.format(max_batch=1, delay_us=0, checkpoint=checkpoint)})
     server = benchlib.start_infer_server(repo, "--device", a.device)
-    results = {}
     try:
-        for model in ("batched", "unbatched"):
-            results[model] = benchlib.infer_bench(
+        results = benchlib.interleaved(
+            lambda model: benchlib.infer_bench(
                 server.address, model, "--concurrency", a.concurrency, "--lengths", a.lengths,
-                "--duration-s", a.duration_s, "--warmup-s", 1, metrics_port=server.metrics_port)
+                "--duration-s", a.duration_s, "--warmup-s", 1, metrics_port=server.metrics_port),
+            ["batched", "unbatched"], a.repeats)
     finally:
         server.stop()
         shutil.rmtree(repo, ignore_errors=True)
     rows = []
-    for model, r in results.items():
-        rows.append([model, f"{r['throughput_per_s']:.0f}", f"{r['latency_ms']['p50']:.2f}",
-                     f"{r['latency_ms']['p99']:.2f}",
-                     f"{r.get('server', {}).get('batch_rows_mean', 0):.1f}", r["sent"] - r["ok"]])
-    benchlib.table(["model", "ok/s", "p50 ms", "p99 ms", "mean batch", "errors"], rows)
+    for model, rs in results.items():
+        med = lambda key: benchlib.median([key(r) for r in rs])
+        rows.append([model, f"{med(lambda r: r['throughput_per_s']):.0f}",
+                     f"{med(lambda r: r['latency_ms']['p50']):.2f}",
+                     f"{med(lambda r: r['latency_ms']['p99']):.2f}",
+                     f"{med(lambda r: r.get('server', {}).get('batch_rows_mean', 0)):.1f}",
+                     sum(r["sent"] - r["ok"] for r in rs)])
+    benchlib.table(["model", "ok/s (median)", "p50 ms", "p99 ms", "mean batch", "errors"], rows)
     b, u = results["batched"], results["unbatched"]
-    print(f"\nthroughput batched / unbatched = {b['throughput_per_s'] / u['throughput_per_s']:.2f}; "
-          f"p99 batched / unbatched = {b['latency_ms']['p99'] / u['latency_ms']['p99']:.2f}")
+    tp = benchlib.ratio_spread(b, u, lambda r: r["throughput_per_s"])
+    p99 = benchlib.ratio_spread(b, u, lambda r: r["latency_ms"]["p99"])
+    print(f"\nthroughput batched / unbatched = {benchlib.spread_text(*tp)}; "
+          f"p99 batched / unbatched = {benchlib.spread_text(*p99)}")
 
 
 if __name__ == "__main__":

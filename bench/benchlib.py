@@ -131,6 +131,35 @@ def infer_bench(address, model, *args, metrics_port=None):
     return result["steps"][0] if len(result["steps"]) == 1 else result
 
 
+def interleaved(measure, names, repeats):
+    """Runs measure(name) for every name, `repeats` times, alternating the
+    order (A B, then B A, ...) so that drift on a shared machine falls on the
+    alternatives alike. Returns {name: [result of each repeat]}."""
+    out = {n: [] for n in names}
+    for r in range(repeats):
+        for n in (names if r % 2 == 0 else list(reversed(names))):
+            out[n].append(measure(n))
+    return out
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def ratio_spread(a, b, key):
+    """Per-repeat ratios key(a[i]) / key(b[i]): (median, min, max)."""
+    rs = [key(x) / key(y) for x, y in zip(a, b)]
+    return median(rs), min(rs), max(rs)
+
+
+def spread_text(m, lo, hi, fmt="{:.2f}"):
+    if len(set([lo, hi])) == 1:
+        return fmt.format(m)
+    return (fmt + " (repeats {}–{})").format(m, fmt.format(lo), fmt.format(hi))
+
+
 def table(header, rows):
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = lambda r: "  ".join(str(x).rjust(w) for x, w in zip(r, widths))

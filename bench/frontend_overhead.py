@@ -3,12 +3,14 @@
 `identity` model (input ids copied to the output, no device work: decoding,
 validation, queueing, dynamic batching, pipeline hand-offs, encoding) against
 echo-server, a bare gRPC server of the same service and payload that answers
-at once. Both are driven by infer-bench, closed loop, same payload, at
-concurrency 1 and 64, one after the other in this run.
+at once. Both run side by side; infer-bench drives them in turn, closed loop,
+same payload, at concurrency 1 and 64, alternating (A B, B A, ...) for
+--repeats rounds so that drift on a shared machine falls on both alike.
 
-Answers: throughput ratio (ours / bare gRPC) and the difference of p50.
+Answers: throughput ratio (ours / bare gRPC) and the difference of p50: the
+median over the rounds, with the range of the rounds beside it.
 
-  python3 bench/frontend_overhead.py [--duration-s 10] [--length 128]
+  python3 bench/frontend_overhead.py [--duration-s 5] [--repeats 3] [--length 128]
 """
 
 import argparse
@@ -25,43 +27,49 @@ dynamic_batching { max_queue_delay_microseconds: 0 }
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--duration-s", type=float, default=10)
+    ap.add_argument("--duration-s", type=float, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--length", type=int, default=128, help="tokens per request (INT64 ids)")
     ap.add_argument("--concurrency", default="1,64")
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
     print(f"front-end overhead on {benchlib.machine()}")
     print(f"payload: INT64 [1, {a.length}] in and out ({8 * a.length} bytes each way); "
-          f"{a.duration_s:g} s per point after 1 s warm-up; client and server share this machine")
+          f"{a.duration_s:g} s per point after 1 s warm-up, {a.repeats} alternating rounds; "
+          f"client and server share this machine")
     repo = benchlib.write_repository({"identity": IDENTITY})
+    servers = {}
     results = {}
     try:
-        for name, start in (("infer-server", lambda: benchlib.start_infer_server(repo, "--device", "cpu")),
-                            ("echo-server", benchlib.start_echo_server)):
-            server = start()
-            try:
-                for c in levels:
-                    results[(name, c)] = benchlib.infer_bench(
-                        server.address, "identity", "--concurrency", c, "--lengths", a.length,
-                        "--duration-s", a.duration_s, "--warmup-s", 1)
-            finally:
-                server.stop()
+        servers["infer-server"] = benchlib.start_infer_server(repo, "--device", "cpu")
+        servers["echo-server"] = benchlib.start_echo_server()
+        for c in levels:
+            results[c] = benchlib.interleaved(
+                lambda name: benchlib.infer_bench(
+                    servers[name].address, "identity", "--concurrency", c, "--lengths", a.length,
+                    "--duration-s", a.duration_s, "--warmup-s", 1),
+                ["infer-server", "echo-server"], a.repeats)
     finally:
+        for server in servers.values():
+            server.stop()
         shutil.rmtree(repo, ignore_errors=True)
     rows = []
     for c in levels:
-        ours, bare = results[("infer-server", c)], results[("echo-server", c)]
-        for name, r in (("infer-server", ours), ("echo-server", bare)):
-            rows.append([name, c, f"{r['throughput_per_s']:.0f}", f"{r['latency_ms']['p50']:.3f}",
-                         f"{r['latency_ms']['p99']:.3f}", r["sent"] - r["ok"]])
-    benchlib.table(["server", "concurrency", "ok/s", "p50 ms", "p99 ms", "errors"], rows)
+        for name in ("infer-server", "echo-server"):
+            rs = results[c][name]
+            rows.append([name, c, f"{benchlib.median([r['throughput_per_s'] for r in rs]):.0f}",
+                         f"{benchlib.median([r['latency_ms']['p50'] for r in rs]):.3f}",
+                         f"{benchlib.median([r['latency_ms']['p99'] for r in rs]):.3f}",
+                         sum(r["sent"] - r["ok"] for r in rs)])
+    benchlib.table(["server", "concurrency", "ok/s (median)", "p50 ms", "p99 ms", "errors"], rows)
     print()
     for c in levels:
-        ours, bare = results[("infer-server", c)], results[("echo-server", c)]
-        ratio = ours["throughput_per_s"] / bare["throughput_per_s"]
-        diff = ours["latency_ms"]["p50"] - bare["latency_ms"]["p50"]
-        print(f"concurrency {c}: throughput ours / bare gRPC = {ratio:.2f}; "
-              f"p50 ours - bare = {diff:+.3f} ms")
+        ours, bare = results[c]["infer-server"], results[c]["echo-server"]
+        ratio = benchlib.ratio_spread(ours, bare, lambda r: r["throughput_per_s"])
+        diffs = [x["latency_ms"]["p50"] - y["latency_ms"]["p50"] for x, y in zip(ours, bare)]
+        print(f"concurrency {c}: throughput ours / bare gRPC = {benchlib.spread_text(*ratio)}; "
+              f"p50 ours - bare = "
+              f"{benchlib.spread_text(benchlib.median(diffs), min(diffs), max(diffs), '{:+.3f}')} ms")
 
 
 if __name__ == "__main__":

@@ -19,15 +19,20 @@
 #include "absl/strings/str_split.h"
 #include "bench/loadgen/prometheus_text.h"
 #include "bench/loadgen/runner.h"
+#include "bench/loadgen/server_figures.h"
+#include "bench/loadgen/sweep.h"
 
 namespace {
 
 using infer::loadgen::LoadOptions;
 using infer::loadgen::LoadResult;
 using infer::loadgen::Sample;
+using infer::loadgen::ServerFigures;
+using infer::loadgen::ServerKind;
 using json = nlohmann::json;
 
-// Scrapes HOST:PORT/metrics; empty on any failure (reported once).
+// Scrapes HOST:PORT/metrics (any server's: read leniently); empty on any
+// failure.
 std::vector<Sample> Scrape(const std::string& address) {
   const size_t colon = address.rfind(':');
   int port = 0;
@@ -37,52 +42,9 @@ std::vector<Sample> Scrape(const std::string& address) {
   absl::StatusOr<std::string> body =
       infer::loadgen::HttpGet(address.substr(0, colon), port, "/metrics");
   if (!body.ok()) return {};
-  absl::StatusOr<std::vector<Sample>> samples = infer::loadgen::ParsePrometheusText(*body);
+  absl::StatusOr<std::vector<Sample>> samples =
+      infer::loadgen::ParsePrometheusText(*body, {.strict = false});
   return samples.ok() ? *samples : std::vector<Sample>{};
-}
-
-// What the server's own metrics say about one run (infer-server's names).
-struct ServerFigures {
-  bool present = false;
-  double batch_rows_mean = 0, padding_efficiency_mean = 0;
-  double server_p50_ms = 0, server_p99_ms = 0;
-  double queue_depth_after = 0, queue_depth_peak = 0;
-  double budget_bytes = 0, allocated_after = 0, peak_allocated = 0, reserved_after = 0;
-  std::map<std::string, double> rejections;
-};
-
-ServerFigures Summarize(const std::vector<Sample>& before, const std::vector<Sample>& after,
-                        const std::string& model, double queue_peak) {
-  using infer::loadgen::HistogramQuantile;
-  using infer::loadgen::SumOf;
-  ServerFigures f;
-  if (after.empty()) return f;
-  f.present = true;
-  const std::vector<Sample> d = infer::loadgen::Delta(after, before);
-  const std::map<std::string, std::string> m = {{"model", model}};
-  const auto mean = [&](const std::string& h) {
-    const double n = SumOf(d, h + "_count", m);
-    return n > 0 ? SumOf(d, h + "_sum", m) / n : 0.0;
-  };
-  f.batch_rows_mean = mean("infer_batch_size");
-  f.padding_efficiency_mean = mean("infer_batch_padding_efficiency");
-  const double p50 = HistogramQuantile(d, "infer_request_duration_seconds", 0.5, m);
-  const double p99 = HistogramQuantile(d, "infer_request_duration_seconds", 0.99, m);
-  f.server_p50_ms = std::isnan(p50) ? 0 : p50 * 1e3;
-  f.server_p99_ms = std::isnan(p99) ? 0 : p99 * 1e3;
-  f.queue_depth_after = SumOf(after, "infer_queue_depth", m);
-  f.queue_depth_peak = std::max(queue_peak, f.queue_depth_after);
-  f.budget_bytes = SumOf(after, "infer_device_memory_budget_bytes");
-  f.allocated_after = SumOf(after, "infer_device_memory_allocated_bytes");
-  f.peak_allocated = SumOf(after, "infer_device_memory_peak_allocated_bytes");
-  f.reserved_after = SumOf(after, "infer_device_memory_reserved_bytes");
-  for (const Sample& s : d) {
-    if (s.name == "infer_rejections_total" && s.labels.count("model") &&
-        s.labels.at("model") == model && s.value > 0) {
-      f.rejections[s.labels.at("reason")] += s.value;
-    }
-  }
-  return f;
 }
 
 struct Step {
@@ -90,6 +52,7 @@ struct Step {
   double value = 0;
   LoadResult result;
   ServerFigures server;
+  bool scraped = false;  // --metrics-url given and the window's first scrape answered
 };
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
@@ -103,8 +66,9 @@ json ToJson(const Step& s) {
             {"window_s", absl::ToDoubleSeconds(r.window)},
             {"sent", r.sent},
             {"ok", r.ok},
+            {"completed_ok_in_window", r.completed_ok},
             {"throughput_per_s", r.throughput()},
-            {"rows_per_s", static_cast<double>(r.rows_ok) / absl::ToDoubleSeconds(r.window)},
+            {"rows_per_s", r.row_throughput()},
             {"latency_ms",
              {{"p50", Ms(r.ok_latency.Percentile(50))},
               {"p90", Ms(r.ok_latency.Percentile(90))},
@@ -122,18 +86,30 @@ json ToJson(const Step& s) {
              {{"issued", r.pacing.issued},
               {"late", r.pacing.late},
               {"max_lag_ms", absl::ToDoubleMilliseconds(r.pacing.max_lag)}}}};
-  if (s.server.present) {
-    j["server"] = {{"batch_rows_mean", s.server.batch_rows_mean},
-                   {"padding_efficiency_mean", s.server.padding_efficiency_mean},
-                   {"p50_ms", s.server.server_p50_ms},
-                   {"p99_ms", s.server.server_p99_ms},
-                   {"queue_depth_after", s.server.queue_depth_after},
-                   {"queue_depth_peak", s.server.queue_depth_peak},
-                   {"device_memory_budget_bytes", s.server.budget_bytes},
-                   {"device_memory_allocated_bytes", s.server.allocated_after},
-                   {"device_memory_peak_allocated_bytes", s.server.peak_allocated},
-                   {"device_memory_reserved_bytes", s.server.reserved_after},
-                   {"rejections", s.server.rejections}};
+  const ServerFigures& f = s.server;
+  if (f.kind == ServerKind::kInferServer) {
+    j["server"] = {{"kind", "infer-server"},
+                   {"batch_rows_mean", f.batch_rows_mean},
+                   {"padding_efficiency_mean", f.padding_efficiency_mean},
+                   {"p50_ms", f.server_p50_ms},
+                   {"p99_ms", f.server_p99_ms},
+                   {"queue_mean_ms", f.queue_mean_ms},
+                   {"queue_depth_after", f.queue_depth_after},
+                   {"queue_depth_peak", f.queue_depth_peak},
+                   {"device_memory_budget_bytes", f.memory_limit_bytes},
+                   {"device_memory_allocated_bytes", f.memory_used_after},
+                   {"device_memory_peak_allocated_bytes", f.memory_peak_bytes},
+                   {"device_memory_reserved_bytes", f.memory_reserved_after},
+                   {"rejections", f.rejections}};
+  } else if (f.kind == ServerKind::kTriton) {
+    j["server"] = {{"kind", "triton"},
+                   {"batch_rows_mean", f.batch_rows_mean},
+                   {"request_mean_ms", f.server_p50_ms},
+                   {"queue_mean_ms", f.queue_mean_ms},
+                   {"queue_depth_after", f.queue_depth_after},
+                   {"queue_depth_peak", f.queue_depth_peak},
+                   {"gpu_memory_total_bytes", f.memory_limit_bytes},
+                   {"gpu_memory_used_bytes", f.memory_used_after}};
   }
   return j;
 }
@@ -171,19 +147,27 @@ void PrintDetails(const Step& s) {
         static_cast<long long>(r.pacing.late), static_cast<long long>(r.pacing.issued),
         absl::ToDoubleMilliseconds(r.pacing.max_lag));
   }
-  if (s.server.present) {
-    const ServerFigures& f = s.server;
-    const double budget = std::max(1.0, f.budget_bytes);
+  const ServerFigures& f = s.server;
+  const double limit = std::max(1.0, f.memory_limit_bytes);
+  if (f.kind == ServerKind::kInferServer) {
     std::string rejections;
     for (const auto& [reason, n] : f.rejections) absl::StrAppend(&rejections, " ", reason, " ", n);
     std::printf(
-        "  server: mean batch %.2f rows, padding efficiency %.2f, p50 %.2f ms, p99 %.2f ms; "
-        "queue depth peak %.0f, after %.0f; device memory allocated %.1f%% of budget (peak "
-        "%.1f%%, reserved %.1f%%)%s%s\n",
+        "  server: mean batch %.2f rows, padding efficiency %.2f, p50 %.2f ms, p99 %.2f ms, "
+        "mean queue %.2f ms; queue depth peak %.0f, after %.0f; device memory allocated %.1f%% "
+        "of budget (peak %.1f%%, reserved %.1f%%)%s%s\n",
         f.batch_rows_mean, f.padding_efficiency_mean, f.server_p50_ms, f.server_p99_ms,
-        f.queue_depth_peak, f.queue_depth_after, 100 * f.allocated_after / budget,
-        100 * f.peak_allocated / budget, 100 * f.reserved_after / budget,
+        f.queue_mean_ms, f.queue_depth_peak, f.queue_depth_after, 100 * f.memory_used_after / limit,
+        100 * f.memory_peak_bytes / limit, 100 * f.memory_reserved_after / limit,
         rejections.empty() ? "" : "; rejections:", rejections.c_str());
+  } else if (f.kind == ServerKind::kTriton) {
+    std::printf(
+        "  server (Triton): mean batch %.2f rows, mean request %.2f ms, mean queue %.2f ms; "
+        "pending requests peak %.0f, after %.0f; GPU memory used %.1f%% of total\n",
+        f.batch_rows_mean, f.server_p50_ms, f.queue_mean_ms, f.queue_depth_peak,
+        f.queue_depth_after, 100 * f.memory_used_after / limit);
+  } else if (s.scraped) {
+    std::printf("  server: its /metrics has neither infer-server's nor Triton's series\n");
   }
 }
 
@@ -215,19 +199,27 @@ int main(int argc, char** argv) {
       "round trip. Open loop (--rate R): requests are sent on a schedule (constant spacing or "
       "Poisson arrivals) whatever the server does, and latency counts from each request's "
       "*intended* send time, so a server that stalls is charged for every request that "
-      "should have gone out meanwhile (no coordinated omission). Percentiles come from a "
-      "high-dynamic-range histogram (0.1% resolution, 1 ns to 18 min).\n\n"
-      "Reports sent/OK/errors, OK answers per second, p50/p90/p95/p99/p99.9/max latency, errors "
-      "by gRPC code (and their latency), and with --metrics-url the server's own figures "
-      "(infer-server's /metrics: mean batch size, padding efficiency, server-side p50/p99, "
-      "queue depth, device memory against the budget, rejections by reason) scraped before and "
-      "when the measured window begins (after the warm-up) and after the run, and once a second "
-      "during the window for the peak queue depth. A sweep "
-      "(--rate-range or --concurrency-range) runs each step and, with --p99-target-ms, "
-      "reports the highest load that meets the target with at most --max-error-fraction "
-      "errors.\n\n"
-      "Requests are token ids (INT64 input_ids [batch, length], ids 101 ... 102 around ids in "
-      "[1000, 2000)) or text (BYTES text [batch] of length-2 words 'hello').",
+      "should have gone out meanwhile (no coordinated omission); every request meant for the "
+      "window is sent, however late. Percentiles come from a high-dynamic-range histogram "
+      "(0.1% resolution, 1 ns to 18 min).\n\n"
+      "The measured window is --duration-s after --warmup-s of the same load (or, with "
+      "--requests, from the warm-up's end to the last answer of that many requests). "
+      "Latency and errors are those of the requests meant to be sent in the window, each "
+      "followed to its answer; throughput (ok/s) counts the OK answers that arrive within the "
+      "window. Reports sent/OK/errors, ok/s, p50/p90/p95/p99/p99.9/max latency and errors by "
+      "gRPC code (with their latency). With --metrics-url, the server's own /metrics are "
+      "scraped when the window begins, once a second during it (peak queue depth) and after "
+      "the run: for infer-server the mean batch size, padding efficiency, server-side "
+      "p50/p99 and mean queue time, queue depth, device memory against the budget and "
+      "rejections by reason; for Triton (nv_* metrics) the mean batch size, mean request and "
+      "queue times, pending requests and GPU memory.\n\n"
+      "A sweep (--rate-range or --concurrency-range) runs each step in turn; with "
+      "--p99-target-ms it reports the highest load whose p99 is at or under the target with at "
+      "most --max-error-fraction errors, and stops at the first failing step after a passing "
+      "one.\n\n"
+      "Requests are token ids ([batch, length] of 101 ... 102 around ids in [1000, 2000); INT64 "
+      "input_ids by default, see --input-name, --ids-datatype, --mask-input, --type-ids-input) "
+      "or text (BYTES text [batch] of length-2 words 'hello', see --text-column).",
       "infer-bench"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("-u,--url", o.address, "server host:port")->capture_default_str();
@@ -238,6 +230,20 @@ int main(int argc, char** argv) {
   app.add_option("--input", input, "ids (INT64 input_ids) or text (BYTES text)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ids", "text"}));
+  app.add_option("--input-name", o.format.input_name,
+                 "name of the ids or text input (default input_ids / text)");
+  app.add_option("--ids-datatype", o.format.ids_datatype,
+                 "datatype of the ids (and of the mask and type ids): INT64 or INT32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"INT64", "INT32"}));
+  app.add_option("--mask-input", o.format.mask_input,
+                 "ids only: also send this input, all ones, shaped as the ids (e.g. "
+                 "attention_mask)");
+  app.add_option("--type-ids-input", o.format.type_ids_input,
+                 "ids only: also send this input, all zeros, shaped as the ids (e.g. "
+                 "token_type_ids)");
+  app.add_flag("--text-column", o.format.text_column,
+               "text only: shape the text input [batch, 1] rather than [batch]");
   app.add_option("--lengths", o.lengths,
                  "sequence lengths: 128 (fixed), 16-512 (uniform), or a weighted mix "
                  "16:0.7,128:0.2,512:0.1")
@@ -260,10 +266,13 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-s", warmup_s, "seconds of load before measuring")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
-  app.add_option("--duration-s", duration_s, "seconds measured (per sweep step)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 86400.0));
-  app.add_option("--requests", o.requests, "stop after this many measured requests (0: none)")
+  CLI::Option* duration_option =
+      app.add_option("--duration-s", duration_s, "seconds measured (per sweep step)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--requests", o.requests,
+                 "measure this many requests, then stop (0: none); without --duration-s the "
+                 "window has no time limit, with it whichever comes first ends the window")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--channels", o.channels, "gRPC channels (TCP connections)")
       ->capture_default_str()
@@ -294,8 +303,13 @@ int main(int argc, char** argv) {
     ~GrpcShutdown() { grpc_shutdown_blocking(); }
   } grpc_shutdown_at_exit;
 
-  o.input =
+  o.format.kind =
       input == "text" ? infer::loadgen::InputKind::kText : infer::loadgen::InputKind::kTokenIds;
+  if (absl::Status s = infer::loadgen::ValidateRequestFormat(o.format); !s.ok()) {
+    std::fprintf(stderr, "infer-bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (o.requests > 0 && duration_option->count() == 0) duration_s = 86400;  // the budget ends it
   o.arrivals = arrivals == "poisson" ? infer::loadgen::Arrivals::kPoisson
                                      : infer::loadgen::Arrivals::kConstant;
   o.warmup = absl::Seconds(warmup_s);
@@ -340,15 +354,22 @@ int main(int argc, char** argv) {
   }
 
   const bool progress = !no_progress && isatty(STDERR_FILENO);
+  const std::string measured =
+      o.requests > 0 && duration_option->count() == 0
+          ? absl::StrCat(o.requests, " requests measured")
+          : absl::StrCat(
+                absl::StrFormat("%.1f", duration_s), " s measured",
+                o.requests > 0 ? absl::StrCat(" (at most ", o.requests, " requests)") : "");
   std::printf(
-      "infer-bench: model '%s' at %s, batch %lld, lengths %s, %s input, %.1f s measured "
-      "after %.1f s warm-up\n",
+      "infer-bench: model '%s' at %s, batch %lld, lengths %s, %s input, %s after %.1f s "
+      "warm-up\n",
       o.model.c_str(), o.address.c_str(), static_cast<long long>(o.batch), o.lengths.c_str(),
-      input.c_str(), duration_s, warmup_s);
+      input.c_str(), measured.c_str(), warmup_s);
   PrintHeader();
   std::fflush(stdout);
   std::vector<Step> steps;
-  int best = -1;
+  infer::loadgen::SweepJudge judge(p99_target_ms, max_error_fraction);
+  const bool judged = p99_target_ms > 0 && loads.size() > 1;
   for (const auto& [open, value] : loads) {
     LoadOptions step_options = o;
     step_options.rate = open ? value : 0;
@@ -378,8 +399,7 @@ int main(int argc, char** argv) {
         while (sampling.load()) {
           if (measuring.load()) {
             const std::vector<Sample> s = Scrape(metrics_url);
-            const double depth =
-                infer::loadgen::SumOf(s, "infer_queue_depth", {{"model", o.model}});
+            const double depth = infer::loadgen::QueueDepth(s, o.model);
             if (depth > queue_peak.load()) queue_peak.store(depth);
           }
           for (int i = 0; i < 10 && sampling.load(); ++i) {
@@ -403,30 +423,28 @@ int main(int argc, char** argv) {
     step.result = *std::move(result);
     if (!metrics_url.empty()) {
       std::lock_guard<std::mutex> lock(before_mu);
-      if (before.empty()) {
-        std::fprintf(stderr, "infer-bench: cannot scrape http://%s/metrics; no server figures\n",
+      const std::vector<Sample> after = Scrape(metrics_url);
+      if (before.empty() || after.empty()) {
+        std::fprintf(stderr,
+                     "infer-bench: cannot scrape (or parse) http://%s/metrics; no server "
+                     "figures\n",
                      metrics_url.c_str());
       } else {
-        step.server = Summarize(before, Scrape(metrics_url), o.model, queue_peak.load());
+        step.scraped = true;
+        step.server = infer::loadgen::Summarize(before, after, o.model, queue_peak.load());
       }
     }
     PrintRow(step);
     PrintDetails(step);
     std::fflush(stdout);
     steps.push_back(std::move(step));
-    if (p99_target_ms > 0 && loads.size() > 1) {
-      const LoadResult& r = steps.back().result;
-      const bool pass =
-          r.sent > 0 && Ms(r.ok_latency.Percentile(99)) <= p99_target_ms &&
-          static_cast<double>(r.sent - r.ok) <= max_error_fraction * static_cast<double>(r.sent);
-      if (pass) {
-        best = static_cast<int>(steps.size()) - 1;
-      } else if (best >= 0) {
-        break;  // past the knee
-      }
+    if (judged && !judge.Add(steps.back().result)) {
+      std::printf("(stopping: this step fails the target after a passing one)\n");
+      break;
     }
   }
-  if (p99_target_ms > 0 && loads.size() > 1) {
+  const int best = judge.best();
+  if (judged) {
     if (best >= 0) {
       std::printf("highest load meeting p99 <= %g ms with <= %g%% errors: %s (%.1f ok/s)\n",
                   p99_target_ms, 100 * max_error_fraction, steps[best].load.c_str(),
@@ -441,7 +459,7 @@ int main(int argc, char** argv) {
               {"lengths", o.lengths},     {"input", input},       {"warmup_s", warmup_s},
               {"duration_s", duration_s}, {"arrivals", arrivals}, {"steps", json::array()}};
     for (const Step& s : steps) j["steps"].push_back(ToJson(s));
-    if (p99_target_ms > 0) {
+    if (judged) {
       j["p99_target_ms"] = p99_target_ms;
       j["best_step"] = best;
     }

@@ -78,10 +78,13 @@ def main():
     print(f"accepted throughput at overload / capacity = {over['throughput_per_s'] / capacity:.2f}")
     print(f"p99 of accepted requests at overload / at capacity = "
           f"{over['latency_ms']['p99'] / cap['latency_ms']['p99']:.2f}")
-    print(f"server-side p99 (arrival to answer, from /metrics): {cap['server']['p99_ms']:.1f} ms "
-          f"at capacity, {over['server']['p99_ms']:.1f} ms at overload; peak queue depth "
-          f"{over['server']['queue_depth_peak']:.0f} (max_queue_size 64; up to 3 batches of 32 rows "
-          f"more are in the device pipeline)")
+    if "server" in cap and "server" in over:
+        print(f"server-side p99 (arrival to answer, from /metrics): {cap['server']['p99_ms']:.1f} "
+              f"ms at capacity, {over['server']['p99_ms']:.1f} ms at overload; peak queue depth "
+              f"{over['server']['queue_depth_peak']:.0f} (max_queue_size 64; up to 3 batches of "
+              f"32 rows more are in the device pipeline)")
+    else:
+        print("server-side figures: /metrics could not be scraped")
     pacing = over["pacing"]
     print(f"sender: {pacing['late']} of {pacing['issued']} requests sent over 1 ms after their "
           f"intended time (max {pacing['max_lag_ms']:.1f} ms); client latency counts from the "

@@ -2,15 +2,16 @@
 """Does infer-bench measure what Triton's own tool measures? One infer-server
 (embed_pool on the CPU), driven in turn by Triton's perf_analyzer and by
 infer-bench at the same concurrency, with the same payload (INT64 input_ids
-[1, length], the same token ids), closed loop, for the same time. Also shows
-that perf_analyzer users can point their tooling at this server as is.
+[1, length], the same token ids), closed loop, windows of the same length,
+alternating (A B, B A, ...) for --repeats rounds. Also shows that
+perf_analyzer users can point their tooling at this server as is.
 
-Answers: throughput and p50 / p99 of each and their ratios (infer-bench /
-perf_analyzer), against the stated tolerance (TOLERANCE); exits 1 when a
-ratio is outside it.
+Answers: throughput and p50 / p99 of each (medians over the rounds) and their
+ratios (infer-bench / perf_analyzer), against the stated tolerance
+(TOLERANCE); exits 1 when a ratio is outside it.
 
   scripts/get-perf-analyzer.sh     # once: fetches perf_analyzer into .perf_analyzer/
-  python3 bench/perf_analyzer_crosscheck.py [--concurrency 1,8] [--duration-s 10]
+  python3 bench/perf_analyzer_crosscheck.py [--concurrency 1,8] [--duration-s 5] [--repeats 3]
 """
 
 import argparse
@@ -28,9 +29,10 @@ backend: "embed_pool"
 max_batch_size: 32
 dynamic_batching { max_queue_delay_microseconds: 500 }
 """
-# Stated tolerances of infer-bench / perf_analyzer. The tail gets more room:
-# the two tools run one after the other on a shared machine, and a p99 of a
-# few thousand samples moves by more than the median between runs.
+# Stated tolerances of infer-bench / perf_analyzer, on the medians of the
+# rounds. The tail gets more room: the two tools run one after the other on a
+# shared machine, and a p99 of a few thousand samples moves by more than the
+# median between runs.
 TOLERANCE = {"throughput": 0.15, "p50": 0.15, "p99": 0.30}
 
 
@@ -67,7 +69,8 @@ def run_perf_analyzer(pa, address, concurrency, length, duration_s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", default="1,8")
-    ap.add_argument("--duration-s", type=float, default=10)
+    ap.add_argument("--duration-s", type=float, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--length", type=int, default=128)
     ap.add_argument("--perf-analyzer",
                     default=os.path.join(benchlib.ROOT, ".perf_analyzer", "perf_analyzer"))
@@ -75,19 +78,25 @@ def main():
     if not os.path.exists(a.perf_analyzer):
         raise SystemExit(f"{a.perf_analyzer} not found: run scripts/get-perf-analyzer.sh")
     print(f"perf_analyzer cross-check on {benchlib.machine()}")
-    print(f"embed_pool on the CPU, INT64 [1, {a.length}], closed loop; client and server share "
-          f"this machine")
+    print(f"embed_pool on the CPU, INT64 [1, {a.length}], closed loop, {a.duration_s:g} s windows, "
+          f"{a.repeats} alternating rounds; client and server share this machine")
     repo = benchlib.write_repository({"embed_pool": MODEL})
     server = benchlib.start_infer_server(repo, "--device", "cpu")
     rows, verdicts, all_ok = [], [], True
     try:
         for c in [int(x) for x in a.concurrency.split(",")]:
-            pa = run_perf_analyzer(a.perf_analyzer, server.address, c, a.length, a.duration_s)
-            ib = benchlib.infer_bench(server.address, "embed_pool", "--concurrency", c,
-                                      "--lengths", a.length, "--duration-s", a.duration_s,
-                                      "--warmup-s", 1)
-            ours = {"throughput": ib["throughput_per_s"], "p50": ib["latency_ms"]["p50"],
-                    "p99": ib["latency_ms"]["p99"]}
+            def measure(tool):
+                if tool == "perf_analyzer":
+                    return run_perf_analyzer(a.perf_analyzer, server.address, c, a.length,
+                                             a.duration_s)
+                ib = benchlib.infer_bench(server.address, "embed_pool", "--concurrency", c,
+                                          "--lengths", a.length, "--duration-s", a.duration_s,
+                                          "--warmup-s", 1)
+                return {"throughput": ib["throughput_per_s"], "p50": ib["latency_ms"]["p50"],
+                        "p99": ib["latency_ms"]["p99"]}
+            rounds = benchlib.interleaved(measure, ["perf_analyzer", "infer-bench"], a.repeats)
+            pa, ours = ({k: benchlib.median([r[k] for r in rounds[tool]]) for k in TOLERANCE}
+                        for tool in ("perf_analyzer", "infer-bench"))
             for tool, r in (("perf_analyzer", pa), ("infer-bench", ours)):
                 rows.append([tool, c, f"{r['throughput']:.1f}", f"{r['p50']:.3f}", f"{r['p99']:.3f}"])
             ratios = {k: ours[k] / pa[k] for k in TOLERANCE}
@@ -100,7 +109,7 @@ def main():
     finally:
         server.stop()
         shutil.rmtree(repo, ignore_errors=True)
-    benchlib.table(["tool", "concurrency", "ok/s", "p50 ms", "p99 ms"], rows)
+    benchlib.table(["tool", "concurrency", "ok/s (median)", "p50 ms", "p99 ms"], rows)
     print()
     for v in verdicts:
         print(v)

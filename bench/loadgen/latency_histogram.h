@@ -7,7 +7,8 @@
 // equivalent to the bucket holding the rank (as HdrHistogram does), so they
 // never understate a latency.
 //
-// Thread-compatible: one histogram per thread, merged at the end.
+// Not thread-safe: callers synchronize (infer-bench records under its run's
+// lock); Merge combines histograms kept apart.
 #ifndef INFER_BENCH_LOADGEN_LATENCY_HISTOGRAM_H_
 #define INFER_BENCH_LOADGEN_LATENCY_HISTOGRAM_H_
 

@@ -7,6 +7,8 @@
 #include "bench/loadgen/pacer.h"
 #include "bench/loadgen/prometheus_text.h"
 #include "bench/loadgen/runner.h"
+#include "bench/loadgen/server_figures.h"
+#include "bench/loadgen/sweep.h"
 #include "bench/loadgen/workload.h"
 
 namespace infer::loadgen {
@@ -229,7 +231,7 @@ TEST(LengthMixTest, ParsesTheThreeForms) {
 }
 
 TEST(RequestPoolTest, BuildsIdsAndTextOfTheAskedLength) {
-  RequestPool ids("m", InputKind::kTokenIds, 3);
+  RequestPool ids("m", RequestFormat{}, 3);
   const inference::ModelInferRequest& r = ids.Get(5);
   EXPECT_EQ(&r, &ids.Get(5)) << "built once";
   ASSERT_EQ(r.inputs_size(), 1);
@@ -242,11 +244,49 @@ TEST(RequestPoolTest, BuildsIdsAndTextOfTheAskedLength) {
   EXPECT_EQ(v[4], 102);
   EXPECT_GE(v[2], 1000);
   EXPECT_LT(v[2], 2000);
-  RequestPool text("m", InputKind::kText, 2);
+  RequestPool text("m", RequestFormat{.kind = InputKind::kText}, 2);
   const inference::ModelInferRequest& t = text.Get(6);
   EXPECT_EQ(t.inputs(0).datatype(), "BYTES");
   ASSERT_EQ(t.inputs(0).contents().bytes_contents_size(), 2);
   EXPECT_EQ(t.inputs(0).contents().bytes_contents(0), "hello hello hello hello");
+}
+
+TEST(RequestPoolTest, NamesTypesAndExtraInputsFollowTheFormat) {
+  RequestFormat f;
+  f.input_name = "ids";
+  f.ids_datatype = "INT32";
+  f.mask_input = "attention_mask";
+  f.type_ids_input = "token_type_ids";
+  ASSERT_TRUE(ValidateRequestFormat(f).ok());
+  RequestPool pool("m", f, 2);
+  const inference::ModelInferRequest& r = pool.Get(4);
+  ASSERT_EQ(r.inputs_size(), 3);
+  ASSERT_EQ(r.raw_input_contents_size(), 3);
+  const char* names[] = {"ids", "attention_mask", "token_type_ids"};
+  const int32_t firsts[] = {101, 1, 0};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.inputs(i).name(), names[i]);
+    EXPECT_EQ(r.inputs(i).datatype(), "INT32");
+    EXPECT_EQ(r.inputs(i).shape(0), 2);
+    EXPECT_EQ(r.inputs(i).shape(1), 4);
+    ASSERT_EQ(r.raw_input_contents(i).size(), 2u * 4 * sizeof(int32_t));
+    const auto* v = reinterpret_cast<const int32_t*>(r.raw_input_contents(i).data());
+    EXPECT_EQ(v[4], firsts[i]) << names[i] << ": row 1, token 0";
+  }
+  EXPECT_EQ(reinterpret_cast<const int32_t*>(r.raw_input_contents(0).data())[3], 102);
+  EXPECT_EQ(f.MaxRequestBytes(2, 4), 3 * 2 * 4 * 4);
+
+  RequestFormat text{.kind = InputKind::kText, .text_column = true};
+  RequestPool texts("m", text, 3);
+  const inference::ModelInferRequest& t = texts.Get(5);
+  EXPECT_EQ(t.inputs(0).name(), "text");
+  ASSERT_EQ(t.inputs(0).shape_size(), 2);
+  EXPECT_EQ(t.inputs(0).shape(1), 1);
+
+  EXPECT_FALSE(ValidateRequestFormat({.ids_datatype = "FP32"}).ok());
+  EXPECT_FALSE(ValidateRequestFormat({.kind = InputKind::kText, .mask_input = "m"}).ok());
+  EXPECT_FALSE(ValidateRequestFormat({.text_column = true}).ok());
+  EXPECT_FALSE(ValidateRequestFormat({.mask_input = "input_ids"}).ok());
 }
 
 TEST(RunLoadTest, RequestsTooLargeToKeepAreRefusedBeforeConnecting) {
@@ -271,6 +311,115 @@ TEST(PrometheusTextTest, LabelValuesAreUnescaped) {
   EXPECT_EQ((*s)[0].labels.at("b"), "line\nnext");
   EXPECT_EQ((*s)[0].labels.at("c"), "back\\slash");
   EXPECT_EQ((*s)[0].value, 2.0);
+}
+
+TEST(PrometheusTextTest, StrictNeedsHelpAndTypeLenientReadsAnyWellFormedText) {
+  // Valid 0.0.4 text without HELP/TYPE, with a timestamp and a trailing
+  // comma: the strict reader (for our own exposition) refuses the missing
+  // TYPE, the lenient one (for other servers) reads it.
+  const std::string text = "up 1 1700000000000\nreqs{a=\"x\",b=\"y\",} 5\n";
+  EXPECT_FALSE(ParsePrometheusText(text).ok());
+  auto s = ParsePrometheusText(text, {.strict = false});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].name, "up");
+  EXPECT_EQ((*s)[0].value, 1.0) << "the timestamp is not the value";
+  EXPECT_EQ((*s)[1].labels.at("b"), "y");
+  EXPECT_EQ((*s)[1].value, 5.0);
+  // Malformed in either mode.
+  for (const char* bad :
+       {"m{a=\"1\"b=\"2\"} 1\n", "m 1 2 3\n", "m 1 x\n", "m{a=\"1} 2\n", "m\n", "m{a=\"1\"}2\n"}) {
+    EXPECT_FALSE(ParsePrometheusText(bad, {.strict = false}).ok()) << bad;
+  }
+}
+
+// Scrapes as two servers would expose them, before and after a run.
+std::vector<Sample> Parse(const std::string& text) {
+  auto s = ParsePrometheusText(text, {.strict = false});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *s : std::vector<Sample>{};
+}
+
+TEST(ServerFiguresTest, InferServerSeries) {
+  const std::vector<Sample> before = Parse(
+      "infer_batch_size_sum{model=\"m\",length_bucket=\"16\"} 10\n"
+      "infer_batch_size_count{model=\"m\",length_bucket=\"16\"} 10\n"
+      "infer_request_duration_seconds_bucket{model=\"m\",le=\"0.01\"} 0\n"
+      "infer_request_duration_seconds_bucket{model=\"m\",le=\"0.02\"} 0\n"
+      "infer_request_duration_seconds_bucket{model=\"m\",le=\"+Inf\"} 0\n"
+      "infer_rejections_total{model=\"m\",reason=\"queue_full\"} 3\n");
+  const std::vector<Sample> after = Parse(
+      "infer_batch_size_sum{model=\"m\",length_bucket=\"16\"} 90\n"
+      "infer_batch_size_count{model=\"m\",length_bucket=\"16\"} 30\n"
+      "infer_request_duration_seconds_bucket{model=\"m\",le=\"0.01\"} 50\n"
+      "infer_request_duration_seconds_bucket{model=\"m\",le=\"0.02\"} 100\n"
+      "infer_request_duration_seconds_bucket{model=\"m\",le=\"+Inf\"} 100\n"
+      "infer_rejections_total{model=\"m\",reason=\"queue_full\"} 7\n"
+      "infer_queue_depth{model=\"m\",length_bucket=\"16\"} 2\n"
+      "infer_device_memory_budget_bytes{device=\"cpu\"} 1000\n"
+      "infer_device_memory_allocated_bytes{device=\"cpu\"} 250\n");
+  const ServerFigures f = Summarize(before, after, "m", 5);
+  EXPECT_EQ(f.kind, ServerKind::kInferServer);
+  EXPECT_DOUBLE_EQ(f.batch_rows_mean, 4.0) << "80 rows in 20 batches, in the window only";
+  EXPECT_NEAR(f.server_p50_ms, 10.0, 1e-9);
+  EXPECT_NEAR(f.server_p99_ms, 19.8, 1e-9);
+  EXPECT_EQ(f.rejections.at("queue_full"), 4.0);
+  EXPECT_EQ(f.queue_depth_after, 2.0);
+  EXPECT_EQ(f.queue_depth_peak, 5.0);
+  EXPECT_EQ(f.memory_limit_bytes, 1000.0);
+  EXPECT_EQ(f.memory_used_after, 250.0);
+}
+
+TEST(ServerFiguresTest, TritonSeries) {
+  // Triton's counter names, as its /metrics shows them.
+  const std::vector<Sample> before = Parse(
+      "nv_inference_request_success{model=\"m\",version=\"1\"} 100\n"
+      "nv_inference_count{model=\"m\",version=\"1\"} 100\n"
+      "nv_inference_exec_count{model=\"m\",version=\"1\"} 100\n"
+      "nv_inference_request_duration_us{model=\"m\",version=\"1\"} 100000\n"
+      "nv_inference_queue_duration_us{model=\"m\",version=\"1\"} 10000\n");
+  const std::vector<Sample> after = Parse(
+      "nv_inference_request_success{model=\"m\",version=\"1\"} 300\n"
+      "nv_inference_count{model=\"m\",version=\"1\"} 900\n"
+      "nv_inference_exec_count{model=\"m\",version=\"1\"} 200\n"
+      "nv_inference_request_duration_us{model=\"m\",version=\"1\"} 700000\n"
+      "nv_inference_queue_duration_us{model=\"m\",version=\"1\"} 210000\n"
+      "nv_inference_pending_request_count{model=\"m\",version=\"1\"} 3\n"
+      "nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-1\"} 8e10\n"
+      "nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-1\"} 2e10\n");
+  const ServerFigures f = Summarize(before, after, "m", 0);
+  EXPECT_EQ(f.kind, ServerKind::kTriton);
+  EXPECT_DOUBLE_EQ(f.batch_rows_mean, 8.0) << "800 inferences in 100 executions";
+  EXPECT_DOUBLE_EQ(f.server_p50_ms, 3.0) << "mean: 600 ms over 200 requests";
+  EXPECT_DOUBLE_EQ(f.queue_mean_ms, 1.0);
+  EXPECT_EQ(f.queue_depth_after, 3.0);
+  EXPECT_EQ(f.memory_used_after / f.memory_limit_bytes, 0.25);
+  EXPECT_EQ(Summarize({}, Parse("go_goroutines 7\n"), "m", 0).kind, ServerKind::kUnknown);
+}
+
+LoadResult StepResult(int64_t sent, int64_t ok, int64_t p99_ms) {
+  LoadResult r;
+  r.sent = sent;
+  r.ok = ok;
+  for (int64_t i = 0; i < ok; ++i) r.ok_latency.Record((i < ok * 98 / 100 ? 1 : p99_ms) * 1000000);
+  return r;
+}
+
+TEST(SweepJudgeTest, TheAnswerIsTheLastPassBeforeTheKnee) {
+  SweepJudge judge(/*p99_target_ms=*/50, /*max_error_fraction=*/0.01);
+  EXPECT_TRUE(judge.Passes(StepResult(1000, 1000, 40)));
+  EXPECT_FALSE(judge.Passes(StepResult(1000, 1000, 60))) << "p99 over the target";
+  EXPECT_FALSE(judge.Passes(StepResult(1000, 980, 10))) << "2% errors";
+  EXPECT_FALSE(judge.Passes(StepResult(0, 0, 0))) << "nothing sent";
+  // A failing first step (warming) does not stop the sweep ...
+  EXPECT_TRUE(judge.Add(StepResult(1000, 1000, 80)));
+  EXPECT_EQ(judge.best(), -1);
+  EXPECT_TRUE(judge.Add(StepResult(1000, 1000, 30)));
+  EXPECT_TRUE(judge.Add(StepResult(1000, 1000, 45)));
+  EXPECT_EQ(judge.best(), 2);
+  // ... a failing step after a pass does.
+  EXPECT_FALSE(judge.Add(StepResult(1000, 1000, 70)));
+  EXPECT_EQ(judge.best(), 2);
 }
 
 }  // namespace

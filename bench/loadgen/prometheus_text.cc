@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -57,7 +58,8 @@ std::string FamilyOf(const std::string& name, const std::map<std::string, std::s
 
 }  // namespace
 
-absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text) {
+absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text,
+                                                        const ParseOptions& options) {
   std::vector<Sample> out;
   std::map<std::string, std::string> types;
   std::set<std::string> helped;
@@ -78,22 +80,20 @@ absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text)
       static const std::set<std::string> kTypes = {"counter", "gauge", "histogram", "summary",
                                                    "untyped"};
       if (!kTypes.count(parts[1])) return bad("unknown type");
-      if (!helped.count(parts[0])) return bad("TYPE before HELP");
+      if (options.strict && !helped.count(parts[0])) return bad("TYPE before HELP");
       types[parts[0]] = parts[1];
       continue;
     }
     if (line[0] == '#') continue;
+    // name, then optional {label="value",...}, then the value and an
+    // optional timestamp (ms), separated by spaces.
     Sample s;
-    const size_t brace = line.find('{');
-    const size_t space = line.rfind(' ');
-    if (space == absl::string_view::npos) return bad("no value");
-    std::string value(line.substr(space + 1));
-    absl::string_view head = line.substr(0, space);
-    if (brace != absl::string_view::npos) {
-      s.name = std::string(head.substr(0, brace));
-      absl::string_view rest = head.substr(brace + 1);
-      if (!absl::ConsumeSuffix(&rest, "}")) return bad("unclosed labels");
-      while (!rest.empty()) {
+    const size_t name_end = std::min(line.find('{'), line.find(' '));
+    if (name_end == absl::string_view::npos) return bad("no value");
+    s.name = std::string(line.substr(0, name_end));
+    absl::string_view rest = line.substr(name_end);
+    if (absl::ConsumePrefix(&rest, "{")) {
+      while (!absl::ConsumePrefix(&rest, "}")) {
         const size_t eq = rest.find("=\"");
         if (eq == absl::string_view::npos) return bad("label without =\"");
         std::string key(rest.substr(0, eq));
@@ -110,18 +110,27 @@ absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text)
         }
         if (i == rest.size()) return bad("unterminated label value");
         rest.remove_prefix(i + 1);
-        absl::ConsumePrefix(&rest, ",");
+        if (!absl::ConsumePrefix(&rest, ",") && !absl::StartsWith(rest, "}")) {
+          return bad("labels must be separated by ','");
+        }
         if (!ValidName(key)) return bad("bad label name");
         if (!s.labels.emplace(key, val).second) return bad("repeated label");
       }
-    } else {
-      s.name = std::string(head);
+    }
+    std::vector<absl::string_view> fields = absl::StrSplit(rest, ' ', absl::SkipEmpty());
+    if (fields.empty() || fields.size() > 2 || !absl::StartsWith(rest, " ")) {
+      return bad("expected a value and an optional timestamp after the name and labels");
+    }
+    int64_t timestamp_ms = 0;
+    if (fields.size() == 2 && !absl::SimpleAtoi(fields[1], &timestamp_ms)) {
+      return bad("bad timestamp");
     }
     if (!ValidName(s.name)) return bad("bad metric name");
-    if (!ParseValue(value, &s.value)) return bad("bad value");
-    if (FamilyOf(s.name, types).empty()) return bad("sample before its # TYPE");
+    if (!ParseValue(std::string(fields[0]), &s.value)) return bad("bad value");
+    if (options.strict && FamilyOf(s.name, types).empty()) return bad("sample before its # TYPE");
     out.push_back(std::move(s));
   }
+  if (!options.strict) return out;
   // Histograms: cumulative buckets ending in +Inf == _count.
   for (const auto& [family, type] : types) {
     if (type != "histogram") continue;

@@ -1,8 +1,10 @@
-// A strict reader of the Prometheus text exposition format (version 0.0.4),
-// for infer-bench's scrapes and for tests: every sample line must be `name{label="value",...}
-// number`, every family must be announced by # HELP and # TYPE before its samples, and histogram
-// series must be cumulative and end in le="+Inf" equal to _count. Also a plain HTTP GET to scrape a
-// live endpoint.
+// A reader of the Prometheus text exposition format (version 0.0.4): sample
+// lines `name{label="value",...} value [timestamp]`. Strict by default, for
+// tests of our own exposition: every family must also be announced by # HELP
+// and then # TYPE before its samples, and histogram series must be cumulative
+// and end in le="+Inf" equal to _count. Lenient for scraping other servers
+// (infer-bench): the syntax only. Also a plain HTTP GET to scrape a live
+// endpoint.
 #ifndef INFER_BENCH_LOADGEN_PROMETHEUS_TEXT_H_
 #define INFER_BENCH_LOADGEN_PROMETHEUS_TEXT_H_
 
@@ -20,8 +22,14 @@ struct Sample {
   double value = 0;
 };
 
+struct ParseOptions {
+  // Also require # HELP and # TYPE for every family, and check histograms.
+  bool strict = true;
+};
 // Parses and checks `text`; INVALID_ARGUMENT naming the line otherwise.
-absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text);
+// Timestamps are read and dropped.
+absl::StatusOr<std::vector<Sample>> ParsePrometheusText(const std::string& text,
+                                                        const ParseOptions& options = {});
 
 // Sum of the samples named `name` whose labels include all of `labels`.
 double SumOf(const std::vector<Sample>& samples, const std::string& name,

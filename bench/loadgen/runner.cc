@@ -56,7 +56,7 @@ namespace {
 class Run {
  public:
   Run(const LoadOptions& o, LengthMix mix)
-      : o_(o), mix_(std::move(mix)), pool_(o.model, o.input, o.batch) {
+      : o_(o), mix_(std::move(mix)), pool_(o.model, o.format, o.batch) {
     for (int i = 0; i < std::max(1, o.channels); ++i) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(-1);
@@ -79,12 +79,11 @@ class Run {
   bool Done(absl::Time now) const { return now >= end_ || stop_.load(); }
   // True once the request budget is spent.
   bool BudgetSpent() const { return stop_.load(); }
-  // The end of the measured window as run: when sending stopped (the
-  // window's end, or when the budget ran out) or the last measured answer,
-  // whichever is later.
-  absl::Time window_end() {
+  // When the budget ran out: the last measured answer (or when sending
+  // stopped, if later).
+  absl::Time budget_window_end() {
     std::lock_guard<std::mutex> lock(mu_);
-    return std::max(stop_.load() ? stopped_at_ : end_, last_measured_answer_);
+    return std::max(stopped_at_, last_measured_answer_);
   }
   RequestPool& pool() { return pool_; }
 
@@ -182,6 +181,10 @@ class Run {
     const int64_t ns = absl::ToInt64Nanoseconds(now - intended);
     std::lock_guard<std::mutex> lock(mu_);
     if (status.ok()) interval_.Record(ns);
+    if (status.ok() && now >= measure_from() && now <= end_) {
+      ++result_.completed_ok;
+      result_.completed_rows += pool_.batch();
+    }
     if (!measured) return;
     last_measured_answer_ = std::max(last_measured_answer_, now);
     ++result_.codes[status.error_code()];
@@ -235,9 +238,12 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   if (o.duration <= absl::ZeroDuration() || o.warmup < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the duration must be positive and the warm-up not negative");
   }
+  if (absl::Status s = ValidateRequestFormat(o.format); !s.ok()) return s;
   absl::StatusOr<LengthMix> mix = LengthMix::Parse(o.lengths);
   if (!mix.ok()) return mix.status();
-  const int64_t max_bytes_per_request = 8 * o.batch * mix->max_length();
+  const int64_t max_bytes_per_request =
+      o.format.MaxRequestBytes(std::min<int64_t>(o.batch, int64_t{1} << 20),
+                               std::min<int64_t>(mix->max_length(), int64_t{1} << 20));
   if (o.batch > (int64_t{1} << 20) || mix->max_length() > (int64_t{1} << 20) ||
       max_bytes_per_request > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(
@@ -249,7 +255,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   // Build the requests before the clock starts, so building them is not
   // charged to the first measured request of each length.
   int64_t total_bytes = 0;
-  for (int64_t len : lengths) total_bytes += 8 * o.batch * len;
+  for (int64_t len : lengths) total_bytes += o.format.MaxRequestBytes(o.batch, len);
   if (total_bytes <= (int64_t{256} << 20)) {
     for (int64_t len : lengths) run.pool().Get(len);
   }
@@ -355,8 +361,15 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   }
   stop_helpers();
   LoadResult result = run.TakeResult();
-  result.window = run.window_end() - run.measure_from();
-  if (result.window <= absl::ZeroDuration()) result.window = o.duration;
+  result.window = o.duration;
+  if (run.BudgetSpent()) {
+    // The budget ended the window: every measured answer counts, over the
+    // time up to the last of them.
+    result.window = run.budget_window_end() - run.measure_from();
+    if (result.window <= absl::ZeroDuration()) result.window = absl::Nanoseconds(1);
+    result.completed_ok = result.ok;
+    result.completed_rows = result.rows_ok;
+  }
   return result;
 }
 

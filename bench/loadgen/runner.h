@@ -28,7 +28,7 @@ namespace infer::loadgen {
 struct LoadOptions {
   std::string address = "127.0.0.1:8001";
   std::string model;
-  InputKind input = InputKind::kTokenIds;
+  RequestFormat format;  // what the requests carry
   int64_t batch = 1;
   std::string lengths = "128";
   // Exactly one of these drives the load.
@@ -51,20 +51,32 @@ struct LoadOptions {
 };
 
 struct LoadResult {
-  // The measured window as run: from the end of the warm-up to when sending
-  // stopped (the window's end or the request budget spent) or, if later, the
-  // last measured answer. A backlog answered late lengthens it, so a server
-  // slower than the offered rate cannot look faster than it is.
+  // The measured window: the duration after the warm-up; or, when the
+  // request budget ran out first, from the end of the warm-up to the last
+  // measured answer.
   absl::Duration window;
-  int64_t sent = 0;     // measured requests sent
+  // Measured requests: those meant to be sent within the window (by their
+  // intended time). Each is followed to its answer, however late, so its
+  // latency and status count even when it is answered after the window.
+  int64_t sent = 0;
   int64_t ok = 0;       // of which answered OK
-  int64_t rows_ok = 0;  // batch rows answered OK
+  int64_t rows_ok = 0;  // their batch rows
   std::map<grpc::StatusCode, int64_t> codes;
   LatencyHistogram ok_latency;     // ns; open loop: from the intended send time
   LatencyHistogram error_latency;  // ns, of the non-OK answers
-  OpenLoopResult pacing;           // open loop only
-  double throughput() const {      // OK answers per second
-    return ok / std::max(1e-9, absl::ToDoubleSeconds(window));
+  // Throughput: OK answers (of any request) that arrived within the window,
+  // and their rows. Answers after it do not count, so neither the requests
+  // still in flight at the end (closed loop) nor a backlog answered late
+  // (open loop) stretches or inflates it. When the budget ended the window,
+  // these are `ok` and `rows_ok`.
+  int64_t completed_ok = 0;
+  int64_t completed_rows = 0;
+  OpenLoopResult pacing;       // open loop only
+  double throughput() const {  // OK answers per second
+    return completed_ok / std::max(1e-9, absl::ToDoubleSeconds(window));
+  }
+  double row_throughput() const {  // OK rows per second
+    return completed_rows / std::max(1e-9, absl::ToDoubleSeconds(window));
   }
 };
 

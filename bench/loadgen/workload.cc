@@ -72,6 +72,64 @@ std::string LengthMix::ToString() const {
   return absl::StrJoin(parts, ",");
 }
 
+std::string RequestFormat::InputName() const {
+  if (!input_name.empty()) return input_name;
+  return kind == InputKind::kText ? "text" : "input_ids";
+}
+
+int64_t RequestFormat::MaxRequestBytes(int64_t batch, int64_t length) const {
+  if (kind == InputKind::kText) return batch * (4 + 6 * length);  // "hello " per token
+  const int64_t inputs = 1 + !mask_input.empty() + !type_ids_input.empty();
+  return inputs * batch * length * (ids_datatype == "INT32" ? 4 : 8);
+}
+
+absl::Status ValidateRequestFormat(const RequestFormat& f) {
+  if (f.ids_datatype != "INT64" && f.ids_datatype != "INT32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ids datatype '", f.ids_datatype, "': INT64 or INT32"));
+  }
+  if (f.kind == InputKind::kText && (!f.mask_input.empty() || !f.type_ids_input.empty())) {
+    return absl::InvalidArgumentError(
+        "a mask or type-ids input goes with token ids, not with text (the server tokenizes)");
+  }
+  if (f.kind == InputKind::kTokenIds && f.text_column) {
+    return absl::InvalidArgumentError("the [batch, 1] text shape is for text input only");
+  }
+  const std::string name = f.InputName();
+  if ((!f.mask_input.empty() && (f.mask_input == name || f.mask_input == f.type_ids_input)) ||
+      (!f.type_ids_input.empty() && f.type_ids_input == name)) {
+    return absl::InvalidArgumentError("the inputs need distinct names");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Appends an integer input of shape [batch, length] whose element (r, t) is
+// value(r, t), as INT64 or INT32 raw contents.
+template <typename Fn>
+void AddIdsInput(inference::ModelInferRequest* req, const std::string& name,
+                 const std::string& datatype, int64_t batch, int64_t length, Fn value) {
+  auto* in = req->add_inputs();
+  in->set_name(name);
+  in->set_datatype(datatype);
+  in->add_shape(batch);
+  in->add_shape(length);
+  std::string* raw = req->add_raw_input_contents();
+  const size_t n = static_cast<size_t>(batch * length);
+  if (datatype == "INT32") {
+    std::vector<int32_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(value(i / length, i % length));
+    raw->assign(reinterpret_cast<const char*>(v.data()), n * sizeof(int32_t));
+  } else {
+    std::vector<int64_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = value(i / length, i % length);
+    raw->assign(reinterpret_cast<const char*>(v.data()), n * sizeof(int64_t));
+  }
+}
+
+}  // namespace
+
 const inference::ModelInferRequest& RequestPool::Get(int64_t length) {
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<inference::ModelInferRequest>& slot = by_length_[length];
@@ -79,24 +137,25 @@ const inference::ModelInferRequest& RequestPool::Get(int64_t length) {
   slot = std::make_unique<inference::ModelInferRequest>();
   inference::ModelInferRequest& req = *slot;
   req.set_model_name(model_);
-  auto* in = req.add_inputs();
-  if (kind_ == InputKind::kTokenIds) {
-    in->set_name("input_ids");
-    in->set_datatype("INT64");
-    in->add_shape(batch_);
-    in->add_shape(length);
-    std::string* raw = req.add_raw_input_contents();
-    raw->resize(static_cast<size_t>(batch_ * length) * sizeof(int64_t));
-    auto* ids = reinterpret_cast<int64_t*>(raw->data());
-    for (int64_t r = 0; r < batch_; ++r) {
-      for (int64_t t = 0; t < length; ++t) {
-        ids[r * length + t] = t == 0 ? 101 : t == length - 1 ? 102 : 1000 + (r * 31 + t * 7) % 1000;
-      }
+  const RequestFormat& f = format_;
+  if (f.kind == InputKind::kTokenIds) {
+    AddIdsInput(&req, f.InputName(), f.ids_datatype, batch_, length, [&](int64_t r, int64_t t) {
+      return t == 0 ? 101 : t == length - 1 ? 102 : 1000 + (r * 31 + t * 7) % 1000;
+    });
+    if (!f.mask_input.empty()) {
+      AddIdsInput(&req, f.mask_input, f.ids_datatype, batch_, length,
+                  [](int64_t, int64_t) { return int64_t{1}; });
+    }
+    if (!f.type_ids_input.empty()) {
+      AddIdsInput(&req, f.type_ids_input, f.ids_datatype, batch_, length,
+                  [](int64_t, int64_t) { return int64_t{0}; });
     }
   } else {
-    in->set_name("text");
+    auto* in = req.add_inputs();
+    in->set_name(f.InputName());
     in->set_datatype("BYTES");
     in->add_shape(batch_);
+    if (f.text_column) in->add_shape(1);
     std::vector<std::string> words(static_cast<size_t>(std::max<int64_t>(1, length - 2)), "hello");
     const std::string sentence = absl::StrJoin(words, " ");
     for (int64_t r = 0; r < batch_; ++r) in->mutable_contents()->add_bytes_contents(sentence);

@@ -171,6 +171,55 @@ TEST_F(InferBenchTest, SweepFindsTheHighestLoadMeetingTheTarget) {
       << run.output;
 }
 
+TEST_F(InferBenchTest, ASweepWithNoPassingStepRunsEveryStepAndSaysSo) {
+  std::vector<std::string> args = Common();
+  for (const char* a :
+       {"--concurrency-range", "1:2:1", "--duration-s", "0.3", "--p99-target-ms", "0.000001"}) {
+    args.push_back(a);
+  }
+  const BenchRun run = RunBench(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.result["steps"].size(), 2u) << "failing steps before any pass do not stop it";
+  EXPECT_EQ(run.result["best_step"], -1);
+  EXPECT_NE(run.output.find("no step met p99 <= 1e-06 ms"), std::string::npos) << run.output;
+}
+
+TEST_F(InferBenchTest, OpenLoopLatencyCountsFromTheIntendedSendTime) {
+  // 20000 requests/s with one request in flight at a time: far more than
+  // one connection answers one by one, so the sender falls further and
+  // further behind its schedule. Measured from the intended send times,
+  // latency grows with that lag (hundreds of ms by the end); measured from
+  // when each request actually left, it would stay near one round trip
+  // (well under 10 ms). The closed loop at concurrency 1 shows that round
+  // trip.
+  std::vector<std::string> open = Common();
+  for (const char* a : {"--rate", "20000", "--max-outstanding", "1", "--duration-s", "0.25",
+                        "--warmup-s", "0", "--lengths", "16"}) {
+    open.push_back(a);
+  }
+  const BenchRun lagging = RunBench(open);
+  ASSERT_EQ(lagging.exit_code, 0) << lagging.output;
+  const json& step = lagging.result["steps"][0];
+  EXPECT_EQ(step["sent"], 5000) << "every request meant for the window is sent";
+  EXPECT_EQ(step["ok"], 5000);
+  EXPECT_GT(step["pacing"]["late"].get<int64_t>(), 1000) << lagging.output;
+  std::vector<std::string> closed = Common();
+  for (const char* a : {"--concurrency", "1", "--duration-s", "0.5", "--lengths", "16"}) {
+    closed.push_back(a);
+  }
+  const BenchRun round_trip = RunBench(closed);
+  ASSERT_EQ(round_trip.exit_code, 0) << round_trip.output;
+  const double rtt_p50 = round_trip.result["steps"][0]["latency_ms"]["p50"].get<double>();
+  EXPECT_LT(rtt_p50, 10.0) << round_trip.output;
+  EXPECT_GT(step["latency_ms"]["p50"].get<double>(), 50.0) << lagging.output;
+  EXPECT_GT(step["latency_ms"]["p50"].get<double>(), 10 * rtt_p50) << lagging.output;
+  // Throughput counts the answers within the 0.25 s window, not the 5000
+  // sent meanwhile and answered later.
+  EXPECT_LT(step["completed_ok_in_window"].get<int64_t>(), 5000);
+  EXPECT_NEAR(step["throughput_per_s"].get<double>(),
+              step["completed_ok_in_window"].get<double>() / 0.25, 1e-6);
+}
+
 TEST(InferBenchCliTest, BadArgumentsAreRefusedWithTheReason) {
   BenchRun run = RunBench({"-m", "x", "--concurrency", "2", "--rate", "5"});
   EXPECT_EQ(run.exit_code, 2);
@@ -181,6 +230,9 @@ TEST(InferBenchCliTest, BadArgumentsAreRefusedWithTheReason) {
   run = RunBench({"-m", "x", "--concurrency-range", "1:2:0.5"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("whole numbers"), std::string::npos) << run.output;
+  run = RunBench({"-m", "x", "--concurrency", "2", "--input", "text", "--mask-input", "m"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("goes with token ids"), std::string::npos) << run.output;
 }
 
 }  // namespace
