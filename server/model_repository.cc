@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "models/registry.h"
 #include "runtime/status_macros.h"
+#include "server/proto_codec.h"
 
 namespace infer {
 namespace {
@@ -29,6 +31,103 @@ class ErrorCollector final : public google::protobuf::io::ErrorCollector {
  private:
   std::string error_;
 };
+
+std::string DimsText(const google::protobuf::RepeatedField<int64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+bool DimsMatch(const google::protobuf::RepeatedField<int64_t>& declared,
+               const google::protobuf::RepeatedField<int64_t>& served) {
+  if (declared.size() != served.size()) return false;
+  for (int i = 0; i < declared.size(); ++i) {
+    if (declared[i] != served[i] && declared[i] != -1 && served[i] != -1) return false;
+  }
+  return true;
+}
+
+// One declared input or output against the tensors the backend serves.
+template <typename T>
+absl::Status CheckDeclaredTensor(absl::string_view field, const T& declared,
+                                 const google::protobuf::RepeatedPtrField<T>& served) {
+  std::vector<std::string> names;
+  for (const T& t : served) {
+    if (t.name() != declared.name()) {
+      names.push_back(t.name());
+      continue;
+    }
+    if (t.data_type() != declared.data_type()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", field, "' '", declared.name(), "' has data_type ",
+                       inference::DataType_Name(declared.data_type()),
+                       "; the backend serves it as ", inference::DataType_Name(t.data_type())));
+    }
+    if (!DimsMatch(declared.dims(), t.dims())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", field, "' '", declared.name(), "' has dims ",
+                       DimsText(declared.dims()), "; the backend serves it with dims ",
+                       DimsText(t.dims()), " (without the batch dimension; -1 is any size)"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("field '", field, "' names '", declared.name(),
+                                                 "', which the backend does not have (it has ",
+                                                 absl::StrJoin(names, ", "), ")"));
+}
+
+// Triton's interface fields of a config, if given, against what the loaded
+// model serves on this device (see protos/model_config.proto).
+absl::Status CheckTritonFields(const config::ModelConfig& config, const ModelSpec& spec,
+                               const QueueOptions& queue, const DeviceInfo& device) {
+  inference::ModelConfig served;
+  ModelConfigToProto(spec, queue, device, &served);
+  if (!config.platform().empty() && config.platform() != served.platform()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'platform' = '", config.platform(),
+                     "': this model is served by the built-in backend '", served.backend(),
+                     "', platform '", served.platform(), "' (or leave platform out)"));
+  }
+  for (const inference::ModelInput& in : config.input()) {
+    INFER_RETURN_IF_ERROR(CheckDeclaredTensor("input", in, served.input()));
+  }
+  if (config.input_size() > 0) {
+    for (const inference::ModelInput& in : served.input()) {
+      const bool listed = std::any_of(config.input().begin(), config.input().end(),
+                                      [&](const auto& d) { return d.name() == in.name(); });
+      if (!in.optional() && !listed) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("field 'input' leaves out '", in.name(), "', which the backend requires"));
+      }
+    }
+  }
+  for (const inference::ModelOutput& out : config.output()) {
+    INFER_RETURN_IF_ERROR(CheckDeclaredTensor("output", out, served.output()));
+  }
+  if (config.instance_group_size() > 1) {
+    return absl::InvalidArgumentError(
+        "field 'instance_group': one group at most (one executor per device serves each model)");
+  }
+  if (config.instance_group_size() == 1) {
+    const inference::ModelInstanceGroup& g = config.instance_group(0);
+    const inference::ModelInstanceGroup& s = served.instance_group(0);
+    if (g.count() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field 'instance_group.count' = ", g.count(),
+                       ": one instance per device (the device pipeline overlaps batches instead)"));
+    }
+    const bool kind_ok =
+        g.kind() == inference::ModelInstanceGroup::KIND_AUTO || g.kind() == s.kind();
+    const bool gpus_ok =
+        g.gpus().empty() || (g.gpus_size() == 1 && s.gpus_size() == 1 && g.gpus(0) == s.gpus(0));
+    if (!kind_ok || !gpus_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field 'instance_group' asks for ", inference::ModelInstanceGroup::Kind_Name(g.kind()),
+          g.gpus().empty() ? "" : absl::StrCat(" gpus [", absl::StrJoin(g.gpus(), ", "), "]"),
+          " but this server runs on ", device.kind == DeviceKind::kCuda ? "a GPU" : "the CPU",
+          " (--device); every model is served there"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -172,9 +271,11 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
       return absl::Status(model.status().code(),
                           absl::StrCat(config_path.string(), ": ", model.status().message()));
     }
-    if (absl::Status s = engine->AddModel(*std::move(model), BatchingFromConfig(config),
-                                          LimitsFromConfig(config));
-        !s.ok()) {
+    const QueueOptions batching = BatchingFromConfig(config);
+    absl::Status s =
+        CheckTritonFields(config, (*model)->spec(), batching, engine->device()->info());
+    if (s.ok()) s = engine->AddModel(*std::move(model), batching, LimitsFromConfig(config));
+    if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(config_path.string(), ": ", s.message()));
     }
     loaded.push_back(name);

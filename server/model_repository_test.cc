@@ -202,6 +202,49 @@ TEST_F(RepositoryTest, AnEngineRefusalNamesTheConfigFile) {
       StatusIs(absl::StatusCode::kAlreadyExists, "m/config.pbtxt: model 'm' is already loaded"));
 }
 
+TEST_F(RepositoryTest, TritonInterfaceFieldsAreCheckedAgainstTheBackend) {
+  // A config as written for Triton: platform, input, output, instance_group.
+  const std::string triton_style = R"(
+    backend: "embed_pool"
+    platform: "infer_embed_pool"
+    max_batch_size: 8
+    input [ { name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] } ]
+    output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+  )";
+  Write("m", triton_style);
+  auto engine = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  struct Case {
+    std::string from, to, error;
+  };
+  const std::vector<Case> cases = {
+      {"TYPE_INT64", "TYPE_INT32",
+       "m/config.pbtxt: field 'input' 'input_ids' has data_type TYPE_INT32; the backend serves it "
+       "as TYPE_INT64"},
+      {"dims: [ 384 ]", "dims: [ 256 ]",
+       "field 'output' 'embedding' has dims [256]; the backend serves it with dims [384]"},
+      {"name: \"input_ids\"", "name: \"tokens\"",
+       "field 'input' names 'tokens', which the backend does not have (it has input_ids)"},
+      {"platform: \"infer_embed_pool\"", "platform: \"onnxruntime_onnx\"",
+       "field 'platform' = 'onnxruntime_onnx': this model is served by the built-in backend "
+       "'embed_pool'"},
+      {"kind: KIND_CPU", "kind: KIND_GPU",
+       "field 'instance_group' asks for KIND_GPU but this server runs on the CPU"},
+      {"count: 1", "count: 2", "field 'instance_group.count' = 2: one instance per device"},
+  };
+  for (const Case& c : cases) {
+    std::string config = triton_style;
+    config.replace(config.find(c.from), c.from.size(), c.to);
+    fs::remove_all(dir_ / "m");
+    Write("m", config);
+    auto fresh = Engine::Create({.device = "cpu"});
+    EXPECT_THAT(LoadModelRepository(dir_.string(), fresh->get()),
+                StatusIs(absl::StatusCode::kInvalidArgument, c.error))
+        << c.to;
+  }
+}
+
 TEST_F(RepositoryTest, SyntaxErrorNamesFileAndLine) {
   Write("bad", "backend: \"embed_pool\"\nmax_batch_size: eight\n");
   auto engine = Engine::Create({.device = "cpu"});
