@@ -15,13 +15,10 @@ holding `prometheus` and `promtool`).
 
 import json
 import os
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 import urllib.parse
@@ -29,6 +26,8 @@ import urllib.request
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+
+from infer_server_process import InferServer
 
 DELAY_S = 0.020  # max_queue_delay: a request alone waits this long for batch-mates
 LOAD_S = 8.0
@@ -65,25 +64,9 @@ class PrometheusScrapeTest(unittest.TestCase):
         os.makedirs(os.path.join(repo, "delayed"))
         with open(os.path.join(repo, "delayed", "config.pbtxt"), "w") as f:
             f.write(CONFIG)
-        cls.server = subprocess.Popen(
-            [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
-             "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--model-repository", repo],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        cls.server_log, grpc_port, cls.metrics_port = [], None, None
-        for line in cls.server.stdout:
-            cls.server_log.append(line)
-            m = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
-            if m:
-                cls.metrics_port = int(m.group(1))
-            m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                grpc_port = int(m.group(1))
-                break
-        if grpc_port is None or cls.metrics_port is None:
-            raise RuntimeError("infer-server did not start:\n" + "".join(cls.server_log))
-        threading.Thread(target=lambda: cls.server_log.extend(cls.server.stdout),
-                         daemon=True).start()
-        cls.client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        cls.server = InferServer(repo)
+        cls.metrics_port = cls.server.metrics_port
+        cls.client = grpcclient.InferenceServerClient(cls.server.address)
 
         prom_dir = os.environ["INFER_PROMETHEUS_DIR"]
         cls.promtool = os.path.join(prom_dir, "promtool")
@@ -122,10 +105,10 @@ class PrometheusScrapeTest(unittest.TestCase):
         cls.prom.wait(timeout=60)
         cls.prom_log.close()
         cls.client.close()
-        cls.server.send_signal(signal.SIGTERM)
-        code = cls.server.wait(timeout=60)
-        shutil.rmtree(cls.work, ignore_errors=True)
-        assert code == 0, f"infer-server exited {code}:\n" + "".join(cls.server_log)
+        try:
+            cls.server.stop()
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
 
     def query(self, promql):
         url = (f"http://127.0.0.1:{self.prom_port}/api/v1/query?"

@@ -11,10 +11,7 @@ Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
 
 import functools
 import os
-import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 import unittest
@@ -24,6 +21,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
+
+from infer_server_process import InferServer
 
 VOCAB, HIDDEN, DIM, SEED, MAX_BATCH = 1000, 16, 32, 11, 8
 
@@ -97,38 +96,19 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         os.makedirs(os.path.join(cls.repo, "minilm"))
         with open(os.path.join(cls.repo, "minilm", "config.pbtxt"), "w") as f:
             f.write(MINILM_CONFIG % minilm_dir)
-        binary = os.environ["INFER_SERVER_BINARY"]
-        cls.proc = subprocess.Popen(
-            [binary, "--grpc-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
-             "--device", "cpu",
-             "--model-repository", cls.repo],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        cls.log = []
-        port = None
-        cls.metrics_port = None
-        for line in cls.proc.stdout:
-            cls.log.append(line)
-            m = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
-            if m:
-                cls.metrics_port = int(m.group(1))
-            m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-                break
-        if port is None:
-            raise RuntimeError("infer-server did not start:\n" + "".join(cls.log))
-        # Keep draining the server's output so it never blocks on a full pipe.
-        threading.Thread(target=lambda: cls.log.extend(cls.proc.stdout), daemon=True).start()
-        cls.address = f"127.0.0.1:{port}"
+        cls.server = InferServer(cls.repo)
+        cls.log = cls.server.log
+        cls.metrics_port = cls.server.metrics_port
+        cls.address = cls.server.address
         cls.client = grpcclient.InferenceServerClient(cls.address)
 
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
-        cls.proc.send_signal(signal.SIGTERM)
-        code = cls.proc.wait(timeout=60)
-        shutil.rmtree(cls.repo, ignore_errors=True)
-        assert code == 0, f"infer-server exited {code}:\n" + "".join(cls.log)
+        try:
+            cls.server.stop()
+        finally:
+            shutil.rmtree(cls.repo, ignore_errors=True)
 
     def infer_input(self, ids, dtype="INT64"):
         inp = grpcclient.InferInput("input_ids", list(ids.shape), dtype)

@@ -1,0 +1,45 @@
+"""Starts infer-server (INFER_SERVER_BINARY) on free loopback ports for the
+Python integration tests, and stops it."""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+
+
+class InferServer:
+    """infer-server on the CPU with `repo`, gRPC and metrics on free ports."""
+
+    def __init__(self, repo, *extra_args):
+        self.proc = subprocess.Popen(
+            [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
+             "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--model-repository", repo,
+             *extra_args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log = []
+        self.grpc_port = self.metrics_port = None
+        for line in self.proc.stdout:
+            self.log.append(line)
+            m = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
+            if m:
+                self.metrics_port = int(m.group(1))
+            m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.grpc_port = int(m.group(1))
+                break
+        if self.grpc_port is None or self.metrics_port is None:
+            raise RuntimeError("infer-server did not start:\n" + "".join(self.log))
+        # Keep draining the server's output so it never blocks on a full pipe.
+        threading.Thread(target=lambda: self.log.extend(self.proc.stdout), daemon=True).start()
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def stop(self):
+        """SIGTERM; raises unless the server drains and exits 0."""
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        if code != 0:
+            raise AssertionError(f"infer-server exited {code}:\n" + "".join(self.log))
