@@ -93,6 +93,7 @@ json ToJson(const Step& s) {
                    {"padding_efficiency_mean", f.padding_efficiency_mean},
                    {"p50_ms", f.server_p50_ms},
                    {"p99_ms", f.server_p99_ms},
+                   {"request_mean_ms", f.request_mean_ms},
                    {"queue_mean_ms", f.queue_mean_ms},
                    {"queue_depth_after", f.queue_depth_after},
                    {"queue_depth_peak", f.queue_depth_peak},
@@ -104,7 +105,7 @@ json ToJson(const Step& s) {
   } else if (f.kind == ServerKind::kTriton) {
     j["server"] = {{"kind", "triton"},
                    {"batch_rows_mean", f.batch_rows_mean},
-                   {"request_mean_ms", f.server_p50_ms},
+                   {"request_mean_ms", f.request_mean_ms},
                    {"queue_mean_ms", f.queue_mean_ms},
                    {"queue_depth_after", f.queue_depth_after},
                    {"queue_depth_peak", f.queue_depth_peak},
@@ -164,7 +165,7 @@ void PrintDetails(const Step& s) {
     std::printf(
         "  server (Triton): mean batch %.2f rows, mean request %.2f ms, mean queue %.2f ms; "
         "pending requests peak %.0f, after %.0f; GPU memory used %.1f%% of total\n",
-        f.batch_rows_mean, f.server_p50_ms, f.queue_mean_ms, f.queue_depth_peak,
+        f.batch_rows_mean, f.request_mean_ms, f.queue_mean_ms, f.queue_depth_peak,
         f.queue_depth_after, 100 * f.memory_used_after / limit);
   } else if (s.scraped) {
     std::printf("  server: its /metrics has neither infer-server's nor Triton's series\n");

@@ -388,12 +388,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   const std::string& name = model.spec().name;
   // Refused before it is queued: counted under `reason` and answered.
   auto fail = [&](absl::Status status, uint64_t ModelStats::*reason) {
-    {
-      std::lock_guard<std::mutex> lock(entry->stats_mu);
-      entry->stats.fail.Add(clock_->Now() - arrival);
-      ++(entry->stats.*reason);
-      ++entry->stats.requests_by_code[status.code()];
-    }
+    RecordRefusal(entry.get(), status, reason, clock_->Now() - arrival);
     done(std::move(status));
   };
   if (!Ready()) {
@@ -808,10 +803,7 @@ absl::Status Engine::CheckDeclared(const std::string& model, absl::Span<const De
   absl::Status status = CheckDeclaredLimits(entry->limits, model, inputs, text_bytes,
                                             entry->model->DeclaredSequenceLength(inputs));
   if (!status.ok()) {
-    std::lock_guard<std::mutex> lock(entry->stats_mu);
-    entry->stats.fail.Add(clock_->Now() - arrival);
-    ++entry->stats.rejected_over_limit;
-    ++entry->stats.requests_by_code[status.code()];
+    RecordRefusal(entry.get(), status, &ModelStats::rejected_over_limit, clock_->Now() - arrival);
   }
   return status;
 }
@@ -819,9 +811,14 @@ absl::Status Engine::CheckDeclared(const std::string& model, absl::Span<const De
 void Engine::RecordRefused(const std::string& model, const absl::Status& status) {
   std::shared_ptr<ModelEntry> entry = Find(model);
   if (entry == nullptr) return;
+  RecordRefusal(entry.get(), status, &ModelStats::rejected_invalid, absl::ZeroDuration());
+}
+
+void Engine::RecordRefusal(ModelEntry* entry, const absl::Status& status,
+                           uint64_t ModelStats::*reason, absl::Duration spent) {
   std::lock_guard<std::mutex> lock(entry->stats_mu);
-  entry->stats.fail.Add(absl::ZeroDuration());
-  ++entry->stats.rejected_invalid;
+  entry->stats.fail.Add(spent);
+  ++(entry->stats.*reason);
   ++entry->stats.requests_by_code[status.code()];
 }
 

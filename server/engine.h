@@ -272,6 +272,10 @@ class Engine {
   void ReleaseMemory(int64_t bytes);
   // Wakes every model's batcher (memory or pipeline room was freed).
   void NotifyBatchers();
+  // Counts a request refused before it was accepted (never queued): failed
+  // after `spent`, under `reason`, by code.
+  void RecordRefusal(ModelEntry* entry, const absl::Status& status, uint64_t ModelStats::*reason,
+                     absl::Duration spent);
   // Records a request's answer in its model's statistics: by code; a
   // failure's duration and refusal reason; a success's end-to-end time and
   // the queue and compute times its account gathered.

@@ -390,7 +390,7 @@ TEST(ServerFiguresTest, TritonSeries) {
   const ServerFigures f = Summarize(before, after, "m", 0);
   EXPECT_EQ(f.kind, ServerKind::kTriton);
   EXPECT_DOUBLE_EQ(f.batch_rows_mean, 8.0) << "800 inferences in 100 executions";
-  EXPECT_DOUBLE_EQ(f.server_p50_ms, 3.0) << "mean: 600 ms over 200 requests";
+  EXPECT_DOUBLE_EQ(f.request_mean_ms, 3.0) << "mean: 600 ms over 200 requests";
   EXPECT_DOUBLE_EQ(f.queue_mean_ms, 1.0);
   EXPECT_EQ(f.queue_depth_after, 3.0);
   EXPECT_EQ(f.memory_used_after / f.memory_limit_bytes, 0.25);

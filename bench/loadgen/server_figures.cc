@@ -17,6 +17,7 @@ void SummarizeInferServer(const std::vector<Sample>& d, const std::vector<Sample
   f->batch_rows_mean = mean("infer_batch_size");
   f->padding_efficiency_mean = mean("infer_batch_padding_efficiency");
   f->queue_mean_ms = mean("infer_queue_duration_seconds") * 1e3;
+  f->request_mean_ms = mean("infer_request_duration_seconds") * 1e3;
   const double p50 = HistogramQuantile(d, "infer_request_duration_seconds", 0.5, m);
   const double p99 = HistogramQuantile(d, "infer_request_duration_seconds", 0.99, m);
   f->server_p50_ms = std::isnan(p50) ? 0 : p50 * 1e3;
@@ -42,8 +43,7 @@ void SummarizeTriton(const std::vector<Sample>& d, const std::vector<Sample>& af
   f->batch_rows_mean =
       Ratio(SumOf(d, "nv_inference_count", m), SumOf(d, "nv_inference_exec_count", m));
   f->queue_mean_ms = Ratio(SumOf(d, "nv_inference_queue_duration_us", m), success) / 1e3;
-  f->server_p50_ms = f->server_p99_ms =
-      Ratio(SumOf(d, "nv_inference_request_duration_us", m), success) / 1e3;
+  f->request_mean_ms = Ratio(SumOf(d, "nv_inference_request_duration_us", m), success) / 1e3;
   f->memory_limit_bytes = SumOf(after, "nv_gpu_memory_total_bytes");
   f->memory_used_after = SumOf(after, "nv_gpu_memory_used_bytes");
 }

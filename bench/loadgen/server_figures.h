@@ -21,8 +21,10 @@ struct ServerFigures {
   double batch_rows_mean = 0;
   // infer-server: real / padded tokens per batch, mean.
   double padding_efficiency_mean = 0;
-  // infer-server: request latency quantiles from its histogram (as
-  // histogram_quantile would give them); Triton: the mean.
+  // Request latency (arrival to answer, successful requests): the mean (both
+  // servers), and for infer-server the quantiles of its histogram (as
+  // histogram_quantile would give them).
+  double request_mean_ms = 0;
   double server_p50_ms = 0, server_p99_ms = 0;
   // Mean time in the queue, successful requests (both servers).
   double queue_mean_ms = 0;
