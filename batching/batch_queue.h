@@ -14,9 +14,10 @@
 //   priority level (1 is the most urgent), except that a task that has waited
 //   priority_aging counts as level 0 (above all). A batch takes tasks in that
 //   order while the rows (TaskT::size()) stay within max_batch_size, the
-//   padded tokens (rows × the longest length in the batch) within
-//   max_batch_tokens, and the estimated peak device memory of the batch
-//   (MemoryGate::PeakBytes) within what the gate has available.
+//   tokens the model computes (MemoryGate::ComputedTokens: the real tokens
+//   for a model that packs sequences, rows × the longest length for one that
+//   pads) within max_batch_tokens, and the estimated peak device memory of
+//   the batch (MemoryGate::PeakBytes) within what the gate has available.
 // - A bucket is ready when its batch is full (by rows, tokens or memory: a
 //   task that would be next does not fit) or its oldest task has waited
 //   max_queue_delay, or when the caller flushes (draining).
@@ -54,13 +55,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "batching/batch_shape.h"
 
 namespace infer {
 
 struct QueueOptions {
   // Most rows (sum of the requests' batch dimensions) in one batch.
   int64_t max_batch_size = 32;
-  // Most padded tokens (rows × longest sequence) in one batch; 0: no limit.
+  // Most tokens computed in one batch (MemoryGate::ComputedTokens; rows ×
+  // longest sequence without a gate); 0: no limit.
   int64_t max_batch_tokens = 0;
   // Longest time the oldest request of a bucket waits for batch-mates.
   absl::Duration max_queue_delay = absl::Microseconds(1000);
@@ -84,14 +87,18 @@ struct QueueOptions {
 
 absl::Status ValidateQueueOptions(const QueueOptions& options);
 
-// What the queue asks about device memory. Implementations are owned by the
-// caller and outlive the queue.
+// What the queue asks about a batch's cost: the device memory it needs and
+// the tokens it computes. Implementations are owned by the caller and
+// outlive the queue.
 class MemoryGate {
  public:
   virtual ~MemoryGate() = default;
-  // Estimated peak device bytes of a batch of `rows` sequences padded to
-  // `length` tokens.
-  virtual int64_t PeakBytes(int64_t rows, int64_t length) const = 0;
+  // Estimated peak device bytes of a batch of this shape.
+  virtual int64_t PeakBytes(const BatchShape& shape) const = 0;
+  // Tokens the model computes for a batch of this shape (what
+  // max_batch_tokens limits): by default rows × length, as for a model that
+  // pads every sequence to the longest.
+  virtual int64_t ComputedTokens(const BatchShape& shape) const { return shape.padded_tokens(); }
   // Bytes a new batch could use now, and at most (with nothing in flight).
   virtual int64_t AvailableBytes() const = 0;
   virtual int64_t CapacityBytes() const = 0;
@@ -100,7 +107,8 @@ class MemoryGate {
   virtual bool TryReserve(int64_t bytes) = 0;
 };
 
-// TaskT provides: int64_t size() (rows), int64_t length() (tokens),
+// TaskT provides: int64_t size() (rows), int64_t length() (its longest
+// sequence, which chooses the bucket), int64_t tokens() (its real tokens),
 // int priority() (1..levels), absl::Time deadline(), bool cancelled().
 template <typename TaskT>
 class BatchQueue {
@@ -109,8 +117,11 @@ class BatchQueue {
     std::vector<std::unique_ptr<TaskT>> tasks;  // to execute
     size_t bucket = 0;
     int64_t rows = 0;
-    int64_t length = 0;      // longest sequence in the batch (its padding)
-    int64_t peak_bytes = 0;  // reserved through the gate (0 without one)
+    int64_t length = 0;           // longest sequence in the batch
+    int64_t tokens = 0;           // real tokens of its tasks
+    int64_t computed_tokens = 0;  // what the model computes (ComputedTokens)
+    int64_t peak_bytes = 0;       // reserved through the gate (0 without one)
+    BatchShape shape() const { return {rows, tokens, length}; }
     // Removed without execution, to be answered by the caller.
     std::vector<std::unique_ptr<TaskT>> expired;
     std::vector<std::unique_ptr<TaskT>> cancelled;
@@ -220,8 +231,10 @@ class BatchQueue {
     const Plan& plan = best_plan;  // the bucket has not changed since
     if (gate_ != nullptr && !gate_->TryReserve(plan.peak)) return out;
     out.bucket = static_cast<size_t>(best);
-    out.rows = plan.rows;
-    out.length = plan.length;
+    out.rows = plan.shape.rows;
+    out.length = plan.shape.length;
+    out.tokens = plan.shape.tokens;
+    out.computed_tokens = Computed(plan.shape);
     out.peak_bytes = gate_ != nullptr ? plan.peak : 0;
     for (size_t i = 0; i < plan.count; ++i) {
       out.tasks.push_back(std::move(bucket.entries.front().task));
@@ -279,8 +292,7 @@ class BatchQueue {
   };
   struct Plan {
     size_t count = 0;  // tasks from the front of the sorted bucket
-    int64_t rows = 0;
-    int64_t length = 0;
+    BatchShape shape;
     int64_t peak = 0;
     int64_t first_peak = 0;  // the first task alone
     bool full = false;       // a next task exists and does not fit
@@ -308,25 +320,28 @@ class BatchQueue {
         gate_ != nullptr ? gate_->AvailableBytes() : std::numeric_limits<int64_t>::max();
     for (size_t i = 0; i < bucket.entries.size(); ++i) {
       const TaskT& t = *bucket.entries[i].task;
-      const int64_t rows = p.rows + t.size();
-      const int64_t length = std::max(p.length, t.length());
-      const int64_t peak = gate_ != nullptr ? gate_->PeakBytes(rows, length) : 0;
+      const BatchShape shape{p.shape.rows + t.size(), p.shape.tokens + t.tokens(),
+                             std::max(p.shape.length, t.length())};
+      const int64_t peak = gate_ != nullptr ? gate_->PeakBytes(shape) : 0;
       if (i == 0) p.first_peak = peak;
-      const bool fits = rows <= options_.max_batch_size &&
+      const bool fits = shape.rows <= options_.max_batch_size &&
                         (options_.max_batch_tokens == 0 || i == 0 ||
-                         rows * length <= options_.max_batch_tokens) &&
+                         Computed(shape) <= options_.max_batch_tokens) &&
                         peak <= available;
       if (!fits) {
         p.full = true;
         break;
       }
       p.count = i + 1;
-      p.rows = rows;
-      p.length = length;
+      p.shape = shape;
       p.peak = peak;
     }
-    if (p.rows == options_.max_batch_size) p.full = true;
+    if (p.shape.rows == options_.max_batch_size) p.full = true;
     return p;
+  }
+
+  int64_t Computed(const BatchShape& shape) const {
+    return gate_ != nullptr ? gate_->ComputedTokens(shape) : shape.padded_tokens();
   }
 
   void RemoveDead(Bucket& bucket, absl::Time now, Batch* out) {

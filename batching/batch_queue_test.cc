@@ -20,11 +20,13 @@ struct Task {
   int id = 0;
   int64_t rows = 1;
   int64_t len = 1;
+  int64_t real = -1;  // real tokens; -1: rows × len (no padding)
   int prio = 1;
   absl::Time due = absl::InfiniteFuture();
   bool gone = false;
   int64_t size() const { return rows; }
   int64_t length() const { return len; }
+  int64_t tokens() const { return real >= 0 ? real : rows * len; }
   int priority() const { return prio; }
   absl::Time deadline() const { return due; }
   bool cancelled() const { return gone; }
@@ -39,14 +41,18 @@ std::unique_ptr<Task> MakeTask(int id, int64_t rows = 1, int64_t len = 1, int pr
   return t;
 }
 
-// Peak = rows × length × bytes_per_token; `available` shrinks as batches
-// reserve and grows when the test releases.
+// Peak = tokens computed × bytes_per_token, where a padding model computes
+// rows × length and a packing one its real tokens; `available` shrinks as
+// batches reserve and grows when the test releases.
 class FakeGate final : public MemoryGate {
  public:
-  FakeGate(int64_t capacity, int64_t bytes_per_token)
-      : capacity_(capacity), available_(capacity), per_token_(bytes_per_token) {}
-  int64_t PeakBytes(int64_t rows, int64_t length) const override {
-    return rows * length * per_token_;
+  FakeGate(int64_t capacity, int64_t bytes_per_token, bool packs = false)
+      : capacity_(capacity), available_(capacity), per_token_(bytes_per_token), packs_(packs) {}
+  int64_t PeakBytes(const BatchShape& shape) const override {
+    return ComputedTokens(shape) * per_token_;
+  }
+  int64_t ComputedTokens(const BatchShape& shape) const override {
+    return packs_ ? shape.tokens : shape.padded_tokens();
   }
   int64_t AvailableBytes() const override { return available_; }
   int64_t CapacityBytes() const override { return capacity_; }
@@ -59,6 +65,7 @@ class FakeGate final : public MemoryGate {
 
  private:
   int64_t capacity_, available_, per_token_;
+  bool packs_;
 };
 
 QueueOptions Options(int64_t max_batch, int64_t delay_us, int64_t max_queue) {
@@ -224,6 +231,28 @@ TEST(BatchQueueTest, PaddedTokensAreBounded) {
   EXPECT_EQ(Ids(q.PopBatch(clock.Now(), false)), (std::vector<int>{7}));
 }
 
+// A model that packs sequences computes only real tokens: max_batch_tokens
+// and the memory model count those, not rows × the longest length.
+TEST(BatchQueueTest, PackingModelsAreLimitedByRealTokens) {
+  FakeClock clock;
+  QueueOptions o = Options(32, 1000, 100);
+  o.max_batch_tokens = 64;
+  FakeGate gate(/*capacity=*/1 << 20, /*bytes_per_token=*/10, /*packs=*/true);
+  BatchQueue<Task> q(o, &gate);
+  for (int i = 0; i < 8; ++i) {
+    auto t = MakeTask(i, 1, 30);
+    t->real = i == 0 ? 30 : 5;  // one long row, short ones in the same class
+    ASSERT_THAT(q.Push(&t, clock.Now()), IsOk());
+  }
+  // 30 + 5 × 6 = 60 real tokens fit (padded, 7 × 30 = 210 would not).
+  auto b = q.PopBatch(clock.Now(), false);
+  EXPECT_EQ(Ids(b), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(b.tokens, 60);
+  EXPECT_EQ(b.computed_tokens, 60);
+  EXPECT_EQ(b.length, 30);
+  EXPECT_EQ(b.peak_bytes, 600);
+}
+
 TEST(BatchQueueTest, BatchesFitTheMemoryThatIsAvailable) {
   FakeClock clock;
   FakeGate gate(/*capacity=*/5000, /*bytes_per_token=*/100);
@@ -321,7 +350,7 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
     if (rng() % 2) o.max_batch_tokens = 64 + rng() % 512;
     o.priority_levels = 1 + rng() % 3;
     o.priority_aging = absl::Microseconds(200 + rng() % 800);
-    FakeGate gate(/*capacity=*/200000, /*bytes_per_token=*/100);
+    FakeGate gate(/*capacity=*/200000, /*bytes_per_token=*/100, /*packs=*/rng() % 2 == 0);
     BatchQueue<Task> q(o, &gate);
     std::map<int, absl::Time> pushed;
     std::map<int, Task*> live;
@@ -339,6 +368,7 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
       for (int i = rng() % 4; i > 0; --i) {
         auto t = MakeTask(next_id++, 1 + rng() % o.max_batch_size, 1 + rng() % 128,
                           1 + rng() % o.priority_levels);
+        t->real = t->rows + rng() % (t->rows * (t->len - 1) + 1);  // a row has 1..len tokens
         if (rng() % 10 == 0) t->due = clock.Now() + absl::Microseconds(rng() % 400);
         const int id = t->id;
         Task* raw = t.get();
@@ -360,16 +390,20 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
         leave(b.cancelled);
         leave(b.unfit);
         if (b.tasks.empty()) break;
-        int64_t rows = 0, length = 0;
+        int64_t rows = 0, length = 0, tokens = 0;
         for (const auto& t : b.tasks) {
           rows += t->rows;
           length = std::max(length, t->len);
+          tokens += t->tokens();
           ASSERT_EQ(q.BucketFor(t->len), static_cast<int>(b.bucket)) << "buckets mixed";
         }
         ASSERT_LE(rows, o.max_batch_size);
+        const BatchShape shape{rows, tokens, length};
+        ASSERT_EQ(b.tokens, tokens);
+        ASSERT_EQ(b.computed_tokens, gate.ComputedTokens(shape));
         if (o.max_batch_tokens > 0 && b.tasks.size() > 1)
-          ASSERT_LE(rows * length, o.max_batch_tokens);
-        ASSERT_EQ(b.peak_bytes, gate.PeakBytes(rows, length));
+          ASSERT_LE(gate.ComputedTokens(shape), o.max_batch_tokens);
+        ASSERT_EQ(b.peak_bytes, gate.PeakBytes(shape));
         in_flight.push_back(b.peak_bytes);
         leave(b.tasks);
       }

@@ -18,6 +18,7 @@ struct Task {
   int id = 0;
   int64_t size() const { return 1; }
   int64_t length() const { return 1; }
+  int64_t tokens() const { return 1; }
   int priority() const { return 1; }
   absl::Time deadline() const { return absl::InfiniteFuture(); }
   bool cancelled() const { return false; }

@@ -68,10 +68,6 @@ int main(int argc, char** argv) {
                  "ops/20 on CUDA, where cudaMalloc is slow)");
   app.add_option("--window", window, "live allocations")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  // OpenBLAS's idle worker threads spin (sched_yield) for a while; with no
-  // GEMM here they would only steal cores from the measurement.
-  openblas_set_num_threads(1);
-
   auto device = infer::CreateDevice(spec);
   if (!device.ok()) {
     std::fprintf(stderr, "%s\n", device.status().ToString().c_str());

@@ -77,7 +77,7 @@ RunResult Run(infer::Engine* engine, const std::string& model, int requests, int
   out.p99_ms = latencies[std::min<int>(requests - 1, requests * 99 / 100)];
   const infer::ModelStats after = *engine->GetModelStats(model);
   out.efficiency = static_cast<double>(after.real_tokens - before.real_tokens) /
-                   static_cast<double>(after.padded_tokens - before.padded_tokens);
+                   static_cast<double>(after.computed_tokens - before.computed_tokens);
   out.executions = after.execution_count - before.execution_count;
   out.errors = errors.load();
   return out;

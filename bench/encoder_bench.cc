@@ -1,21 +1,30 @@
-// encoder-bench: throughput of the BERT encoder across batch × length, on the
-// CPU (FP32, OpenBLAS) or a GPU (FP16, cuBLAS + fused kernels).
+// encoder-bench: throughput of the BERT encoder, on the CPU (oneDNN, FP32 or
+// BF16) or a GPU (FP16, cuBLAS + fused kernels).
 //
 //   build/bin/encoder-bench --checkpoint DIR [--device cpu|cuda:0]
-//                           [--batches 1,8,32] [--lengths 16,64,256] [--json FILE]
+//                           [--precision auto|fp32|bf16|fp16] [--threads N]
+//                           [--batches 1,8,32] [--lengths 16,64,256]
+//                           [--sequences FILE] [--runs 5] [--json FILE]
 //
 // DIR holds config.json and model.safetensors (model_repository/minilm after
-// scripts/export-demo-models.sh, or one from infer-model-gen). Token ids are
-// random, every token real. Ids and mask are uploaded once per shape; each
-// timed run is one Encode on the device plus a stream synchronisation, i.e.
-// the forward pass as the server's compute stage runs it. Reports the median
-// of --runs after one warm-up run. bench/encoder_vs_torch.py runs the same
-// shapes through PyTorch and prints the ratio.
+// scripts/export-demo-models.sh, or one from infer-model-gen).
+//
+// Grid mode (default): for each batch × length, random token ids, every
+// token real. Sequences mode (--sequences FILE, JSON {"batches": [[[ids of
+// one sequence], ...], ...]}): the given batches of sequences of any
+// lengths, encoded packed as the server does; bench/encoder_vs_torch.py
+// writes such a file for its mixed-length comparison.
+//
+// Each batch is packed and uploaded once; a timed run is one Encode on the
+// device plus a stream synchronisation, i.e. the forward pass as the
+// server's compute stage runs it. Reports the median of --runs after one
+// warm-up (in sequences mode, of the time for all batches).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 
@@ -31,22 +40,94 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// One packed batch resident on the device.
+struct DeviceBatch {
+  infer::PackedSequencesView view;
+  std::vector<int32_t> host;  // the packed buffer (its offsets serve as host_offsets)
+  infer::DeviceBuffer input, output;
+};
+
+absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequences,
+                                   int64_t hidden, infer::Device* device,
+                                   infer::CachingAllocator* allocator, infer::Stream* stream) {
+  DeviceBatch b;
+  infer::PackedLayout layout;
+  layout.rows = static_cast<int64_t>(sequences.size());
+  for (const auto& s : sequences) layout.tokens += static_cast<int64_t>(s.size());
+  b.host.resize(layout.bytes() / sizeof(int32_t));
+  int64_t row = 0, token = 0, longest = 0, width = 0;
+  for (const auto& s : sequences) {
+    infer::AppendPackedRows(s.data(), nullptr, 1, static_cast<int64_t>(s.size()), layout,
+                            b.host.data(), &row, &token, &longest, &width);
+  }
+  auto input = infer::DeviceBuffer::Allocate(allocator, layout.bytes(), stream);
+  if (!input.ok()) return input.status();
+  auto output = infer::DeviceBuffer::Allocate(allocator, layout.rows * hidden * 4, stream);
+  if (!output.ok()) return output.status();
+  b.input = *std::move(input);
+  b.output = *std::move(output);
+  absl::Status st = device->CopyToDevice(b.input.get(), b.host.data(), layout.bytes(), stream);
+  if (st.ok()) st = device->SynchronizeStream(stream);
+  if (!st.ok()) return st;
+  const auto* base = b.input.as<int32_t>();
+  b.view.ids = base + layout.ids();
+  b.view.positions = base + layout.positions();
+  b.view.offsets = base + layout.offsets();
+  b.view.host_offsets = b.host.data() + layout.offsets();
+  b.view.rows = layout.rows;
+  b.view.tokens = layout.tokens;
+  b.view.longest = longest;
+  b.view.width = width;
+  return b;
+}
+
+// Median milliseconds of `runs` timed passes over `batches` (after one
+// warm-up pass).
+absl::StatusOr<double> Time(const infer::BertEncoder& encoder, infer::Device* device,
+                            infer::Stream* stream, std::vector<DeviceBatch>& batches, int runs) {
+  std::vector<double> ms;
+  for (int r = 0; r <= runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (DeviceBatch& b : batches) {
+      absl::Status st =
+          encoder.Encode(stream, b.view, infer::BertPooling::kMean, true, b.output.as<float>());
+      if (st.ok()) st = device->SynchronizeStream(stream);
+      if (!st.ok()) return st;
+    }
+    const double t =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) ms.push_back(t);  // run 0 warms up
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir, device_spec = "cpu", json_path;
+  std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
-  int runs = 5;
-  CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s by batch and length"};
+  int runs = 5, threads = 0;
+  CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
   app.add_option("--checkpoint", dir, "folder with config.json and model.safetensors")->required();
   app.add_option("--device", device_spec, "cpu or cuda:N")->capture_default_str();
+  app.add_option("--precision", precision_name, "auto, fp32, bf16 (CPU) or fp16 (GPU)")
+      ->capture_default_str();
+  app.add_option("--threads", threads, "CPU compute threads (0: one per usable core)")
+      ->capture_default_str();
   app.add_option("--batches", batches, "batch sizes")->delimiter(',')->capture_default_str();
   app.add_option("--lengths", lengths, "sequence lengths")->delimiter(',')->capture_default_str();
-  app.add_option("--runs", runs, "timed runs per shape (median reported)")->capture_default_str();
+  app.add_option("--sequences", sequences_path,
+                 "JSON {\"batches\": [[[ids], ...], ...]}: time these batches instead of the grid");
+  app.add_option("--runs", runs, "timed runs (median reported)")->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
-  auto device = infer::CreateDevice(device_spec);
+  auto precision = infer::ParsePrecision(precision_name);
+  if (!precision.ok()) return Fail(precision.status());
+  infer::DeviceOptions device_options;
+  device_options.cpu_threads = threads;
+  auto device = infer::CreateDevice(device_spec, device_options);
   if (!device.ok()) return Fail(device.status());
   auto allocator = infer::CachingAllocator::Create(device->get(), {});
   if (!allocator.ok()) return Fail(allocator.status());
@@ -55,63 +136,87 @@ int main(int argc, char** argv) {
   auto stream = (*device)->CreateStream();
   if (!stream.ok()) return Fail(stream.status());
   const infer::DeviceContext context{device->get(), allocator->get(), staging->get()};
-  auto encoder = infer::LoadBertEncoder(dir, context);
+  infer::BertEncoderOptions options;
+  options.precision = *precision;
+  auto encoder = infer::LoadBertEncoder(dir, context, options);
   if (!encoder.ok()) return Fail(encoder.status());
   const infer::BertConfig& c = (*encoder)->config();
-  const bool gpu = (*device)->info().kind == infer::DeviceKind::kCuda;
-  std::printf("encoder-bench on %s (%s, %s): hidden %lld, %lld layers, %lld heads\n\n",
-              device_spec.c_str(), (*device)->info().name.c_str(), gpu ? "FP16" : "FP32",
-              static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_hidden_layers),
+  const std::string precision_used = infer::PrecisionName((*encoder)->precision());
+  std::printf("encoder-bench on %s (%s, %s; %s): hidden %lld, %lld layers, %lld heads\n\n",
+              device_spec.c_str(), (*device)->info().name.c_str(), precision_used.c_str(),
+              (*encoder)->Implementation().c_str(), static_cast<long long>(c.hidden_size),
+              static_cast<long long>(c.num_hidden_layers),
               static_cast<long long>(c.num_attention_heads));
-  std::printf(
-      "| batch | length | ms per batch | sequences/s | tokens/s |\n|---:|---:|---:|---:|---:|\n");
-  std::ofstream json;
-  if (!json_path.empty()) {
-    json.open(json_path, std::ios::trunc);
-    json << "{\"device\": \"" << (*device)->info().name << "\", \"results\": [";
-  }
-  std::mt19937 rng(1);
-  bool first = true;
-  for (int64_t b : batches) {
-    for (int64_t len : lengths) {
-      if (len > c.max_position_embeddings) continue;
-      const int64_t tokens = b * len;
-      std::vector<int64_t> host(2 * tokens, 1);  // ids, then the mask (all real)
-      for (int64_t i = 0; i < tokens; ++i) host[i] = 1000 + rng() % (c.vocab_size - 1000);
-      auto input = infer::DeviceBuffer::Allocate(allocator->get(), host.size() * 8, stream->get());
-      auto output =
-          infer::DeviceBuffer::Allocate(allocator->get(), b * c.hidden_size * 4, stream->get());
-      if (!input.ok()) return Fail(input.status());
-      if (!output.ok()) return Fail(output.status());
-      absl::Status st =
-          (*device)->CopyToDevice(input->get(), host.data(), host.size() * 8, stream->get());
-      if (st.ok()) st = (*device)->SynchronizeStream(stream->get());
-      if (!st.ok()) return Fail(st);
-      std::vector<double> ms;
-      for (int r = 0; r <= runs; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        st = (*encoder)->Encode(stream->get(), input->as<int64_t>(), input->as<int64_t>() + tokens,
-                                b, len, infer::BertPooling::kMean, true, output->as<float>());
-        if (st.ok()) st = (*device)->SynchronizeStream(stream->get());
-        if (!st.ok()) return Fail(st);
-        const double t =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        if (r > 0) ms.push_back(t);  // run 0 warms up
+  nlohmann::json out = {{"device", (*device)->info().name},
+                        {"precision", precision_used},
+                        {"implementation", (*encoder)->Implementation()},
+                        {"results", nlohmann::json::array()}};
+  auto upload = [&](const std::vector<std::vector<int64_t>>& seqs) {
+    return Upload(seqs, c.hidden_size, device->get(), allocator->get(), stream->get());
+  };
+
+  if (!sequences_path.empty()) {
+    std::ifstream in(sequences_path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("batches") || !j["batches"].is_array()) {
+      return Fail(absl::InvalidArgumentError(sequences_path + ": not {\"batches\": [...]}"));
+    }
+    std::vector<DeviceBatch> device_batches;
+    int64_t sequences = 0, tokens = 0;
+    for (const auto& batch : j["batches"]) {
+      std::vector<std::vector<int64_t>> seqs;
+      for (const auto& s : batch) {
+        seqs.push_back(s.get<std::vector<int64_t>>());
+        for (int64_t id : seqs.back()) {
+          if (id < 0 || id >= c.vocab_size) {
+            return Fail(absl::InvalidArgumentError("token id outside the vocabulary"));
+          }
+        }
+        if (static_cast<int64_t>(seqs.back().size()) > c.max_position_embeddings) {
+          return Fail(absl::InvalidArgumentError("sequence longer than the model's positions"));
+        }
+        tokens += static_cast<int64_t>(seqs.back().size());
       }
-      std::sort(ms.begin(), ms.end());
-      const double median = ms[ms.size() / 2];
-      std::printf("| %lld | %lld | %.3f | %.0f | %.0f |\n", static_cast<long long>(b),
-                  static_cast<long long>(len), median, b * 1000.0 / median,
-                  tokens * 1000.0 / median);
-      std::fflush(stdout);
-      if (json.is_open()) {
-        json << (first ? "" : ", ") << "{\"batch\": " << b << ", \"length\": " << len
-             << ", \"ms\": " << median << "}";
-        first = false;
+      sequences += static_cast<int64_t>(seqs.size());
+      auto b = upload(seqs);
+      if (!b.ok()) return Fail(b.status());
+      device_batches.push_back(*std::move(b));
+    }
+    auto ms = Time(**encoder, device->get(), stream->get(), device_batches, runs);
+    if (!ms.ok()) return Fail(ms.status());
+    std::printf(
+        "%zu batches, %lld sequences, %lld tokens: %.3f ms, %.0f sequences/s, %.0f "
+        "tokens/s\n",
+        device_batches.size(), static_cast<long long>(sequences), static_cast<long long>(tokens),
+        *ms, sequences * 1000.0 / *ms, tokens * 1000.0 / *ms);
+    out["results"].push_back({{"batches", device_batches.size()},
+                              {"sequences", sequences},
+                              {"tokens", tokens},
+                              {"ms", *ms}});
+  } else {
+    std::printf(
+        "| batch | length | ms per batch | sequences/s | tokens/s |\n|---:|---:|---:|---:|---:|\n");
+    std::mt19937 rng(1);
+    for (int64_t b : batches) {
+      for (int64_t len : lengths) {
+        if (len > c.max_position_embeddings) continue;
+        std::vector<std::vector<int64_t>> seqs(b, std::vector<int64_t>(len));
+        for (auto& s : seqs) {
+          for (auto& id : s) id = 1000 + rng() % (c.vocab_size - 1000);
+        }
+        auto batch = upload(seqs);
+        if (!batch.ok()) return Fail(batch.status());
+        std::vector<DeviceBatch> one;
+        one.push_back(*std::move(batch));
+        auto ms = Time(**encoder, device->get(), stream->get(), one, runs);
+        if (!ms.ok()) return Fail(ms.status());
+        std::printf("| %lld | %lld | %.3f | %.0f | %.0f |\n", static_cast<long long>(b),
+                    static_cast<long long>(len), *ms, b * 1000.0 / *ms, b * len * 1000.0 / *ms);
+        std::fflush(stdout);
+        out["results"].push_back({{"batch", b}, {"length", len}, {"ms", *ms}});
       }
     }
   }
-  if (json.is_open()) json << "]}\n";
+  if (!json_path.empty()) std::ofstream(json_path, std::ios::trunc) << out.dump() << "\n";
   return 0;
 }

@@ -1,23 +1,39 @@
 #!/usr/bin/env python3
-"""Our BERT encoder vs PyTorch eager on the same weights and shapes.
+"""Our BERT encoder vs PyTorch eager on the same weights, shapes and sentences.
 
 Runs build/bin/encoder-bench (ours) and transformers.BertModel in PyTorch
-eager mode (FP16 on a GPU, FP32 on the CPU, as our encoder computes there)
-over the same batch × length grid, both timing one forward pass with mean
-pooling and L2 normalisation on device-resident inputs (median of --runs
-after a warm-up), and prints the table with the ratio torch_ms / our_ms
+eager mode in alternating rounds (ours, torch, ours, torch, ...), both timing
+the forward pass with mean pooling and L2 normalisation on device-resident
+inputs (median of --runs after a warm-up, per round), and prints the median
+over the rounds with the rounds' range, and the ratio torch_ms / our_ms
 (above 1: we are faster).
 
-    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --device cuda:0
-    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --device cpu \\
-        --batches 1,8 --lengths 16,64
+Precision: on the CPU, fp32 (torch in float32) or bf16 (torch with the model
+in bfloat16, what a PyTorch user on a CPU with AMX or AVX512_BF16 runs; ours
+with BF16 GEMMs); on a GPU, fp16 both.
 
-Needs torch and transformers (the GPU host has them; locally a venv).
+Two modes:
+  grid (default)  batch x length, every token real (no padding either side);
+  --mixed N       N sentences with lengths drawn 70% 4-32, 20% 33-128,
+                  10% 129-512 tokens, cut in arrival order into batches of
+                  --mixed-batch; torch pads each batch to its longest
+                  sentence with an attention mask, as Hugging Face does, ours
+                  packs it (no padding).
+
+    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --precision fp32
+    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --precision bf16
+    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --mixed 512
+    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --device cuda:0
+
+Needs torch and transformers (the GPU host has them; on a CPU machine, a
+virtual environment with torch from PyPI).
 """
 
 import argparse
 import json
 import os
+import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -25,41 +41,94 @@ import tempfile
 import time
 
 
-def torch_times(checkpoint, device, batches, lengths, runs):
-    import torch
-    import transformers
-    gpu = device.startswith("cuda")
-    dtype = torch.float16 if gpu else torch.float32
-    model = transformers.BertModel.from_pretrained(checkpoint, torch_dtype=dtype,
-                                                   add_pooling_layer=False)
-    model = model.to(device).eval()
-    vocab = model.config.vocab_size
-    gen = torch.Generator().manual_seed(1)
-    out = {}
-    for b in batches:
-        for n in lengths:
-            if n > model.config.max_position_embeddings:
-                continue
-            ids = torch.randint(1000, vocab, (b, n), generator=gen).to(device)
-            mask = torch.ones_like(ids)
-            times = []
-            with torch.inference_mode():
-                for r in range(runs + 1):
-                    if gpu:
-                        torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    h = model(input_ids=ids, attention_mask=mask).last_hidden_state
-                    m = mask.unsqueeze(-1).to(h.dtype)
-                    e = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)
-                    if gpu:
-                        torch.cuda.synchronize()
-                    else:
-                        e.sum().item()
-                    if r > 0:
-                        times.append((time.perf_counter() - t0) * 1000)
-            out[(b, n)] = statistics.median(times)
-    return out, f"torch {torch.__version__}, {'FP16' if gpu else 'FP32'}, " \
-                f"{torch.get_num_threads()} CPU threads"
+def cpu_description():
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("", "unknown CPU", "x86_64"):
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    return f"{model} ({len(os.sched_getaffinity(0))} cores usable; {' '.join(shown) or 'no AVX2'})"
+
+
+def mixed_batches(n, batch, vocab, max_len, seed):
+    """Sentences of random ids with the mixed length distribution, batched."""
+    rng = random.Random(seed)
+    seqs = []
+    for _ in range(n):
+        u = rng.random()
+        lo, hi = (4, 32) if u < 0.7 else (33, 128) if u < 0.9 else (129, 512)
+        length = min(rng.randint(lo, hi), max_len)
+        seqs.append([101] + [rng.randrange(1000, vocab) for _ in range(length - 2)] + [102])
+    return [seqs[i:i + batch] for i in range(0, len(seqs), batch)]
+
+
+class Torch:
+    def __init__(self, checkpoint, device, precision, threads):
+        import torch
+        import transformers
+        self.torch = torch
+        if threads > 0:
+            torch.set_num_threads(threads)
+        self.gpu = device.startswith("cuda")
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        model = transformers.BertModel.from_pretrained(checkpoint, torch_dtype=dtype,
+                                                       add_pooling_layer=False)
+        self.model = model.to(device).eval()
+        self.device = device
+        self.desc = (f"torch {torch.__version__} eager, {precision}, "
+                     f"attention '{getattr(model.config, '_attn_implementation', 'eager')}', "
+                     f"{torch.get_num_threads()} CPU threads")
+
+    def encode(self, ids, mask):
+        torch = self.torch
+        h = self.model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+        m = mask.unsqueeze(-1).float()
+        e = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)
+        if self.gpu:
+            torch.cuda.synchronize()
+        else:
+            e.sum().item()
+
+    def time(self, batches, runs):
+        """Median ms of `runs` passes over `batches` (lists of (ids, mask))."""
+        torch = self.torch
+        times = []
+        with torch.inference_mode():
+            for r in range(runs + 1):
+                if self.gpu:
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for ids, mask in batches:
+                    self.encode(ids, mask)
+                if r > 0:
+                    times.append((time.perf_counter() - t0) * 1000)
+        return statistics.median(times)
+
+    def padded(self, seqs):
+        longest = max(len(s) for s in seqs)
+        ids = [s + [0] * (longest - len(s)) for s in seqs]
+        mask = [[1] * len(s) + [0] * (longest - len(s)) for s in seqs]
+        return (self.torch.tensor(ids, device=self.device),
+                self.torch.tensor(mask, device=self.device))
+
+
+def run_ours(args, extra):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([args.encoder_bench, "--checkpoint", args.checkpoint, "--device",
+                        args.device, "--precision", args.precision, "--threads",
+                        str(args.threads), "--runs", str(args.runs), "--json", f.name] + extra,
+                       check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(f.name))
+
+
+def spread(values):
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 def main():
@@ -67,31 +136,89 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    p.add_argument("--precision", default=None,
+                   help="fp32 or bf16 on the CPU (default fp32), fp16 on a GPU")
     p.add_argument("--batches", default="1,8,32")
     p.add_argument("--lengths", default="16,64,256")
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--mixed", type=int, default=0,
+                   help="mixed-length mode with this many sentences")
+    p.add_argument("--mixed-batch", type=int, default=32)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--runs", type=int, default=5, help="timed passes per round (median)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                   help="CPU threads for both (default: the usable cores)")
     p.add_argument("--encoder-bench", default=os.path.join(root, "build", "bin", "encoder-bench"))
     a = p.parse_args()
-    batches = [int(x) for x in a.batches.split(",")]
-    lengths = [int(x) for x in a.lengths.split(",")]
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([a.encoder_bench, "--checkpoint", a.checkpoint, "--device", a.device,
-                        "--batches", a.batches, "--lengths", a.lengths, "--runs", str(a.runs),
-                        "--json", f.name], check=True, stdout=sys.stderr)
-        ours_json = json.load(open(f.name))
-    ours = {(r["batch"], r["length"]): r["ms"] for r in ours_json["results"]}
-    theirs, torch_desc = torch_times(a.checkpoint, a.device, batches, lengths, a.runs)
-    print(f"encoder vs PyTorch eager on {ours_json['device']} ({a.device}); "
-          f"checkpoint {a.checkpoint}; {torch_desc}")
+    gpu = a.device.startswith("cuda")
+    if a.precision is None:
+        a.precision = "fp16" if gpu else "fp32"
+    torch_side = Torch(a.checkpoint, a.device, a.precision, 0 if gpu else a.threads)
+    vocab = torch_side.model.config.vocab_size
+    max_len = torch_side.model.config.max_position_embeddings
+    print(f"encoder vs PyTorch eager on {cpu_description() if not gpu else a.device}; "
+          f"checkpoint {a.checkpoint}; {torch_side.desc}; {a.rounds} alternating rounds, "
+          f"median of {a.runs} runs each")
+
+    if a.mixed > 0:
+        batches = mixed_batches(a.mixed, a.mixed_batch, vocab, max_len, a.seed)
+        tokens = sum(len(s) for b in batches for s in b)
+        padded_tokens = sum(len(b) * max(len(s) for s in b) for b in batches)
+        tensors = [torch_side.padded(b) for b in batches]
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"batches": batches}, f)
+            f.flush()
+            ours, theirs, impl = [], [], ""
+            for _ in range(a.rounds):
+                out = run_ours(a, ["--sequences", f.name])
+                ours.append(out["results"][0]["ms"])
+                impl = out["implementation"]
+                theirs.append(torch_side.time(tensors, a.runs))
+        ratios = [t / o for t, o in zip(theirs, ours)]
+        print(f"ours: {impl}")
+        print(f"{a.mixed} sentences in {len(batches)} batches of {a.mixed_batch}: {tokens} real "
+              f"tokens, {padded_tokens} padded to each batch's longest "
+              f"(padding efficiency {tokens / padded_tokens:.2f})")
+        print("| | ours | torch |\n|---|---:|---:|")
+        print(f"| ms for all batches | {spread(ours)} | {spread(theirs)} |")
+        print(f"| real tokens/s | {tokens * 1000 / statistics.median(ours):.0f} | "
+              f"{tokens * 1000 / statistics.median(theirs):.0f} |")
+        print(f"torch/ours: {statistics.median(ratios):.2f} "
+              f"({min(ratios):.2f}-{max(ratios):.2f} over the rounds)")
+        return
+
+    batch_sizes = [int(x) for x in a.batches.split(",")]
+    lengths = [int(x) for x in a.lengths.split(",") if int(x) <= max_len]
+    gen = torch_side.torch.Generator().manual_seed(a.seed)
+    shapes = [(b, n) for b in batch_sizes for n in lengths]
+    tensors = {}
+    for b, n in shapes:
+        ids = torch_side.torch.randint(1000, vocab, (b, n), generator=gen).to(a.device)
+        tensors[(b, n)] = (ids, torch_side.torch.ones_like(ids))
+    ours = {s: [] for s in shapes}
+    theirs = {s: [] for s in shapes}
+    impl = ""
+    for _ in range(a.rounds):
+        out = run_ours(a, ["--batches", a.batches, "--lengths",
+                           ",".join(str(n) for n in lengths)])
+        impl = out["implementation"]
+        for r in out["results"]:
+            ours[(r["batch"], r["length"])].append(r["ms"])
+        for s in shapes:
+            theirs[s].append(torch_side.time([tensors[s]], a.runs))
+    print(f"ours: {impl}")
     print("| batch | length | ours ms | torch ms | ours tokens/s | torch/ours |")
     print("|---:|---:|---:|---:|---:|---:|")
-    ratios = []
-    for (b, n), ms in sorted(ours.items()):
-        t = theirs[(b, n)]
-        ratios.append(t / ms)
-        print(f"| {b} | {n} | {ms:.3f} | {t:.3f} | {b * n * 1000 / ms:.0f} | {t / ms:.2f} |")
-    print(f"geometric mean of torch/ours: {statistics.geometric_mean(ratios):.2f}")
+    medians = []
+    for b, n in shapes:
+        ratios = [t / o for t, o in zip(theirs[(b, n)], ours[(b, n)])]
+        medians.append(statistics.median(ratios))
+        print(f"| {b} | {n} | {spread(ours[(b, n)])} | {spread(theirs[(b, n)])} | "
+              f"{b * n * 1000 / statistics.median(ours[(b, n)]):.0f} | "
+              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+    print(f"geometric mean of torch/ours: {statistics.geometric_mean(medians):.2f}; "
+          f"lowest shape: {min(medians):.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,17 +1,19 @@
 #include "models/bert_cpu.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cpu_device.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor.h"
 
 namespace infer {
 namespace {
+
+using cpu::ElementType;
 
 // Scratch buffers of one Encode call: from the allocator (on the call's
 // stream) when the encoder has one, else from the heap.
@@ -19,14 +21,14 @@ class Scratch {
  public:
   Scratch(CachingAllocator* allocator, Stream* stream) : allocator_(allocator), stream_(stream) {}
 
-  absl::StatusOr<float*> Floats(int64_t n) {
+  absl::StatusOr<void*> Bytes(int64_t n) {
+    if (n == 0) return nullptr;
     if (allocator_ != nullptr) {
-      INFER_ASSIGN_OR_RETURN(DeviceBuffer b,
-                             DeviceBuffer::Allocate(allocator_, n * sizeof(float), stream_));
+      INFER_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(allocator_, n, stream_));
       buffers_.push_back(std::move(b));
-      return buffers_.back().as<float>();
+      return buffers_.back().get();
     }
-    heap_.emplace_back(n);
+    heap_.emplace_back((n + sizeof(float) - 1) / sizeof(float));
     return heap_.back().data();
   }
 
@@ -37,54 +39,128 @@ class Scratch {
   std::vector<std::vector<float>> heap_;
 };
 
+std::vector<float> Concat(const std::vector<float>& a, const std::vector<float>& b,
+                          const std::vector<float>& c) {
+  std::vector<float> out;
+  out.reserve(a.size() + b.size() + c.size());
+  out.insert(out.end(), a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  out.insert(out.end(), c.begin(), c.end());
+  return out;
+}
+
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Create(
+    BertWeights w, const BertCpuOptions& options, CachingAllocator* allocator) {
+  const BertConfig& c = w.config;
+  if (options.precision != Precision::kFp32 && options.precision != Precision::kBf16) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "precision ", PrecisionName(options.precision), ": the CPU encoder computes fp32 or bf16"));
+  }
+  const int64_t head_dim = c.hidden_size / c.num_attention_heads;
+  if (head_dim > cpu::kMaxHeadDim) {
+    return absl::FailedPreconditionError(absl::StrCat("the CPU encoder handles head sizes up to ",
+                                                      cpu::kMaxHeadDim, "; this model has ",
+                                                      head_dim));
+  }
+  std::unique_ptr<BertEncoderCpu> m(new BertEncoderCpu());
+  m->config_ = c;
+  m->precision_ = options.precision;
+  m->threads_ = options.threads > 0 ? options.threads : DefaultCpuThreads();
+  m->allocator_ = allocator;
+  // oneDNN sizes its work split by the team it is made on.
+  UseCpuThreads(m->threads_);
+  m->simd_ = cpu::DetectSimdLevel();
+  try {
+    m->engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN CPU engine: ", e.what()));
+  }
+  const ElementType in = m->bf16() ? ElementType::kBf16 : ElementType::kF32;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const auto eps = static_cast<float>(c.layer_norm_eps);
+  int64_t bytes = 0;
+  auto norm =
+      [&](const BertWeights::Norm& n) -> absl::StatusOr<std::unique_ptr<cpu::OnednnLayerNorm>> {
+    INFER_ASSIGN_OR_RETURN(
+        auto op, cpu::OnednnLayerNorm::Create(m->engine_, h, eps, n.gamma.data(), n.beta.data()));
+    m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes());
+    bytes += op->WeightBytes();
+    return op;
+  };
+  auto linear =
+      [&](const cpu::LinearOptions& o, const std::vector<float>& weights,
+          const std::vector<float>& bias) -> absl::StatusOr<std::unique_ptr<cpu::OnednnLinear>> {
+    INFER_ASSIGN_OR_RETURN(auto op,
+                           cpu::OnednnLinear::Create(m->engine_, o, weights.data(), bias.data()));
+    m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes());
+    bytes += op->WeightBytes();
+    return op;
+  };
+  INFER_ASSIGN_OR_RETURN(m->embed_norm_, norm(w.embed_norm));
+  m->layers_.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    BertWeights::Layer& src = w.layers[i];
+    Layer& dst = m->layers_[i];
+    INFER_ASSIGN_OR_RETURN(
+        dst.qkv, linear({h, 3 * h, in, ElementType::kF32, false, false},
+                        Concat(src.q.w, src.k.w, src.v.w), Concat(src.q.b, src.k.b, src.v.b)));
+    INFER_ASSIGN_OR_RETURN(dst.attn_out, linear({h, h, in, ElementType::kF32, false, true},
+                                                src.attn_out.w, src.attn_out.b));
+    INFER_ASSIGN_OR_RETURN(
+        dst.ffn_in, linear({h, inter, in, in, /*gelu=*/true, false}, src.ffn_in.w, src.ffn_in.b));
+    INFER_ASSIGN_OR_RETURN(dst.ffn_out, linear({inter, h, in, ElementType::kF32, false, true},
+                                               src.ffn_out.w, src.ffn_out.b));
+    INFER_ASSIGN_OR_RETURN(dst.attn_norm, norm(src.attn_norm));
+    INFER_ASSIGN_OR_RETURN(dst.ffn_norm, norm(src.ffn_norm));
+    src = BertWeights::Layer();  // the prepacked copies are what remains
+  }
+  m->word_ = std::move(w.word);
+  m->position_ = std::move(w.position);
+  m->token_type_ = std::move(w.token_type);
+  bytes += static_cast<int64_t>((m->word_.size() + m->position_.size() + m->token_type_.size()) *
+                                sizeof(float));
+  m->weight_bytes_ = bytes;
+  return m;
+}
+
 absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Load(const std::string& dir,
+                                                                     const BertCpuOptions& options,
                                                                      CachingAllocator* allocator) {
   INFER_ASSIGN_OR_RETURN(BertWeights w, LoadBertWeights(dir));
-  return FromWeights(std::move(w), allocator);
+  return Create(std::move(w), options, allocator);
 }
 
-std::unique_ptr<BertEncoderCpu> BertEncoderCpu::FromWeights(BertWeights weights,
-                                                            CachingAllocator* allocator) {
-  return std::unique_ptr<BertEncoderCpu>(new BertEncoderCpu(std::move(weights), allocator));
+std::string BertEncoderCpu::Implementation() const {
+  return absl::StrCat("matmul ", layers_.empty() ? "none" : layers_[0].qkv->implementation(),
+                      ", attention ", cpu::SimdLevelName(simd_), ", ", threads_, " threads");
 }
 
-int64_t BertEncoderCpu::WeightBytes() const {
-  return w_.ParameterCount() * static_cast<int64_t>(sizeof(float));
+// Encode's scratch: x (FP32 residual stream), its BF16 copy (bf16 only), the
+// fused QKV projection (FP32), the attention output and the FFN intermediate
+// (in the matmul input type), the attention kernel's per-thread scratch, and
+// oneDNN's scratchpad.
+std::vector<int64_t> BertEncoderCpu::ScratchBytes(int64_t tokens, int64_t longest) const {
+  const int64_t h = config_.hidden_size, f = sizeof(float), e = bf16() ? 2 : 4;
+  std::vector<int64_t> bytes = {tokens * h * f};
+  if (bf16()) bytes.push_back(tokens * h * e);
+  bytes.push_back(tokens * 3 * h * f);
+  bytes.push_back(tokens * h * e);
+  bytes.push_back(tokens * config_.intermediate_size * e);
+  bytes.push_back(threads_ * cpu::AttentionScratchFloats(longest, h / config_.num_attention_heads) *
+                  f);
+  bytes.push_back(static_cast<int64_t>(scratchpad_bytes_));
+  return bytes;
 }
 
-// Encode's scratch, by allocator block: x, q, k, v, context and a temporary
-// ([tokens, hidden] each), the FFN intermediate, one head's scores.
-int64_t BertEncoderCpu::PeakBytes(int64_t rows, int64_t length) const {
-  const int64_t tokens = rows * length, f = sizeof(float);
-  if (tokens == 0) return 0;
-  return 6 * CachingAllocator::BlockBytes(tokens * w_.config.hidden_size * f) +
-         CachingAllocator::BlockBytes(tokens * w_.config.intermediate_size * f) +
-         CachingAllocator::BlockBytes(length * length * f);
-}
-
-void BertEncoderCpu::Apply(const BertWeights::Linear& l, const float* x, int64_t rows, float* y) {
-  for (int64_t r = 0; r < rows; ++r) std::copy(l.b.begin(), l.b.end(), y + r * l.out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-              static_cast<int>(l.out), static_cast<int>(l.in), 1.0f, x, static_cast<int>(l.in),
-              l.w.data(), static_cast<int>(l.in), 1.0f, y, static_cast<int>(l.out));
-}
-
-void BertEncoderCpu::LayerNorm(const BertWeights::Norm& n, float* x, int64_t rows) const {
-  const int64_t h = w_.config.hidden_size;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* v = x + r * h;
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < h; ++i) mean += v[i];
-    mean /= h;
-    for (int64_t i = 0; i < h; ++i) var += (v[i] - mean) * (v[i] - mean);
-    var /= h;
-    const double inv = 1.0 / std::sqrt(var + w_.config.layer_norm_eps);
-    for (int64_t i = 0; i < h; ++i) {
-      v[i] = static_cast<float>((v[i] - mean) * inv) * n.gamma[i] + n.beta[i];
-    }
+int64_t BertEncoderCpu::PeakBytes(const BatchShape& shape) const {
+  if (shape.tokens == 0) return 0;
+  int64_t total = 0;
+  for (int64_t b : ScratchBytes(shape.tokens, shape.length)) {
+    if (b > 0) total += CachingAllocator::BlockBytes(b);
   }
+  return total;
 }
 
 absl::StatusOr<std::vector<float>> BertEncoderCpu::Encode(absl::Span<const int64_t> ids,
@@ -92,7 +168,7 @@ absl::StatusOr<std::vector<float>> BertEncoderCpu::Encode(absl::Span<const int64
                                                           int64_t batch, int64_t seq,
                                                           bool normalize,
                                                           BertPooling pooling) const {
-  const BertConfig& c = w_.config;
+  const BertConfig& c = config_;
   if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
       static_cast<int64_t>(mask.size()) != batch * seq) {
     return absl::InvalidArgumentError("ids and mask must both be [batch, seq]");
@@ -107,103 +183,76 @@ absl::StatusOr<std::vector<float>> BertEncoderCpu::Encode(absl::Span<const int64
           absl::StrCat("token id ", id, " is outside [0, ", c.vocab_size, ")"));
     }
   }
+  const PackedSequences packed(ids.data(), mask.data(), batch, seq);
   std::vector<float> out(batch * c.hidden_size);
-  INFER_RETURN_IF_ERROR(
-      Encode(nullptr, ids.data(), mask.data(), batch, seq, pooling, normalize, out.data()));
+  INFER_RETURN_IF_ERROR(Encode(nullptr, packed.view(), pooling, normalize, out.data()));
   return out;
 }
 
-absl::Status BertEncoderCpu::Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
-                                    int64_t batch, int64_t seq, BertPooling pooling, bool normalize,
-                                    float* out) const {
-  const BertConfig& c = w_.config;
-  const int64_t h = c.hidden_size, heads = c.num_attention_heads, dh = h / heads;
-  const int64_t rows = batch * seq;
-  if (rows == 0) return absl::OkStatus();
+absl::Status BertEncoderCpu::Encode(Stream* stream, const PackedSequencesView& batch,
+                                    BertPooling pooling, bool normalize, float* out) const {
+  const BertConfig& c = config_;
+  const int64_t h = c.hidden_size, tokens = batch.tokens;
+  if (batch.rows == 0) return absl::OkStatus();
+  if (tokens == 0) {
+    std::fill(out, out + batch.rows * h, 0.0f);
+    return absl::OkStatus();
+  }
+  UseCpuThreads(threads_);
   Scratch scratch(allocator_, stream);
-  INFER_ASSIGN_OR_RETURN(float* x, scratch.Floats(rows * h));
-  INFER_ASSIGN_OR_RETURN(float* q, scratch.Floats(rows * h));
-  INFER_ASSIGN_OR_RETURN(float* k, scratch.Floats(rows * h));
-  INFER_ASSIGN_OR_RETURN(float* v, scratch.Floats(rows * h));
-  INFER_ASSIGN_OR_RETURN(float* ctx, scratch.Floats(rows * h));
-  INFER_ASSIGN_OR_RETURN(float* tmp, scratch.Floats(rows * h));
-  INFER_ASSIGN_OR_RETURN(float* inter, scratch.Floats(rows * c.intermediate_size));
-  INFER_ASSIGN_OR_RETURN(float* scores, scratch.Floats(seq * seq));
-  // Embeddings.
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pos = r % seq;
-    for (int64_t i = 0; i < h; ++i) {
-      x[r * h + i] = w_.word[ids[r] * h + i] + w_.position[pos * h + i] + w_.token_type[i];
-    }
+  std::vector<void*> p;
+  for (int64_t bytes : ScratchBytes(tokens, batch.longest)) {
+    INFER_ASSIGN_OR_RETURN(void* b, scratch.Bytes(bytes));
+    p.push_back(b);
   }
-  LayerNorm(w_.embed_norm, x, rows);
+  size_t next = 0;
+  auto* x = static_cast<float*>(p[next++]);
+  auto* xb = bf16() ? static_cast<uint16_t*>(p[next++]) : nullptr;
+  auto* qkv = static_cast<float*>(p[next++]);
+  void* ctx = p[next++];
+  void* inter = p[next++];
+  auto* attention_scratch = static_cast<float*>(p[next++]);
+  void* pad = p[next++];
+  const void* x_in = bf16() ? static_cast<const void*>(xb) : x;
+  auto round = [&] {
+    if (bf16()) cpu::ToBf16(x, tokens * h, xb, threads_);
+  };
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  for (const BertWeights::Layer& l : w_.layers) {
-    Apply(l.q, x, rows, q);
-    Apply(l.k, x, rows, k);
-    Apply(l.v, x, rows, v);
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t hd = 0; hd < heads; ++hd) {
-        const float* qb = q + b * seq * h + hd * dh;
-        const float* kb = k + b * seq * h + hd * dh;
-        const float* vb = v + b * seq * h + hd * dh;
-        // scores[s, t] = q[s] · k[t] / sqrt(dh), padded keys masked out.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seq),
-                    static_cast<int>(seq), static_cast<int>(dh), scale, qb, static_cast<int>(h), kb,
-                    static_cast<int>(h), 0.0f, scores, static_cast<int>(seq));
-        for (int64_t s = 0; s < seq; ++s) {
-          float* row = scores + s * seq;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t t = 0; t < seq; ++t) {
-            if (mask[b * seq + t] == 0) row[t] = -std::numeric_limits<float>::infinity();
-            mx = std::max(mx, row[t]);
-          }
-          double sum = 0;
-          for (int64_t t = 0; t < seq; ++t) {
-            row[t] = std::isinf(row[t]) ? 0.0f : std::exp(row[t] - mx);
-            sum += row[t];
-          }
-          const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-          for (int64_t t = 0; t < seq; ++t) row[t] *= inv;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seq),
-                    static_cast<int>(dh), static_cast<int>(seq), 1.0f, scores,
-                    static_cast<int>(seq), vb, static_cast<int>(h), 0.0f,
-                    ctx + b * seq * h + hd * dh, static_cast<int>(h));
-      }
-    }
-    Apply(l.attn_out, ctx, rows, tmp);
-    for (int64_t i = 0; i < rows * h; ++i) x[i] += tmp[i];
-    LayerNorm(l.attn_norm, x, rows);
-    Apply(l.ffn_in, x, rows, inter);
-    for (int64_t i = 0; i < rows * c.intermediate_size; ++i) {
-      inter[i] = 0.5f * inter[i] * (1.0f + std::erf(inter[i] * static_cast<float>(M_SQRT1_2)));
-    }
-    Apply(l.ffn_out, inter, rows, tmp);
-    for (int64_t i = 0; i < rows * h; ++i) x[i] += tmp[i];
-    LayerNorm(l.ffn_norm, x, rows);
+  cpu::AttentionArgs attention;
+  attention.qkv = qkv;
+  attention.offsets = batch.host_offsets;
+  attention.rows = batch.rows;
+  attention.hidden = h;
+  attention.heads = c.num_attention_heads;
+  attention.longest = batch.longest;
+  attention.scale = 1.0f / std::sqrt(static_cast<float>(h / c.num_attention_heads));
+  attention.context = ctx;
+  attention.context_bf16 = bf16();
+  attention.scratch = attention_scratch;
+
+  std::optional<dnnl::stream> s;
+  try {
+    s.emplace(engine_);
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN stream: ", e.what()));
   }
-  // Mean pooling over real tokens (or the [CLS] state), then optional L2
-  // normalisation.
-  std::fill(out, out + batch * h, 0.0f);
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t count = 0;
-    for (int64_t s = 0; s < seq; ++s) {
-      if (pooling == BertPooling::kCls ? s != 0 : mask[b * seq + s] == 0) continue;
-      ++count;
-      for (int64_t i = 0; i < h; ++i) out[b * h + i] += x[(b * seq + s) * h + i];
-    }
-    double norm = 0;
-    for (int64_t i = 0; i < h; ++i) {
-      out[b * h + i] /= static_cast<float>(std::max<int64_t>(count, 1));
-      norm += double{out[b * h + i]} * out[b * h + i];
-    }
-    if (normalize && norm > 0) {
-      const float inv = static_cast<float>(1.0 / std::sqrt(norm));
-      for (int64_t i = 0; i < h; ++i) out[b * h + i] *= inv;
-    }
+  cpu::EmbeddingSum(batch.ids, batch.positions, tokens, h, word_.data(), position_.data(),
+                    token_type_.data(), x, threads_);
+  INFER_RETURN_IF_ERROR(embed_norm_->Run(*s, x, tokens, pad));
+  round();
+  for (const Layer& l : layers_) {
+    INFER_RETURN_IF_ERROR(l.qkv->Run(*s, x_in, tokens, qkv, pad));
+    cpu::Attention(simd_, attention, threads_);
+    INFER_RETURN_IF_ERROR(l.attn_out->Run(*s, ctx, tokens, x, pad));
+    INFER_RETURN_IF_ERROR(l.attn_norm->Run(*s, x, tokens, pad));
+    round();
+    INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, tokens, inter, pad));
+    INFER_RETURN_IF_ERROR(l.ffn_out->Run(*s, inter, tokens, x, pad));
+    INFER_RETURN_IF_ERROR(l.ffn_norm->Run(*s, x, tokens, pad));
+    if (&l != &layers_.back()) round();
   }
+  cpu::Pool(x, batch.host_offsets, batch.rows, h, pooling == BertPooling::kCls, normalize, out,
+            threads_);
   return absl::OkStatus();
 }
 

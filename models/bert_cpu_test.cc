@@ -1,13 +1,17 @@
-// The CPU encoder on the real all-MiniLM-L6-v2 checkpoint, against
-// sentence-transformers' own embeddings of the same sentences (fixture made
-// by tests/fixtures/README.md's command).
+// The CPU encoder on the real all-MiniLM-L6-v2 checkpoint, in FP32 and BF16,
+// against sentence-transformers' own embeddings of the same sentences
+// (fixture made by tests/fixtures/README.md's command), and against a plain
+// double-precision forward pass on a tiny checkpoint, with masks that leave
+// holes and left padding (what packing must get right).
 #include "models/bert_cpu.h"
 
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "models/bert_gen.h"
+#include "models/precision.h"
 #include "models/wordpiece.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
@@ -42,7 +46,8 @@ class BertCpuTest : public ::testing::Test {
     delete tokenizer_;
   }
   // Encodes `sentences` as one padded batch.
-  std::vector<float> EncodeBatch(const std::vector<std::string>& sentences) {
+  std::vector<float> EncodeBatch(const std::vector<std::string>& sentences,
+                                 const BertEncoderCpu* model = model_) {
     std::vector<std::vector<int64_t>> ids;
     int64_t seq = 0;
     for (const std::string& s : sentences) {
@@ -56,7 +61,7 @@ class BertCpuTest : public ::testing::Test {
       flat.insert(flat.end(), row.begin(), row.end());
       for (int64_t s = 0; s < seq; ++s) mask.push_back(s < static_cast<int64_t>(n) ? 1 : 0);
     }
-    auto out = model_->Encode(flat, mask, static_cast<int64_t>(sentences.size()), seq, true);
+    auto out = model->Encode(flat, mask, static_cast<int64_t>(sentences.size()), seq, true);
     EXPECT_THAT(out, IsOk());
     return out.ok() ? *out : std::vector<float>{};
   }
@@ -82,6 +87,38 @@ TEST_F(BertCpuTest, MatchesSentenceTransformers) {
     for (int d = 0; d < 384; ++d) max_diff = std::max(max_diff, std::abs(double{g[d]} - want[d]));
     EXPECT_LT(max_diff, 1e-4) << f.sentences[i];
   }
+}
+
+// BF16 (BF16 GEMM inputs and weights, FP32 accumulation and residual
+// stream): cosine >= 0.999 against sentence-transformers' FP32 vectors, with
+// paraphrases still far closer than unrelated sentences.
+TEST_F(BertCpuTest, Bf16MatchesSentenceTransformers) {
+  BertCpuOptions o;
+  o.precision = Precision::kBf16;
+  auto bf16 = BertEncoderCpu::Load(MiniLmDir(), o);
+  if (!bf16.ok() && bf16.status().code() == absl::StatusCode::kFailedPrecondition) {
+    GTEST_SKIP() << "this CPU has no BF16 matmul: " << bf16.status();
+  }
+  ASSERT_THAT(bf16, IsOk());
+  EXPECT_EQ((*bf16)->precision(), Precision::kBf16);
+  const EmbeddingFixture f = ReadEmbeddingFixture();
+  const std::vector<float> got = EncodeBatch(f.sentences, bf16->get());
+  ASSERT_EQ(got.size(), f.sentences.size() * 384);
+  // It is not FP32 under another name: BF16 rounding shows.
+  const std::vector<float> fp32 = EncodeBatch(f.sentences);
+  double max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(double{got[i]} - fp32[i]));
+  }
+  EXPECT_GT(max_diff, 1e-4);
+  for (size_t i = 0; i < f.sentences.size(); ++i) {
+    EXPECT_GE(Cosine(got.data() + i * 384, f.embeddings[i].data(), 384), 0.999) << f.sentences[i];
+  }
+  const std::vector<float> e =
+      EncodeBatch({"A man is playing a guitar.", "Someone is strumming a six-string instrument.",
+                   "The stock market fell sharply on Tuesday."},
+                  bf16->get());
+  EXPECT_GT(Cosine(e.data(), e.data() + 384, 384), Cosine(e.data(), e.data() + 768, 384) + 0.3);
 }
 
 TEST_F(BertCpuTest, ParaphrasesAreCloserThanUnrelatedSentences) {
@@ -197,6 +234,40 @@ std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t
   return out;
 }
 
+// Packing keeps each token's position: a mask with holes or left padding
+// computes what the padded forward pass computes for the real tokens.
+TEST(BertCpuNaiveTest, MasksWithHolesAndLeftPaddingMatchThePaddedForwardPass) {
+  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_cpu_test_holes";
+  BertGenOptions o;
+  o.config = *BertPreset("tiny");
+  o.seed = 43;
+  ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
+  auto weights = LoadBertWeights(dir);
+  ASSERT_THAT(weights, IsOk());
+  auto model = BertEncoderCpu::Load(dir);
+  ASSERT_THAT(model, IsOk());
+  const int64_t batch = 4, seq = 8, h = o.config.hidden_size;
+  const std::vector<int64_t> mask = {
+      1, 1, 0, 1, 0, 1, 1, 0,  // holes
+      0, 0, 0, 1, 1, 1, 1, 1,  // left padding
+      1, 0, 0, 0, 0, 0, 0, 1,  // first and last
+      1, 1, 1, 1, 1, 1, 1, 1,  // full
+  };
+  std::vector<int64_t> ids(batch * seq);
+  for (int64_t i = 0; i < batch * seq; ++i) ids[i] = (11 + 17 * i) % o.config.vocab_size;
+  auto got = (*model)->Encode(ids, mask, batch, seq, /*normalize=*/false);
+  ASSERT_THAT(got, IsOk());
+  const std::vector<double> want = NaiveForward(*weights, ids, mask, batch, seq, /*cls=*/false);
+  double scale = 0;
+  for (double x : want) scale = std::max(scale, std::abs(x));
+  for (int64_t i = 0; i < batch * h; ++i) EXPECT_NEAR((*got)[i], want[i], 1e-4 * scale) << i;
+  // A row with no real token gets a zero vector.
+  auto empty = (*model)->Encode(std::vector<int64_t>(seq, 5), std::vector<int64_t>(seq, 0), 1, seq,
+                                /*normalize=*/true);
+  ASSERT_THAT(empty, IsOk());
+  for (float x : *empty) EXPECT_EQ(x, 0.0f);
+}
+
 TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
   const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_cpu_test_tiny";
   BertGenOptions o;
@@ -229,6 +300,21 @@ TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
       EXPECT_NEAR((*got)[i], want[i], 1e-4 * scale) << i << (cls ? " CLS" : " mean");
     }
   }
+}
+
+// Under ONEDNN_MAX_CPU_ISA (as ctest runs this binary for AVX2 and SSE4.1)
+// the attention kernel is held to the same instruction set as oneDNN, so the
+// runs above checked the code a CPU without AVX-512 (or AVX2) executes.
+TEST(BertCpuLoadTest, TheInstructionSetCapReachesTheAttentionKernel) {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  const cpu::SimdLevel level = cpu::DetectSimdLevel();
+  if (cap != nullptr && std::string(cap) == "AVX2") EXPECT_NE(level, cpu::SimdLevel::kAvx512);
+  if (cap != nullptr && std::string(cap) == "SSE41") EXPECT_EQ(level, cpu::SimdLevel::kBaseline);
+  if (cap == nullptr) {
+    __builtin_cpu_init();
+    EXPECT_EQ(level == cpu::SimdLevel::kAvx512, __builtin_cpu_supports("avx512bw") != 0);
+  }
+  if (CpuHasNativeBf16()) EXPECT_EQ(level, cpu::SimdLevel::kAvx512);
 }
 
 TEST(BertCpuLoadTest, MissingCheckpointIsNamed) {

@@ -120,14 +120,18 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
   return std::unique_ptr<BertEncoder>(std::move(m));
 }
 
-// Encode's scratch, by allocator block: x and ctx ([tokens, hidden] FP16), the
-// work buffer (the fused QKV projection, then the FFN intermediate: [tokens,
-// max(3 * hidden, intermediate)] FP16), and the cuBLAS workspace.
-int64_t BertEncoderCuda::PeakBytes(int64_t rows, int64_t length) const {
-  const int64_t tokens = rows * length, half = 2;
+// Encode's scratch, by allocator block, over the padded layout (rows × the
+// longest length): the padded ids, positions and mask, x and ctx ([tokens,
+// hidden] FP16), the work buffer (the fused QKV projection, then the FFN
+// intermediate: [tokens, max(3 * hidden, intermediate)] FP16), and the cuBLAS
+// workspace.
+int64_t BertEncoderCuda::PeakBytes(const BatchShape& shape) const {
+  const int64_t tokens = shape.padded_tokens(), half = 2;
   if (tokens == 0) return 0;
   const int64_t work_cols = std::max(3 * config_.hidden_size, config_.intermediate_size);
-  return 2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
+  return 2 * CachingAllocator::BlockBytes(tokens * static_cast<int64_t>(sizeof(int64_t))) +
+         CachingAllocator::BlockBytes(tokens * static_cast<int64_t>(sizeof(int32_t))) +
+         2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
          CachingAllocator::BlockBytes(tokens * work_cols * half) +
          CachingAllocator::BlockBytes(static_cast<int64_t>(workspace_bytes_));
 }
@@ -145,17 +149,37 @@ absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, 
       "cublasGemmEx (FP16)");
 }
 
-absl::Status BertEncoderCuda::Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
-                                     int64_t batch, int64_t seq, BertPooling pooling,
-                                     bool normalize, float* out) const {
+absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
+                                     BertPooling pooling, bool normalize, float* out) const {
   const BertConfig& c = config_;
+  const int64_t batch = packed.rows, seq = packed.longest;
   const int64_t tokens = batch * seq, h = c.hidden_size, inter = c.intermediate_size;
   const int64_t heads = c.num_attention_heads, dh = h / heads;
-  if (tokens == 0) return absl::OkStatus();
+  if (batch == 0) return absl::OkStatus();
+  cudaStream_t s = NativeCudaStream(stream);
+  if (tokens == 0) {  // every sequence empty: zero vectors
+    INFER_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(out, 0, batch * h * sizeof(float), s),
+                               "cudaMemsetAsync");
+    return absl::OkStatus();
+  }
   if (tokens > (int64_t{1} << 31) / std::max(3 * h, inter)) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
   }
   CachingAllocator* alloc = context_.allocator;
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer ids_buffer,
+                         DeviceBuffer::Allocate(alloc, tokens * sizeof(int64_t), stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer mask_buffer,
+                         DeviceBuffer::Allocate(alloc, tokens * sizeof(int64_t), stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer positions_buffer,
+                         DeviceBuffer::Allocate(alloc, tokens * sizeof(int32_t), stream));
+  const auto* ids = ids_buffer.as<int64_t>();
+  const auto* mask = mask_buffer.as<int64_t>();
+  const auto* positions = positions_buffer.as<int32_t>();
+  INFER_RETURN_IF_CUDA_ERROR(
+      cuda::LaunchUnpack(s, packed.ids, packed.positions, packed.offsets, batch, seq,
+                         ids_buffer.as<int64_t>(), positions_buffer.as<int32_t>(),
+                         mask_buffer.as<int64_t>()),
+      "unpack kernel");
   const int64_t work_cols = std::max(3 * h, inter);
   INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
@@ -166,16 +190,15 @@ absl::Status BertEncoderCuda::Encode(Stream* stream, const int64_t* ids, const i
   cublasHandle_t handle = NativeCublasHandle(stream);
   INFER_RETURN_IF_ERROR(CublasStatus(cublasSetWorkspace(handle, workspace.get(), workspace_bytes_),
                                      "cublasSetWorkspace"));
-  cudaStream_t s = NativeCudaStream(stream);
   auto* xh = x.as<__half>();
   auto* ctxh = ctx.as<__half>();
   auto* workh = work.as<__half>();
   const auto eps = static_cast<float>(c.layer_norm_eps);
   absl::Status status = [&]() -> absl::Status {
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchEmbedLayerNorm(s, ids, word_.as<__half>(), position_.as<__half>(),
+        cuda::LaunchEmbedLayerNorm(s, ids, positions, word_.as<__half>(), position_.as<__half>(),
                                    token_type_.as<__half>(), embed_norm_.gamma.as<float>(),
-                                   embed_norm_.beta.as<float>(), eps, tokens, seq, h, xh),
+                                   embed_norm_.beta.as<float>(), eps, tokens, h, xh),
         "embedding kernel");
     const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
     for (const Layer& l : layers_) {

@@ -6,10 +6,15 @@
 // attention (online softmax over key tiles, no [seq, seq] matrix) and mean
 // pooling are fused kernels (models/bert_cuda_kernels.cu).
 //
+// Packed batches are laid out padded on the device first (each sequence's
+// tokens, then padding to the batch's longest sequence, with a mask), and
+// the layers run over that padded layout; a packed attention kernel is the
+// next step for this encoder.
+//
 // Every byte it touches on the GPU comes from the context's caching allocator:
-// the weights at load, and per Encode three activation buffers plus the
-// cuBLAS workspace (handed to cuBLAS with cublasSetWorkspace, so cuBLAS does
-// not allocate behind the allocator's back), all on the call's stream.
+// the weights at load, and per Encode the padded ids, positions and mask,
+// three activation buffers plus the cuBLAS workspace (handed to cuBLAS with cublasSetWorkspace, so
+// cuBLAS does not allocate behind the allocator's back), all on the call's stream.
 //
 // Only built with CUDA (INFER_WITH_CUDA). Thread-safety: see BertEncoder.
 #ifndef INFER_MODELS_BERT_CUDA_H_
@@ -32,10 +37,14 @@ class BertEncoderCuda final : public BertEncoder {
                                                              const DeviceContext& context);
 
   const BertConfig& config() const override { return config_; }
+  Precision precision() const override { return Precision::kFp16; }
+  std::string Implementation() const override {
+    return "cuBLAS FP16 tensor-core GEMMs, fused CUDA kernels";
+  }
   int64_t WeightBytes() const override { return weight_bytes_; }
-  int64_t PeakBytes(int64_t rows, int64_t length) const override;
-  absl::Status Encode(Stream* stream, const int64_t* ids, const int64_t* mask, int64_t batch,
-                      int64_t seq, BertPooling pooling, bool normalize, float* out) const override;
+  int64_t PeakBytes(const BatchShape& shape) const override;
+  absl::Status Encode(Stream* stream, const PackedSequencesView& batch, BertPooling pooling,
+                      bool normalize, float* out) const override;
 
  private:
   struct Linear {

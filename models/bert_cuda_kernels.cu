@@ -58,19 +58,17 @@ __device__ void NormalizeRow(const float* row, int64_t hidden, const float* gamm
 }
 
 // One block per token row. Shared memory: hidden + 32 floats.
-__global__ void EmbedLayerNormKernel(const int64_t* __restrict__ ids,
-                                     const __half* __restrict__ word,
-                                     const __half* __restrict__ position,
-                                     const __half* __restrict__ token_type,
-                                     const float* __restrict__ gamma,
-                                     const float* __restrict__ beta, float eps, int64_t seq,
-                                     int64_t hidden, __half* __restrict__ x) {
+__global__ void EmbedLayerNormKernel(
+    const int64_t* __restrict__ ids, const int32_t* __restrict__ positions,
+    const __half* __restrict__ word, const __half* __restrict__ position,
+    const __half* __restrict__ token_type, const float* __restrict__ gamma,
+    const float* __restrict__ beta, float eps, int64_t hidden, __half* __restrict__ x) {
   extern __shared__ float shared[];
   float* row = shared;
   float* red = shared + hidden;
   const int64_t r = blockIdx.x;
   const __half* w = word + ids[r] * hidden;
-  const __half* p = position + (r % seq) * hidden;
+  const __half* p = position + static_cast<int64_t>(positions[r]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     row[i] = __half2float(w[i]) + __half2float(p[i]) + __half2float(token_type[i]);
   }
@@ -188,15 +186,15 @@ __global__ void PoolKernel(const __half* __restrict__ x, const int64_t* __restri
                            float* __restrict__ out) {
   __shared__ float red[32];
   const int64_t b = blockIdx.x;
-  const int64_t positions = cls ? 1 : seq;  // CLS: position 0 alone
+  const int64_t positions = cls ? 1 : seq;  // CLS: the first (real) column alone
   int64_t count = 0;
-  for (int64_t s = 0; s < positions; ++s) count += cls || mask[b * seq + s] != 0;
+  for (int64_t s = 0; s < positions; ++s) count += mask[b * seq + s] != 0;
   const float inv_count = 1.0f / static_cast<float>(count > 0 ? count : 1);
   float sq = 0.0f;
   for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) {
     float acc = 0.0f;
     for (int64_t s = 0; s < positions; ++s) {
-      if (cls || mask[b * seq + s] != 0) acc += __half2float(x[(b * seq + s) * hidden + d]);
+      if (mask[b * seq + s] != 0) acc += __half2float(x[(b * seq + s) * hidden + d]);
     }
     acc *= inv_count;
     out[b * hidden + d] = acc;
@@ -211,16 +209,40 @@ __global__ void PoolKernel(const __half* __restrict__ x, const int64_t* __restri
 
 size_t RowSharedBytes(int64_t hidden) { return (hidden + 32) * sizeof(float); }
 
+// One block per sequence; threads stride over its padded row.
+__global__ void UnpackKernel(const int32_t* __restrict__ ids, const int32_t* __restrict__ positions,
+                             const int32_t* __restrict__ offsets, int64_t seq,
+                             int64_t* __restrict__ padded_ids,
+                             int32_t* __restrict__ padded_positions, int64_t* __restrict__ mask) {
+  const int64_t b = blockIdx.x;
+  const int64_t begin = offsets[b], n = offsets[b + 1] - begin;
+  for (int64_t c = threadIdx.x; c < seq; c += blockDim.x) {
+    const bool real = c < n;
+    padded_ids[b * seq + c] = real ? ids[begin + c] : 0;
+    padded_positions[b * seq + c] = real ? positions[begin + c] : 0;
+    mask[b * seq + c] = real ? 1 : 0;
+  }
+}
+
 }  // namespace
 
-cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int64_t* ids, const __half* word,
-                                 const __half* position, const __half* token_type,
-                                 const float* gamma, const float* beta, float eps, int64_t tokens,
-                                 int64_t seq, int64_t hidden, __half* x) {
+cudaError_t LaunchUnpack(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
+                         const int32_t* offsets, int64_t rows, int64_t seq, int64_t* padded_ids,
+                         int32_t* padded_positions, int64_t* mask) {
+  if (rows == 0 || seq == 0) return cudaSuccess;
+  UnpackKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      ids, positions, offsets, seq, padded_ids, padded_positions, mask);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int64_t* ids, const int32_t* positions,
+                                 const __half* word, const __half* position,
+                                 const __half* token_type, const float* gamma, const float* beta,
+                                 float eps, int64_t tokens, int64_t hidden, __half* x) {
   if (tokens == 0) return cudaSuccess;
   EmbedLayerNormKernel<<<static_cast<unsigned>(tokens), kRowThreads, RowSharedBytes(hidden),
-                         stream>>>(ids, word, position, token_type, gamma, beta, eps, seq, hidden,
-                                   x);
+                         stream>>>(ids, positions, word, position, token_type, gamma, beta, eps,
+                                   hidden, x);
   return cudaGetLastError();
 }
 

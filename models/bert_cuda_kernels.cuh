@@ -16,12 +16,20 @@ inline constexpr int kMaxAttentionHeadDim = 128;
 // Largest hidden size the LayerNorm kernels handle (one row in shared memory).
 inline constexpr int kMaxLayerNormHidden = 8192;
 
-// x[r] = LayerNorm(word[ids[r]] + position[r % seq] + token_type[0]) for the
-// `tokens` rows; gamma/beta FP32 [hidden].
-cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int64_t* ids, const __half* word,
-                                 const __half* position, const __half* token_type,
-                                 const float* gamma, const float* beta, float eps, int64_t tokens,
-                                 int64_t seq, int64_t hidden, __half* x);
+// Lays a packed batch (ids, positions [tokens], offsets [rows + 1]; see
+// models/packed_sequences.h) out as [rows, seq] rows with each sequence's
+// tokens first: padded_ids and padded_positions (0 in the padding) and mask
+// (1 for the sequence's tokens). `seq` is at least the longest sequence.
+cudaError_t LaunchUnpack(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
+                         const int32_t* offsets, int64_t rows, int64_t seq, int64_t* padded_ids,
+                         int32_t* padded_positions, int64_t* mask);
+
+// x[r] = LayerNorm(word[ids[r]] + position[positions[r]] + token_type[0]) for
+// the `tokens` rows; gamma/beta FP32 [hidden].
+cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int64_t* ids, const int32_t* positions,
+                                 const __half* word, const __half* position,
+                                 const __half* token_type, const float* gamma, const float* beta,
+                                 float eps, int64_t tokens, int64_t hidden, __half* x);
 
 // x[r] = LayerNorm(x[r] + y[r] + bias) in place, for `tokens` rows.
 cudaError_t LaunchBiasResidualLayerNorm(cudaStream_t stream, __half* x, const __half* y,
@@ -43,7 +51,8 @@ cudaError_t LaunchAttention(cudaStream_t stream, const __half* qkv, const float*
                             int64_t head_dim, float scale, __half* ctx);
 
 // out[b] = mean of x[b, s] over s with mask[b, s] = 1 (zeros when none), or
-// x[b, 0] when `cls`; L2-normalised if `normalize`; out FP32 [batch, hidden].
+// x[b, 0] when `cls` (zeros when mask[b, 0] is 0); L2-normalised if
+// `normalize`; out FP32 [batch, hidden].
 cudaError_t LaunchPool(cudaStream_t stream, const __half* x, const int64_t* mask, int64_t batch,
                        int64_t seq, int64_t hidden, bool cls, bool normalize, float* out);
 

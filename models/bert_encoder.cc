@@ -95,14 +95,39 @@ absl::StatusOr<BertWeights> LoadBertWeights(const std::string& dir) {
   return w;
 }
 
+absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device& device) {
+  switch (device.info().kind) {
+    case DeviceKind::kCpu:
+      if (requested == Precision::kAuto) {
+        return CpuHasNativeBf16() ? Precision::kBf16 : Precision::kFp32;
+      }
+      if (requested == Precision::kFp32 || requested == Precision::kBf16) return requested;
+      return absl::FailedPreconditionError(absl::StrCat("precision ", PrecisionName(requested),
+                                                        ": the CPU encoder computes fp32 or bf16"));
+    case DeviceKind::kCuda:
+      if (requested == Precision::kAuto || requested == Precision::kFp16) return Precision::kFp16;
+      return absl::FailedPreconditionError(
+          absl::StrCat("precision ", PrecisionName(requested), ": the CUDA encoder computes fp16"));
+  }
+  return absl::FailedPreconditionError("unknown device kind");
+}
+
 absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& dir,
-                                                             const DeviceContext& context) {
+                                                             const DeviceContext& context,
+                                                             const BertEncoderOptions& options) {
   if (context.device == nullptr) return absl::InvalidArgumentError("no device");
+  INFER_ASSIGN_OR_RETURN(const Precision precision,
+                         ResolveBertPrecision(options.precision, *context.device));
   INFER_ASSIGN_OR_RETURN(BertWeights weights, LoadBertWeights(dir));
   switch (context.device->info().kind) {
-    case DeviceKind::kCpu:
-      return std::unique_ptr<BertEncoder>(
-          BertEncoderCpu::FromWeights(std::move(weights), context.allocator));
+    case DeviceKind::kCpu: {
+      BertCpuOptions cpu;
+      cpu.precision = precision;
+      cpu.threads = context.device->info().compute_threads;
+      INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertEncoderCpu> encoder,
+                             BertEncoderCpu::Create(std::move(weights), cpu, context.allocator));
+      return std::unique_ptr<BertEncoder>(std::move(encoder));
+    }
     case DeviceKind::kCuda:
 #if INFER_WITH_CUDA
       return BertEncoderCuda::Create(weights, context);

@@ -5,11 +5,15 @@
 //   x = LayerNorm(word[ids] + position[0..S) + token_type[0])
 //   per layer: x = LayerNorm(x + Wo · MultiHeadAttention(x, mask))
 //              x = LayerNorm(x + W2 · GELU(W1 · x))        (GELU: erf form)
-//   embedding[b] = mean of x[b, s] over s with mask[b, s] = 1   (mean pooling)
-//              or x[b, 0], the [CLS] token's state               (CLS pooling)
+//   embedding[b] = mean of x over sequence b's real tokens        (mean pooling)
+//              or x of its first real token, [CLS]                (CLS pooling)
 //
-// Two implementations: FP32 on the CPU with OpenBLAS (models/bert_cpu.h) and
-// FP16 storage / FP32 accumulation on CUDA with cuBLAS and fused kernels
+// The input is a packed batch (models/packed_sequences.h): only real tokens,
+// each with its position id, so no padding token reaches a GEMM and
+// attention runs per sequence over its own length.
+//
+// Two implementations: FP32 or BF16 on the CPU with oneDNN (models/bert_cpu.h)
+// and FP16 storage / FP32 accumulation on CUDA with cuBLAS and fused kernels
 // (models/bert_cuda.h). Both take their activations from the device
 // context's caching allocator on the stream they are given, so PeakBytes can
 // be checked against the allocator's measured peak.
@@ -25,7 +29,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "batching/batch_shape.h"
 #include "models/checkpoint.h"
+#include "models/packed_sequences.h"
+#include "models/precision.h"
 #include "runtime/device_context.h"
 
 namespace infer {
@@ -59,32 +66,49 @@ absl::StatusOr<BertWeights> LoadBertWeights(const std::string& dir);
 
 enum class BertPooling { kMean, kCls };
 
+struct BertEncoderOptions {
+  // Resolved for the device by LoadBertEncoder (models/precision.h).
+  Precision precision = Precision::kAuto;
+};
+
 class BertEncoder {
  public:
   virtual ~BertEncoder() = default;
 
   virtual const BertConfig& config() const = 0;
+  // What it computes in (never kAuto).
+  virtual Precision precision() const = 0;
+  // How it computes (kernels, threads), for logs.
+  virtual std::string Implementation() const = 0;
   // Bytes the weights occupy on the device (by allocator block).
   virtual int64_t WeightBytes() const = 0;
-  // Bytes Encode draws from the allocator for `rows` sequences of `length`
-  // tokens (activations and workspace, by allocator block), not counting the
-  // caller's ids, mask and output.
-  virtual int64_t PeakBytes(int64_t rows, int64_t length) const = 0;
-  // Enqueues the forward pass on `stream`. `ids` and `mask` are [batch, seq]
-  // INT64 in device memory (ids already validated, mask 0/1); `out` is
-  // [batch, hidden] FP32 device memory. Scratch memory is returned to the
-  // allocator on `stream` before this returns (stream-ordered reuse).
-  virtual absl::Status Encode(Stream* stream, const int64_t* ids, const int64_t* mask,
-                              int64_t batch, int64_t seq, BertPooling pooling, bool normalize,
-                              float* out) const = 0;
+  // Bytes Encode draws from the allocator for a batch of this shape
+  // (activations and workspace, by allocator block), not counting the
+  // caller's packed input and output: never less than it uses for a batch
+  // whose longest sequence is at most shape.length.
+  virtual int64_t PeakBytes(const BatchShape& shape) const = 0;
+  // Enqueues the forward pass on `stream`. `batch` is in device memory (ids
+  // already validated, positions below max_position_embeddings); `out` is
+  // [batch.rows, hidden] FP32 device memory. An empty sequence gets a zero
+  // vector. Scratch memory is returned to the allocator on `stream` before
+  // this returns (stream-ordered reuse).
+  virtual absl::Status Encode(Stream* stream, const PackedSequencesView& batch, BertPooling pooling,
+                              bool normalize, float* out) const = 0;
 };
+
+// The precision `requested` resolves to on `device`: auto becomes bf16 or
+// fp32 on a CPU (bf16 where it has native BF16) and fp16 on CUDA.
+// FAILED_PRECONDITION naming what the device's encoder computes when it
+// cannot compute the requested one.
+absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device& device);
 
 // Loads `dir` (config.json, model.safetensors; Hugging Face layout, with or
 // without the "bert." prefix) for `context`'s device: the CPU encoder, or the
-// CUDA one when the build has CUDA. INVALID_ARGUMENT naming the file and
-// tensor when one is missing or has the wrong shape.
-absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& dir,
-                                                             const DeviceContext& context);
+// CUDA one when the build has CUDA, in the resolved precision. INVALID_ARGUMENT
+// naming the file and tensor when one is missing or has the wrong shape.
+absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(
+    const std::string& dir, const DeviceContext& context,
+    const BertEncoderOptions& options = BertEncoderOptions());
 
 }  // namespace infer
 

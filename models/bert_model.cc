@@ -55,7 +55,10 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   std::unique_ptr<BertModel> m(new BertModel());
   m->options_ = options;
   m->context_ = context;
-  INFER_ASSIGN_OR_RETURN(m->encoder_, LoadBertEncoder(options.checkpoint_dir, context));
+  BertEncoderOptions encoder_options;
+  encoder_options.precision = options.precision;
+  INFER_ASSIGN_OR_RETURN(m->encoder_,
+                         LoadBertEncoder(options.checkpoint_dir, context, encoder_options));
   INFER_ASSIGN_OR_RETURN(
       m->tokenizer_, WordPieceTokenizer::FromVocabFile(options.checkpoint_dir + "/vocab.txt", {}));
   const BertConfig& c = m->encoder_->config();
@@ -75,6 +78,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.name = options.name;
   m->spec_.platform = "infer_bert";
   m->spec_.backend = "bert";
+  m->spec_.precision = PrecisionName(m->encoder_->precision());
+  m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
                      {"input_ids", DataType::kInt64, {-1, -1}, /*optional=*/true},
                      {"attention_mask", DataType::kInt64, {-1, -1}, /*optional=*/true}};
@@ -166,67 +171,84 @@ absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
   return absl::OkStatus();
 }
 
-int64_t BertModel::PeakBytes(int64_t rows, int64_t length) const {
-  const int64_t tokens = rows * length;
-  if (tokens == 0) return 0;
-  // The batch's ids and mask, its pooled output, and the encoder's scratch.
-  return StagedRowsBatch::InputAndOutputBytes(2 * tokens * static_cast<int64_t>(sizeof(int64_t)),
-                                              rows, encoder_->config().hidden_size) +
-         encoder_->PeakBytes(rows, length);
+int64_t BertModel::RealTokens(const InferRequest& request) const {
+  const Tensor* ids = FindInput(request, "input_ids");
+  const Tensor* mask = FindInput(request, "attention_mask");
+  const int64_t n = ids->shape[0] * ids->shape[1];
+  return CountRealTokens(mask != nullptr ? mask->as<int64_t>() : nullptr, n);
 }
 
-// One batch: ids [rows, seq] then mask [rows, seq] staged, uploaded and
+int64_t BertModel::PeakBytes(const BatchShape& shape) const {
+  if (shape.rows == 0) return 0;
+  // The packed ids, positions and offsets, the pooled output, and the
+  // encoder's scratch.
+  const PackedLayout layout{shape.rows, shape.tokens};
+  return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
+                                              encoder_->config().hidden_size) +
+         encoder_->PeakBytes(shape);
+}
+
+// One batch: the packed ids, positions and offsets staged, uploaded and
 // encoded on the device (StagedRowsBatch does the copies and the split).
 class BertModel::Batch final : public StagedRowsBatch {
  public:
-  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, int64_t seq,
-        StagingBuffer input, size_t input_bytes)
+  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
+        std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input)
       : StagedRowsBatch(model.context_, "embedding", model.encoder_->config().hidden_size,
-                        std::move(rows_per_request), std::move(input), input_bytes),
+                        std::move(rows_per_request), std::move(input), layout.bytes()),
         model_(model),
-        seq_(seq) {}
+        layout_(layout),
+        host_offsets_(std::move(host_offsets)),
+        longest_(longest),
+        width_(width) {}
 
  private:
   absl::Status Run(Stream* stream, const void* input, float* out) override {
-    const auto* ids = static_cast<const int64_t*>(input);
-    return model_.encoder_->Encode(stream, ids, ids + rows() * seq_, rows(), seq_, model_.pooling_,
-                                   model_.options_.normalize, out);
+    const auto* base = static_cast<const int32_t*>(input);
+    PackedSequencesView view;
+    view.ids = base + layout_.ids();
+    view.positions = base + layout_.positions();
+    view.offsets = base + layout_.offsets();
+    view.host_offsets = host_offsets_.data();
+    view.rows = layout_.rows;
+    view.tokens = layout_.tokens;
+    view.longest = longest_;
+    view.width = width_;
+    return model_.encoder_->Encode(stream, view, model_.pooling_, model_.options_.normalize, out);
   }
 
   const BertModel& model_;
-  const int64_t seq_;
+  const PackedLayout layout_;
+  const std::vector<int32_t> host_offsets_;
+  const int64_t longest_, width_;
 };
 
 absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     absl::Span<const InferRequest* const> requests) {
   std::vector<int64_t> rows_per_request;
-  int64_t rows = 0, seq = 0;
+  PackedLayout layout;
   for (const InferRequest* r : requests) {
     const Tensor* ids = FindInput(*r, "input_ids");
+    const Tensor* mask = FindInput(*r, "attention_mask");
     rows_per_request.push_back(ids->shape[0]);
-    rows += ids->shape[0];
-    seq = std::max(seq, ids->shape[1]);
+    layout.rows += ids->shape[0];
+    layout.tokens += CountRealTokens(mask != nullptr ? mask->as<int64_t>() : nullptr,
+                                     ids->shape[0] * ids->shape[1]);
   }
-  const int64_t tokens = rows * seq;
-  INFER_ASSIGN_OR_RETURN(StagingBuffer input,
-                         context_.staging->Acquire(2 * tokens * sizeof(int64_t)));
-  int64_t* ids = input.as<int64_t>();
-  int64_t* mask = ids + tokens;
-  int64_t row = 0;
+  INFER_ASSIGN_OR_RETURN(StagingBuffer input, context_.staging->Acquire(layout.bytes()));
+  auto* buffer = input.as<int32_t>();
+  int64_t row = 0, token = 0, longest = 0, width = 0;
   for (const InferRequest* r : requests) {
-    const Tensor* t = FindInput(*r, "input_ids");
-    const Tensor* m = FindInput(*r, "attention_mask");
-    for (int64_t b = 0; b < t->shape[0]; ++b, ++row) {
-      for (int64_t s = 0; s < seq; ++s) {
-        const bool in = s < t->shape[1];
-        const int64_t src = b * t->shape[1] + s;
-        ids[row * seq + s] = in ? t->as<int64_t>()[src] : tokenizer_->pad_id();
-        mask[row * seq + s] = !in ? 0 : m != nullptr ? m->as<int64_t>()[src] : 1;
-      }
-    }
+    const Tensor* ids = FindInput(*r, "input_ids");
+    const Tensor* mask = FindInput(*r, "attention_mask");
+    AppendPackedRows(ids->as<int64_t>(), mask != nullptr ? mask->as<int64_t>() : nullptr,
+                     ids->shape[0], ids->shape[1], layout, buffer, &row, &token, &longest, &width);
   }
-  return std::unique_ptr<ModelBatch>(new Batch(*this, std::move(rows_per_request), seq,
-                                               std::move(input), 2 * tokens * sizeof(int64_t)));
+  std::vector<int32_t> host_offsets(buffer + layout.offsets(),
+                                    buffer + layout.offsets() + layout.rows + 1);
+  return std::unique_ptr<ModelBatch>(new Batch(*this, std::move(rows_per_request), layout,
+                                               std::move(host_offsets), longest, width,
+                                               std::move(input)));
 }
 
 }  // namespace infer

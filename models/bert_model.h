@@ -9,10 +9,14 @@
 //   embedding       FP32  [-1, hidden]  mean over real tokens, L2-normalised
 //
 // Text is tokenised when the request arrives (Preprocess), so length classes
-// see real token counts. The encoder runs on the context's device: FP32 with
-// OpenBLAS on the CPU, FP16 with cuBLAS and fused kernels on CUDA
-// (models/bert_encoder.h). Ids, mask, activations and output all come from
-// the context's caching allocator, and PeakBytes counts them block by block.
+// see real token counts. A batch is packed (models/packed_sequences.h): only
+// the tokens the attention masks mark real are staged, uploaded and
+// computed, so the memory model, max_batch_tokens and the statistics count
+// real tokens (ComputedTokens). The encoder runs on the context's device:
+// FP32 or BF16 with oneDNN on the CPU, FP16 with cuBLAS and fused kernels on
+// CUDA (models/bert_encoder.h), in the configured precision. The packed
+// input, activations and output all come from the context's caching
+// allocator, and PeakBytes counts them block by block.
 //
 // Thread-safety: see Model.
 #ifndef INFER_MODELS_BERT_MODEL_H_
@@ -38,6 +42,8 @@ struct BertModelOptions {
   // checkpoint's sentence-transformers 1_Pooling/config.json says, else mean.
   std::optional<BertPooling> pooling;
   int64_t max_sequence_length = 0;  // 0: the config's max_position_embeddings
+  // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
+  Precision precision = Precision::kAuto;
 };
 
 class BertModel final : public Model {
@@ -48,8 +54,11 @@ class BertModel final : public Model {
   const ModelSpec& spec() const override { return spec_; }
   absl::Status Preprocess(InferRequest* request) const override;
   absl::Status ValidateRequest(const InferRequest& request) const override;
-  int64_t PeakBytes(int64_t rows, int64_t length) const override;
+  int64_t RealTokens(const InferRequest& request) const override;
+  int64_t PeakBytes(const BatchShape& shape) const override;
+  int64_t ComputedTokens(const BatchShape& shape) const override { return shape.tokens; }
   int64_t WeightBytes() const override { return encoder_->WeightBytes(); }
+  const BertEncoder& encoder() const { return *encoder_; }
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert_cpu.h"
 #include "models/bert_gen.h"
+#include "models/precision.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_device.h"
@@ -77,14 +78,20 @@ std::vector<std::string> Devices() {
   return specs;
 }
 
+// FP32 on the CPU (FP16 on a GPU): what the exact comparisons below need.
+Precision Exact(const std::string& device) {
+  return device == "cpu" ? Precision::kFp32 : Precision::kAuto;
+}
+
 class Served {
  public:
-  Served(const std::string& spec, const std::string& dir) {
+  Served(const std::string& spec, const std::string& dir, Precision precision = Precision::kAuto) {
     auto d = TestDevice::Create(spec);
     EXPECT_THAT(d, IsOk());
     device_ = *std::move(d);
     BertModelOptions o;
     o.checkpoint_dir = dir;
+    o.precision = precision == Precision::kAuto ? Exact(spec) : precision;
     auto m = BertModel::Create(o, device_->context());
     EXPECT_THAT(m, IsOk());
     if (m.ok()) model_ = *std::move(m);
@@ -130,33 +137,78 @@ TEST(BertModelTest, IncompleteContextAndMissingCheckpointAreNamed) {
 
 class BertModelOnDevice : public ::testing::TestWithParam<std::string> {};
 
+// The precisions each device computes (the CPU: FP32, and BF16 where oneDNN
+// has a BF16 matmul; a GPU: FP16).
+std::vector<Precision> PrecisionsOn(const std::string& device) {
+  if (device != "cpu") return {Precision::kFp16};
+  std::vector<Precision> p = {Precision::kFp32};
+  if (CpuHasNativeBf16()) p.push_back(Precision::kBf16);
+  return p;
+}
+
 // The memory model admission relies on, against the allocator's measured
-// peak over a grid of shapes: never below, at most 25% above.
+// peak over a grid of shapes, packed: never below, at most 25% above. Rows
+// have ragged real lengths (the model computes only those), the peak is
+// estimated from the real tokens and the longest row.
 TEST_P(BertModelOnDevice, MemoryModelBoundsTheMeasuredPeak) {
   BertConfig c;
   const std::string dir = Generated("mid", &c);
-  Served s(GetParam(), dir);
-  ASSERT_TRUE(s.ok());
-  CachingAllocator* alloc = s.device().allocator.get();
-  std::mt19937 rng(7);
-  for (int64_t rows : {1, 4, 16, 32}) {
-    for (int64_t len : {1, 7, 64, 300, 512}) {
-      alloc->EmptyCache();
-      const int64_t weights = alloc->stats().allocated_bytes;
-      alloc->ResetPeak();
-      std::vector<std::vector<int64_t>> ids(rows, std::vector<int64_t>(len));
-      for (auto& r : ids) {
-        for (auto& id : r) id = 5 + rng() % (c.vocab_size - 5);
+  for (const Precision precision : PrecisionsOn(GetParam())) {
+    Served s(GetParam(), dir, precision);
+    ASSERT_TRUE(s.ok());
+    CachingAllocator* alloc = s.device().allocator.get();
+    std::mt19937 rng(7);
+    for (int64_t rows : {1, 4, 16, 32}) {
+      for (int64_t len : {1, 7, 64, 300, 512}) {
+        alloc->EmptyCache();
+        const int64_t weights = alloc->stats().allocated_bytes;
+        alloc->ResetPeak();
+        std::vector<std::vector<int64_t>> ids(rows, std::vector<int64_t>(len));
+        std::vector<std::vector<int64_t>> mask(rows, std::vector<int64_t>(len, 0));
+        int64_t real = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          // The first row is full (it sets the length); the others ragged.
+          const int64_t n = r == 0 ? len : 1 + rng() % len;
+          for (int64_t t = 0; t < len; ++t) {
+            ids[r][t] = 5 + rng() % (c.vocab_size - 5);
+            mask[r][t] = t < n ? 1 : 0;
+          }
+          real += n;
+        }
+        InferRequest r;
+        r.inputs.push_back(Int64("input_ids", ids));
+        r.inputs.push_back(Int64("attention_mask", mask));
+        EXPECT_EQ(s.model().RealTokens(r), real);
+        ASSERT_EQ(s.Run(r).size(), static_cast<size_t>(rows * c.hidden_size));
+        const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
+        const int64_t predicted = s.model().PeakBytes({rows, real, len});
+        const std::string shape =
+            absl::StrCat(rows, "x", len, " (", real, " real tokens), ", PrecisionName(precision));
+        EXPECT_GE(predicted, measured) << shape;
+        EXPECT_LE(predicted, measured + measured / 4) << shape;
       }
-      InferRequest r;
-      r.inputs.push_back(Int64("input_ids", ids));
-      ASSERT_EQ(s.Run(r).size(), static_cast<size_t>(rows * c.hidden_size));
-      const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
-      const int64_t predicted = s.model().PeakBytes(rows, len);
-      EXPECT_GE(predicted, measured) << rows << "x" << len;
-      EXPECT_LE(predicted, measured + measured / 4) << rows << "x" << len;
     }
   }
+}
+
+// The precision is resolved for the device at load and shown in the spec;
+// one the device's encoder cannot compute is refused naming it.
+TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
+  const std::string dir = Generated("tiny");
+  auto d = TestDevice::Create(GetParam());
+  ASSERT_THAT(d, IsOk());
+  BertModelOptions o;
+  o.checkpoint_dir = dir;
+  auto automatic = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(automatic, IsOk());
+  const bool cpu = GetParam() == "cpu";
+  EXPECT_EQ((*automatic)->spec().precision, !cpu ? "fp16" : CpuHasNativeBf16() ? "bf16" : "fp32");
+  EXPECT_FALSE((*automatic)->spec().implementation.empty());
+  o.precision = cpu ? Precision::kFp16 : Precision::kFp32;
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       cpu ? "precision fp16: the CPU encoder computes fp32 or bf16"
+                           : "precision fp32: the CUDA encoder computes fp16"));
 }
 
 // A sequence's embedding does not depend on its batch-mates or on padding.

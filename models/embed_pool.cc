@@ -69,6 +69,7 @@ EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, const DeviceCont
   spec_.name = options.name;
   spec_.platform = "infer_embed_pool";
   spec_.backend = "embed_pool";
+  spec_.precision = "fp32";
   spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
   spec_.outputs = {{"embedding", DataType::kFp32, {-1, options.embedding_size}}};
 }
@@ -97,8 +98,8 @@ absl::StatusOr<std::unique_ptr<EmbedPoolModel>> EmbedPoolModel::Create(
 // Device memory of one batch, block by block as the allocator hands it out:
 // token ids, embeddings x, dense output y (x and y are freed after the
 // kernels, but count at the peak), pooled output.
-int64_t EmbedPoolModel::PeakBytes(int64_t rows, int64_t length) const {
-  const int64_t tokens = rows * length;
+int64_t EmbedPoolModel::PeakBytes(const BatchShape& shape) const {
+  const int64_t rows = shape.rows, tokens = shape.padded_tokens();
   if (tokens == 0) return 0;
   const int64_t f = sizeof(float);
   return StagedRowsBatch::InputAndOutputBytes(tokens * static_cast<int64_t>(sizeof(int64_t)), rows,

@@ -5,8 +5,8 @@
 //   y[b,s,:]  = tanh(x[b,s,:] W + bias)               W: [hidden, dim]
 //   embedding[b,:] = mean over s with input_ids[b,s] != pad_id of y[b,s,:]
 //
-// The dense layer is one GEMM over every token of the batch (OpenBLAS on the
-// CPU, cuBLAS on CUDA). Padding tokens do not contribute, so a sequence's
+// The dense layer is one GEMM over every token of the batch (oneDNN's sgemm on
+// the CPU, cuBLAS on CUDA). Padding tokens do not contribute, so a sequence's
 // embedding does not depend on its batch-mates or on how far it was padded.
 // Weights are generated from a seed, so every replica serves identical
 // results. (The transformer encoder with real checkpoints is its own model.)
@@ -50,7 +50,7 @@ class EmbedPoolModel final : public Model {
 
   const ModelSpec& spec() const override { return spec_; }
   absl::Status ValidateRequest(const InferRequest& request) const override;
-  int64_t PeakBytes(int64_t rows, int64_t length) const override;
+  int64_t PeakBytes(const BatchShape& shape) const override;
   int64_t WeightBytes() const override;
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;

@@ -195,7 +195,7 @@ TEST(EmbedPoolTest, MemoryModelBoundsTheMeasuredPeak) {
           Ids(std::vector<std::vector<int64_t>>(rows, std::vector<int64_t>(len, 5)))};
       ExecuteAll(**model, **device, requests);
       const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
-      const int64_t predicted = (*model)->PeakBytes(rows, len);
+      const int64_t predicted = (*model)->PeakBytes({rows, rows * len, len});
       EXPECT_GE(predicted, measured) << rows << "x" << len;
       EXPECT_LE(predicted, measured + measured / 4) << rows << "x" << len;
     }

@@ -133,6 +133,10 @@ int64_t Model::SequenceLength(const InferRequest& request) const {
   return 1;
 }
 
+int64_t Model::RealTokens(const InferRequest& request) const {
+  return RequestBatchSize(request) * SequenceLength(request);
+}
+
 int64_t Model::DeclaredSequenceLength(absl::Span<const DeclaredInput> inputs) const {
   for (const DeclaredInput& t : inputs) {
     if (t.shape.size() >= 2) return t.shape[1];

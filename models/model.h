@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "batching/batch_shape.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
 
@@ -40,6 +41,12 @@ struct ModelSpec {
   std::string name;
   std::string platform;  // reported in ModelMetadata, e.g. "infer_embed_pool"
   std::string backend;   // the config.pbtxt backend that built it, e.g. "embed_pool"
+  // The arithmetic it computes in ("fp32", "bf16", "fp16"), chosen at load;
+  // empty for a model that computes nothing.
+  std::string precision;
+  // How it computes, for the load log (e.g. the kernels chosen); may be
+  // empty.
+  std::string implementation;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };
@@ -111,10 +118,14 @@ class Model {
     return absl::OkStatus();
   }
 
-  // The sequence length a request is classified and padded by: by default
-  // the second dimension of its first input of rank >= 2 (else 1). Prepare
-  // must not pad a batch beyond the longest of its requests' lengths.
+  // The sequence length a request is classified by: by default the second
+  // dimension of its first input of rank >= 2 (else 1). A batch's work must
+  // not depend on lengths beyond the longest of its requests'.
   virtual int64_t SequenceLength(const InferRequest& request) const;
+  // The request's real tokens (e.g. those its attention mask marks), at
+  // most rows × SequenceLength: by default exactly that, every position
+  // counted. Called once per request, after ValidateRequest.
+  virtual int64_t RealTokens(const InferRequest& request) const;
   // The sequence length as far as the declared shapes tell it, before the
   // request is decoded or preprocessed, so that the length limits can be
   // checked first: by default the rule of SequenceLength; 0 when the shapes
@@ -123,10 +134,15 @@ class Model {
   virtual int64_t DeclaredSequenceLength(absl::Span<const DeclaredInput> inputs) const;
 
   // Memory model: estimated peak device bytes (activations and workspace,
-  // as the CachingAllocator hands them out) of a batch of `rows` sequences
-  // padded to `length` tokens. Used by admission; 0 means unknown (no
-  // memory admission for this model).
-  virtual int64_t PeakBytes(int64_t rows, int64_t length) const { return 0; }
+  // as the CachingAllocator hands them out) of a batch of this shape, never
+  // below what it uses. Used by admission; 0 means unknown (no memory
+  // admission for this model).
+  virtual int64_t PeakBytes(const BatchShape& shape) const { return 0; }
+  // The tokens a batch of this shape computes (what max_batch_tokens
+  // limits, and the denominator of the padding efficiency): rows × length
+  // for a model that pads every sequence to the longest (the default), the
+  // real tokens for one that packs them.
+  virtual int64_t ComputedTokens(const BatchShape& shape) const { return shape.padded_tokens(); }
   // Device bytes the model holds for its weights.
   virtual int64_t WeightBytes() const { return 0; }
 

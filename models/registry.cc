@@ -24,9 +24,20 @@ absl::Status ParseParam(const ModelParams& params, const std::string& key, T* ou
   return absl::OkStatus();
 }
 
+// A backend that computes in one precision only takes that or auto.
+absl::Status CheckFixedPrecision(absl::string_view backend, Precision precision,
+                                 Precision computed) {
+  if (precision == Precision::kAuto || precision == computed) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(precision),
+                                                 "': backend '", backend, "' computes ",
+                                                 PrecisionName(computed), " only"));
+}
+
 absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
                                                        const ModelParams& params,
-                                                       const DeviceContext& context) {
+                                                       const DeviceContext& context,
+                                                       Precision precision) {
+  INFER_RETURN_IF_ERROR(CheckFixedPrecision("embed_pool", precision, Precision::kFp32));
   static const char* const kKeys[] = {"vocab_size", "hidden_size",         "embedding_size",
                                       "pad_id",     "max_sequence_length", "seed"};
   for (const auto& [key, value] : params) {
@@ -51,7 +62,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
 absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
                                                   const ModelParams& params,
                                                   const DeviceContext& context,
-                                                  const std::string& model_dir) {
+                                                  const std::string& model_dir,
+                                                  Precision precision) {
   static const char* const kKeys[] = {"checkpoint_dir", "normalize", "max_sequence_length",
                                       "pooling"};
   for (const auto& [key, value] : params) {
@@ -62,6 +74,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
   }
   BertModelOptions o;
   o.name = name;
+  o.precision = precision;
   o.checkpoint_dir = model_dir;
   if (auto it = params.find("checkpoint_dir"); it != params.end()) {
     // Relative paths are relative to the model's folder.
@@ -90,14 +103,16 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
-                                                          const std::string& name,
-                                                          const ModelParams& params,
-                                                          const DeviceContext& context,
-                                                          const std::string& model_dir) {
-  if (backend == "embed_pool") return CreateEmbedPool(name, params, context);
-  if (backend == "bert") return CreateBert(name, params, context, model_dir);
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(
+    absl::string_view backend, const std::string& name, const ModelParams& params,
+    const DeviceContext& context, const std::string& model_dir, Precision precision) {
+  if (backend == "embed_pool") return CreateEmbedPool(name, params, context, precision);
+  if (backend == "bert") return CreateBert(name, params, context, model_dir, precision);
   if (backend == "identity") {
+    if (precision != Precision::kAuto) {
+      return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(precision),
+                                                     "': backend 'identity' computes nothing"));
+    }
     if (!params.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "backend 'identity' takes no parameters; got '", params.begin()->first, "'"));

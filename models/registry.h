@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "models/model.h"
+#include "models/precision.h"
 #include "runtime/device_context.h"
 
 namespace infer {
@@ -22,12 +23,15 @@ using ModelParams = absl::flat_hash_map<std::string, std::string>;
 // the key and what is accepted). The context is borrowed and must outlive
 // the model.
 // `model_dir` is the model's folder in the repository (where a checkpoint
-// may live).
+// may live). `precision` is the config's (models/precision.h); a backend that
+// cannot compute it refuses with INVALID_ARGUMENT (or FAILED_PRECONDITION
+// when the device cannot).
 absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
                                                           const std::string& name,
                                                           const ModelParams& params,
                                                           const DeviceContext& context,
-                                                          const std::string& model_dir = "");
+                                                          const std::string& model_dir = "",
+                                                          Precision precision = Precision::kAuto);
 
 std::vector<std::string> BuiltinBackends();
 

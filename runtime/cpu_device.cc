@@ -1,11 +1,17 @@
 #include "runtime/cpu_device.h"
 
-#include <cblas.h>
+#include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace infer {
@@ -18,9 +24,10 @@ class CpuEvent final : public Event {};
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice() {
+  explicit CpuDevice(int threads) {
     info_.kind = DeviceKind::kCpu;
     info_.name = "cpu";
+    info_.compute_threads = threads;
     const long pages = sysconf(_SC_PHYS_PAGES);
     const long page_size = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_size > 0) {
@@ -70,10 +77,14 @@ class CpuDevice final : public Device {
 
   absl::Status Sgemm(Stream*, const GemmArgs& g) override {
     if (g.m == 0 || g.n == 0) return absl::OkStatus();
-    cblas_sgemm(CblasRowMajor, g.transpose_a ? CblasTrans : CblasNoTrans,
-                g.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(g.m),
-                static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, g.a, static_cast<int>(g.lda),
-                g.b, static_cast<int>(g.ldb), g.beta, g.c, static_cast<int>(g.ldc));
+    UseCpuThreads(info_.compute_threads);
+    // dnnl_sgemm is row-major, like GemmArgs.
+    const dnnl_status_t st =
+        dnnl_sgemm(g.transpose_a ? 'T' : 'N', g.transpose_b ? 'T' : 'N', g.m, g.n, g.k, g.alpha,
+                   g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+    if (st != dnnl_success) {
+      return absl::InternalError(absl::StrCat("dnnl_sgemm failed with status ", st));
+    }
     return absl::OkStatus();
   }
 
@@ -81,8 +92,46 @@ class CpuDevice final : public Device {
   DeviceInfo info_;
 };
 
+// The cgroup's CPU quota in cores, rounded up; 0 when none is set or it
+// cannot be read.
+int CgroupCpuLimit() {
+  // cgroup v2: "max 100000" (none) or "<quota> <period>".
+  if (std::ifstream f("/sys/fs/cgroup/cpu.max"); f) {
+    std::string quota, period;
+    f >> quota >> period;
+    double q = 0, p = 0;
+    if (quota != "max" && absl::SimpleAtod(quota, &q) && absl::SimpleAtod(period, &p) && q > 0 &&
+        p > 0) {
+      return static_cast<int>(std::ceil(q / p));
+    }
+    return 0;
+  }
+  // cgroup v1: quota -1 means none.
+  std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  long long quota = -1, period = 0;
+  if (q >> quota && p >> period && quota > 0 && period > 0) {
+    return static_cast<int>((quota + period - 1) / period);
+  }
+  return 0;
+}
+
 }  // namespace
 
-std::unique_ptr<Device> CreateCpuDevice() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<Device> CreateCpuDevice(int threads) {
+  return std::make_unique<CpuDevice>(threads > 0 ? threads : DefaultCpuThreads());
+}
+
+int DefaultCpuThreads() {
+  int cpus = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (const int limit = CgroupCpuLimit(); limit > 0 && limit < cpus) cpus = limit;
+  return cpus > 0 ? cpus : 1;
+}
+
+void UseCpuThreads(int threads) {
+  if (threads > 0 && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+}
 
 }  // namespace infer

@@ -1,4 +1,5 @@
-// The CPU device: host memory, OpenBLAS GEMMs, synchronous "streams".
+// The CPU device: host memory, oneDNN's sgemm, synchronous "streams", and the
+// size of the compute pool (OpenMP threads) its kernels run on.
 // Thread-safe.
 #ifndef INFER_RUNTIME_CPU_DEVICE_H_
 #define INFER_RUNTIME_CPU_DEVICE_H_
@@ -9,7 +10,19 @@
 
 namespace infer {
 
-std::unique_ptr<Device> CreateCpuDevice();
+// `threads` > 0: the compute threads (DeviceInfo::compute_threads).
+std::unique_ptr<Device> CreateCpuDevice(int threads);
+
+// One per core this process may run on: the CPUs of its affinity mask,
+// capped by its cgroup's CPU quota (cgroup v2 cpu.max or v1 cfs_quota_us,
+// rounded up) when one is set, as containers under Kubernetes have. At
+// least 1.
+int DefaultCpuThreads();
+
+// Sets the calling thread's OpenMP team size for the parallel regions it
+// starts next (oneDNN's and the CPU kernels'). Cheap; call before CPU work on
+// a thread that may not have set it.
+void UseCpuThreads(int threads);
 
 }  // namespace infer
 

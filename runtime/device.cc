@@ -24,8 +24,15 @@ CudaAvailability ProbeCuda() {
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec) {
-  if (spec == "cpu") return CreateCpuDevice();
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec,
+                                                     const DeviceOptions& options) {
+  if (options.cpu_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu_threads must not be negative, got ", options.cpu_threads));
+  }
+  if (spec == "cpu") {
+    return CreateCpuDevice(options.cpu_threads > 0 ? options.cpu_threads : DefaultCpuThreads());
+  }
   absl::string_view rest = spec;
   int ordinal = -1;
   if (!absl::ConsumePrefix(&rest, "cuda:") || !absl::SimpleAtoi(rest, &ordinal) || ordinal < 0) {

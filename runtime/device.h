@@ -1,6 +1,7 @@
 // Device abstraction: the one interface between the layers above (models,
 // executor, batcher) and a compute device. Two implementations: the CPU
-// device (host memory, OpenBLAS) and the CUDA device (cudaMalloc, streams,
+// device (host memory, oneDNN's sgemm, an OpenMP compute pool) and the CUDA
+// device (cudaMalloc, streams,
 // events, cuBLAS). Which one runs is chosen at start by a spec string
 // ("cpu", "cuda:0"); nothing above this header branches on the build.
 //
@@ -33,6 +34,15 @@ struct DeviceInfo {
   std::string name;                // e.g. "NVIDIA H100 80GB HBM3" or "cpu"
   std::string uuid;                // "GPU-..." for CUDA; empty for the CPU
   int64_t total_memory_bytes = 0;  // device memory (host RAM for the CPU)
+  // CPU: the threads compute kernels run on (the OpenMP team oneDNN and the
+  // CPU encoder's own kernels share). 0 for a GPU.
+  int compute_threads = 0;
+};
+
+struct DeviceOptions {
+  // CPU: compute threads; 0 means one per core this process may use (its
+  // CPU affinity, capped by a cgroup CPU quota). Ignored by GPUs.
+  int cpu_threads = 0;
 };
 
 // Opaque handles; each Device implementation defines its own subclasses.
@@ -108,7 +118,7 @@ class Device {
   // and callers may skip them.
   virtual bool synchronous() const { return false; }
 
-  // Enqueues a GEMM on `stream` (OpenBLAS on the CPU, cuBLAS on CUDA).
+  // Enqueues a GEMM on `stream` (oneDNN's sgemm on the CPU, cuBLAS on CUDA).
   virtual absl::Status Sgemm(Stream* stream, const GemmArgs& args) = 0;
 
  protected:
@@ -123,9 +133,10 @@ struct CudaAvailability {
 CudaAvailability ProbeCuda();
 
 // Creates the device named by `spec`: "cpu" or "cuda:N". INVALID_ARGUMENT for
-// a malformed spec; FAILED_PRECONDITION when CUDA is not built in or the GPU
-// is not present.
-absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec);
+// a malformed spec or a negative thread count; FAILED_PRECONDITION when CUDA
+// is not built in or the GPU is not present.
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec,
+                                                     const DeviceOptions& options = {});
 
 // "cuda:0" when a GPU is usable, else "cpu".
 std::string DefaultDeviceSpec();

@@ -66,7 +66,7 @@ std::unique_ptr<DevicePipeline> MakePipeline(Device* device, int max_in_flight) 
 }
 
 TEST(PipelineTest, StagesRunInOrderAndJobsStayFifo) {
-  auto cpu = CreateCpuDevice();
+  auto cpu = CreateCpuDevice(1);
   Log log;
   auto pipeline = MakePipeline(cpu.get(), 3);
   constexpr int kJobs = 40;
@@ -113,7 +113,7 @@ class Rendezvous {
 // A pipeline that ran stages of different jobs one after another would never
 // get all three there (and the rendezvous would time out).
 TEST(PipelineTest, UploadComputeAndDownloadOfThreeBatchesOverlap) {
-  auto cpu = CreateCpuDevice();
+  auto cpu = CreateCpuDevice(1);
   Log log;
   auto pipeline = MakePipeline(cpu.get(), 3);
   Rendezvous all_three(3);
@@ -135,7 +135,7 @@ TEST(PipelineTest, UploadComputeAndDownloadOfThreeBatchesOverlap) {
 }
 
 TEST(PipelineTest, SubmitBlocksWhileTheLimitIsInFlight) {
-  auto cpu = CreateCpuDevice();
+  auto cpu = CreateCpuDevice(1);
   Log log;
   auto pipeline = MakePipeline(cpu.get(), 2);
   Notification release;
@@ -166,7 +166,7 @@ TEST(PipelineTest, SubmitBlocksWhileTheLimitIsInFlight) {
 }
 
 TEST(PipelineTest, AFailedStageSkipsTheRestAndCompletesWithTheError) {
-  auto cpu = CreateCpuDevice();
+  auto cpu = CreateCpuDevice(1);
   Log log;
   auto pipeline = MakePipeline(cpu.get(), 3);
   for (int i = 0; i < 3; ++i) {
@@ -203,7 +203,7 @@ TEST(PipelineTest, OrderedByEventsWithoutStreamSynchronisation) {
 }
 
 TEST(PipelineTest, ShutdownDrainsAndThenRefuses) {
-  auto cpu = CreateCpuDevice();
+  auto cpu = CreateCpuDevice(1);
   Log log;
   auto pipeline = MakePipeline(cpu.get(), 3);
   for (int i = 0; i < 10; ++i) {

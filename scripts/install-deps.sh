@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
-  libopenblas-dev libcli11-dev nlohmann-json3-dev openssl
+  libdnnl-dev libcli11-dev nlohmann-json3-dev openssl
   python3 python3-venv
 )
 

@@ -43,14 +43,17 @@ struct Engine::InferTask {
   std::shared_ptr<RequestAccount> account;  // set once the request is accepted
   absl::Time arrival;
   int64_t rows = 0;
-  int64_t tokens = 0;  // sequence length
-  int level = 1;       // priority level
-  int bucket = 0;      // length bucket (index into ModelStats::buckets)
+  int64_t seq_length = 0;   // Model::SequenceLength: chooses the length bucket
+  int64_t real_tokens = 0;  // Model::RealTokens
+  int level = 1;            // priority level
+  int bucket = 0;           // length bucket (index into ModelStats::buckets)
   absl::Time due = absl::InfiniteFuture();
 
   // What BatchQueue asks of a task.
   int64_t size() const { return rows; }
-  int64_t length() const { return tokens; }
+  int64_t length() const { return seq_length; }
+  int64_t tokens() const { return real_tokens; }
+  BatchShape shape() const { return {rows, real_tokens, seq_length}; }
   int priority() const { return level; }
   absl::Time deadline() const { return due; }
   bool cancelled() const {
@@ -110,8 +113,9 @@ class Engine::ModelGate final : public MemoryGate {
  public:
   ModelGate(const Model* model, MemoryAdmission* admission)
       : model_(model), admission_(admission) {}
-  int64_t PeakBytes(int64_t rows, int64_t length) const override {
-    return model_->PeakBytes(rows, length);
+  int64_t PeakBytes(const BatchShape& shape) const override { return model_->PeakBytes(shape); }
+  int64_t ComputedTokens(const BatchShape& shape) const override {
+    return model_->ComputedTokens(shape);
   }
   int64_t AvailableBytes() const override { return admission_->Available(); }
   int64_t CapacityBytes() const override { return admission_->Capacity(); }
@@ -294,7 +298,8 @@ Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   const std::string spec = options.device.empty() ? DefaultDeviceSpec() : options.device;
-  INFER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateDevice(spec));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                         CreateDevice(spec, options.device_options));
   std::unique_ptr<DeviceOwnershipLock> lock;
   if (const DeviceInfo& info = device->info(); info.kind == DeviceKind::kCuda) {
     INFER_ASSIGN_OR_RETURN(
@@ -404,12 +409,13 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   auto task = std::make_unique<InferTask>();
   task->arrival = arrival;
   task->rows = RequestBatchSize(request);
-  task->tokens = model.SequenceLength(request);
-  status = CheckLengthLimits(entry->limits, q, name, task->rows, task->tokens);
+  task->seq_length = model.SequenceLength(request);
+  status = CheckLengthLimits(entry->limits, q, name, task->rows, task->seq_length);
   if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_over_limit);
   status = model.ValidateRequest(request);
   if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_invalid);
-  task->bucket = BucketIndex(q, task->tokens);
+  task->real_tokens = model.RealTokens(request);
+  task->bucket = BucketIndex(q, task->seq_length);
 
   const int64_t levels = q.priority_levels;
   const int64_t level = request.priority != 0           ? request.priority
@@ -433,13 +439,16 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
                 &ModelStats::rejected_deadline);
   }
   // A batch must fit the device memory with nothing else in flight.
+  // (A split request's largest piece: max_batch_size rows, at most all of
+  // its real tokens.)
   const int64_t chunk_rows = std::min(task->rows, q.max_batch_size);
-  const int64_t peak = model.PeakBytes(chunk_rows, task->tokens);
+  const int64_t peak = model.PeakBytes(
+      {chunk_rows, std::min(task->real_tokens, chunk_rows * task->seq_length), task->seq_length});
   if (peak > admission_->Capacity()) {
     return fail(
         absl::ResourceExhaustedError(absl::StrCat(
             "request needs ", peak, " bytes of device memory (", chunk_rows, " sequences of ",
-            task->tokens, " tokens); model '", name, "' may use ", admission_->Describe())),
+            task->seq_length, " tokens); model '", name, "' may use ", admission_->Describe())),
         &ModelStats::rejected_memory);
   }
   task->request = std::move(request);
@@ -482,7 +491,8 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     auto piece = std::make_unique<InferTask>();
     piece->arrival = arrival;
     piece->rows = RequestBatchSize((*pieces)[i]);
-    piece->tokens = task->tokens;
+    piece->seq_length = task->seq_length;
+    piece->real_tokens = model.RealTokens((*pieces)[i]);
     piece->level = task->level;
     piece->bucket = task->bucket;
     piece->due = task->due;
@@ -630,23 +640,21 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
       batch.unfit,
       [&](const InferTask& t) {
         return absl::ResourceExhaustedError(absl::StrCat(
-            "request needs ", entry->model->PeakBytes(t.rows, t.tokens),
+            "request needs ", entry->model->PeakBytes(t.shape()),
             " bytes of device memory; model '", name, "' may use ", admission_->Describe()));
       },
       &ModelStats::rejected_memory);
   if (batch.tasks.empty()) return;
 
   {
-    int64_t real = 0;
-    for (const auto& task : batch.tasks) real += task->rows * task->tokens;
-    const int64_t padded = batch.rows * batch.length;
+    const int64_t real = batch.tokens, computed = batch.computed_tokens;
     std::lock_guard<std::mutex> lock(entry->stats_mu);
     entry->stats.real_tokens += real;
-    entry->stats.padded_tokens += padded;
+    entry->stats.computed_tokens += computed;
     LengthBucketStats& b = entry->stats.buckets[batch.bucket];
     b.batch_rows.Observe(static_cast<double>(batch.rows));
     b.padding_efficiency.Observe(
-        padded > 0 ? static_cast<double>(real) / static_cast<double>(padded) : 1.0);
+        computed > 0 ? static_cast<double>(real) / static_cast<double>(computed) : 1.0);
   }
   std::vector<const InferRequest*> requests;
   requests.reserve(batch.tasks.size());

@@ -51,6 +51,8 @@ namespace infer {
 struct EngineOptions {
   // "cpu", "cuda:N", or empty for the first usable GPU, else the CPU.
   std::string device;
+  // How the device is set up (the CPU's compute threads).
+  DeviceOptions device_options;
   // Time source for queueing; nullptr means RealClock(). Borrowed.
   Clock* clock = nullptr;
   // The device memory budget every model allocates under.
@@ -125,7 +127,9 @@ struct LengthBucketStats {
   Histogram queue_seconds{LatencyBoundsSeconds()};    // ModelStats::queue, successful requests
   Histogram compute_seconds{LatencyBoundsSeconds()};  // one execution (all phases), per batch
   Histogram batch_rows{BatchSizeBounds()};            // rows per executed batch
-  Histogram padding_efficiency{RatioBounds()};        // real / padded tokens per batch
+  // Real / computed tokens per batch: below 1 only for a model that pads
+  // sequences to the batch's longest (Model::ComputedTokens).
+  Histogram padding_efficiency{RatioBounds()};
 };
 
 // Per-model statistics, with the meaning of KServe/Triton ModelStatistics.
@@ -159,10 +163,11 @@ struct ModelStats {
   std::map<absl::StatusCode, uint64_t> requests_by_code;
   // One entry per length bucket, in bucket order.
   std::vector<LengthBucketStats> buckets;
-  // Tokens of the requests executed, and tokens computed (with padding):
-  // real / padded is the padding efficiency.
+  // Tokens of the requests executed (Model::RealTokens), and tokens computed
+  // (Model::ComputedTokens: the same for a model that packs sequences, rows ×
+  // longest for one that pads): real / computed is the padding efficiency.
   int64_t real_tokens = 0;
-  int64_t padded_tokens = 0;
+  int64_t computed_tokens = 0;
   // Refusals by reason (each client request once), and recovery.
   uint64_t rejected_queue_full = 0;  // UNAVAILABLE
   uint64_t rejected_deadline = 0;    // DEADLINE_EXCEEDED (before or while queued)

@@ -95,7 +95,9 @@ class ProbeModel final : public Model {
     spec_.outputs = {{"rows", DataType::kInt64, {-1}}};
   }
   const ModelSpec& spec() const override { return spec_; }
-  int64_t PeakBytes(int64_t rows, int64_t) const override { return rows * o_.bytes_per_row; }
+  int64_t PeakBytes(const BatchShape& shape) const override {
+    return shape.rows * o_.bytes_per_row;
+  }
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override {
     auto batch = std::make_unique<Batch>(this);
@@ -485,7 +487,7 @@ TEST(EngineSchedulingTest, SequencesLongerThanTheLastBucketAreRefused) {
   EXPECT_THAT(engine->Infer(Probe("y", 1, 16)), IsOk());
   const ModelStats st = *engine->GetModelStats("probe");
   EXPECT_EQ(st.real_tokens, 16);
-  EXPECT_EQ(st.padded_tokens, 16);
+  EXPECT_EQ(st.computed_tokens, 16);
 }
 
 TEST(EngineLimitsTest, EachLimitIsEnforcedWithItsNameAndServingContinues) {

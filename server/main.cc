@@ -37,6 +37,7 @@ struct Flags {
   double memory_budget_fraction = 0.9;
   double memory_headroom_fraction = 0.1;
   std::string device_lock_dir;
+  int cpu_threads = 0;
   std::string log_level = "info";
 };
 
@@ -54,6 +55,7 @@ int Run(Flags flags, const sigset_t& signals) {
   engine_options.memory.budget_fraction = flags.memory_budget_fraction;
   engine_options.memory_headroom_fraction = flags.memory_headroom_fraction;
   engine_options.device_lock_dir = flags.device_lock_dir;
+  engine_options.device_options.cpu_threads = flags.cpu_threads;
   absl::StatusOr<std::unique_ptr<infer::Engine>> engine = infer::Engine::Create(engine_options);
   if (!engine.ok()) {
     spdlog::critical("cannot start on the device: {}", engine.status().ToString());
@@ -63,6 +65,7 @@ int Run(Flags flags, const sigset_t& signals) {
   spdlog::info("device {} ({}{})", (*engine)->device()->spec(), dev.name,
                dev.uuid.empty() ? "" : ", " + dev.uuid);
   if (dev.kind == infer::DeviceKind::kCpu) {
+    spdlog::info("cpu: {} compute threads", dev.compute_threads);
     spdlog::info("CUDA: {}", infer::ProbeCuda().device_count > 0
                                  ? "available, but --device cpu was chosen"
                                  : infer::ProbeCuda().reason);
@@ -99,15 +102,17 @@ int Run(Flags flags, const sigset_t& signals) {
   for (const std::string& name : (*engine)->ModelNames()) {
     const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
     const infer::RequestLimits l = *(*engine)->GetRequestLimits(name);
+    const infer::ModelSpec& spec = **(*engine)->GetModelSpec(name);
     spdlog::info(
-        "model '{}' ready: max_batch_size {}, max_batch_tokens {}, max_queue_delay_us {}, "
-        "max_queue_size {}, length buckets [{}], priority levels {}; request limits: "
-        "max_client_batch_size {}, max_input_length {}, max_request_tokens {}, "
+        "model '{}' ready: backend {}, precision {}{}; max_batch_size {}, max_batch_tokens {}, "
+        "max_queue_delay_us {}, max_queue_size {}, length buckets [{}], priority levels {}; "
+        "request limits: max_client_batch_size {}, max_input_length {}, max_request_tokens {}, "
         "max_tensor_elements {}, max_text_bytes {}",
-        name, q.max_batch_size, q.max_batch_tokens, absl::ToInt64Microseconds(q.max_queue_delay),
-        q.max_queue_size, absl::StrJoin(q.length_buckets, ","), q.priority_levels,
-        l.max_client_batch_size, l.max_input_length, l.max_request_tokens, l.max_tensor_elements,
-        l.max_text_bytes);
+        name, spec.backend, spec.precision.empty() ? "none" : spec.precision,
+        spec.implementation.empty() ? "" : " (" + spec.implementation + ")", q.max_batch_size,
+        q.max_batch_tokens, absl::ToInt64Microseconds(q.max_queue_delay), q.max_queue_size,
+        absl::StrJoin(q.length_buckets, ","), q.priority_levels, l.max_client_batch_size,
+        l.max_input_length, l.max_request_tokens, l.max_tensor_elements, l.max_text_bytes);
   }
 
   {
@@ -253,6 +258,12 @@ int main(int argc, char** argv) {
                  "batches in flight and its own estimated peak fit in the rest")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99));
+  app.add_option("--cpu-threads", flags.cpu_threads,
+                 "threads the CPU device computes on (oneDNN and the encoder's kernels share "
+                 "one OpenMP pool; 0: one per core this process may use, after its CPU "
+                 "affinity and cgroup quota)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--device-lock-dir", flags.device_lock_dir,
                  "directory for the per-GPU ownership lock files (default: $INFER_LOCK_DIR, "
                  "else /run/lock, else /tmp)");

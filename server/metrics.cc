@@ -139,8 +139,9 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine) {
               labels, lb.compute_seconds);
       f.Histo("infer_batch_size", "Rows (sequences) per executed batch", labels, lb.batch_rows);
       f.Histo("infer_batch_padding_efficiency",
-              "Real tokens / padded tokens (rows x longest sequence) per executed batch", labels,
-              lb.padding_efficiency);
+              "Real tokens / tokens computed per executed batch (below 1 only for models that "
+              "pad sequences to the batch's longest; 1 for models that pack them)",
+              labels, lb.padding_efficiency);
       f.Gauge("infer_queue_depth", "Requests waiting now, by model and length bucket", labels,
               b < depths->size() ? static_cast<double>((*depths)[b]) : 0.0);
     }
@@ -162,15 +163,26 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine) {
                 {{"model", model}, {"reason", reason}}, static_cast<double>(n));
     }
     const Labels m = {{"model", model}};
+    if (absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(model); spec.ok()) {
+      f.Gauge("infer_model_info",
+              "1 per loaded model, labelled with its backend, the precision it computes in "
+              "(fp32, bf16, fp16; empty for a model that computes nothing) and its device",
+              {{"model", model},
+               {"backend", (*spec)->backend},
+               {"precision", (*spec)->precision},
+               {"device", engine.device()->spec()}},
+              1.0);
+    }
     f.Counter("infer_inferences_total", "Rows (sequences) answered successfully", m,
               static_cast<double>(s.inference_count));
     f.Counter("infer_executions_total", "Batches executed", m,
               static_cast<double>(s.execution_count));
     f.Counter("infer_tokens_total",
-              "Tokens of the executed requests (real) and as computed with padding (padded)",
+              "Tokens of the executed requests (real) and tokens computed for them (computed: "
+              "with padding for models that pad, the same for models that pack)",
               {{"model", model}, {"kind", "real"}}, static_cast<double>(s.real_tokens));
-    f.Counter("infer_tokens_total", "", {{"model", model}, {"kind", "padded"}},
-              static_cast<double>(s.padded_tokens));
+    f.Counter("infer_tokens_total", "", {{"model", model}, {"kind", "computed"}},
+              static_cast<double>(s.computed_tokens));
     f.Counter("infer_request_splits_total", "Requests over max_batch_size split across executions",
               m, static_cast<double>(s.request_splits));
     f.Counter("infer_oom_batch_splits_total",

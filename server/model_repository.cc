@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/precision.h"
 #include "models/registry.h"
 #include "runtime/status_macros.h"
 #include "server/proto_codec.h"
@@ -190,6 +191,11 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
   if (config.backend().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": field 'backend' is required"));
   }
+  if (!config.precision().empty()) {
+    if (absl::Status s = ParsePrecision(config.precision()).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": field 'precision': ", s.message()));
+    }
+  }
   return config;
 }
 
@@ -265,8 +271,11 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
     }
     ModelParams params;
     for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
-    absl::StatusOr<std::unique_ptr<Model>> model =
-        CreateBuiltinModel(config.backend(), name, params, engine->context(), folder.string());
+    // Checked by ParseModelConfig; empty means auto.
+    const Precision precision =
+        config.precision().empty() ? Precision::kAuto : *ParsePrecision(config.precision());
+    absl::StatusOr<std::unique_ptr<Model>> model = CreateBuiltinModel(
+        config.backend(), name, params, engine->context(), folder.string(), precision);
     if (!model.ok()) {
       return absl::Status(model.status().code(),
                           absl::StrCat(config_path.string(), ": ", model.status().message()));

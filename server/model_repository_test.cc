@@ -66,10 +66,11 @@ TEST_F(RepositoryTest, BertCheckpointFolderIsServedWithItsParameters) {
   ASSERT_THAT(GenerateBertCheckpoint((dir_ / "mean").string(), gen), IsOk());
   Write("cls", R"(
     backend: "bert"
+    precision: "fp32"
     parameters { key: "pooling" value { string_value: "cls" } }
     parameters { key: "normalize" value { string_value: "false" } }
   )");
-  Write("mean", R"(backend: "bert")");
+  Write("mean", R"(backend: "bert" precision: "fp32")");
   auto engine = Engine::Create({.device = "cpu"});
   ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
   const int64_t ids[] = {2, 40, 41, 3};
@@ -242,6 +243,41 @@ TEST_F(RepositoryTest, TritonInterfaceFieldsAreCheckedAgainstTheBackend) {
     EXPECT_THAT(LoadModelRepository(dir_.string(), fresh->get()),
                 StatusIs(absl::StatusCode::kInvalidArgument, c.error))
         << c.to;
+  }
+}
+
+// `precision` reaches the model and shows in its spec; a value that is no
+// precision, or one the backend or device cannot compute, stops loading
+// naming the file and the value.
+TEST_F(RepositoryTest, PrecisionIsAppliedOrRefusedByName) {
+  BertGenOptions gen;
+  gen.config = *BertPreset("tiny");
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "enc").string(), gen), IsOk());
+  Write("enc", R"(backend: "bert" precision: "fp32")");
+  Write("pool", R"(backend: "embed_pool" precision: "auto")");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  EXPECT_EQ((**(*engine)->GetModelSpec("enc")).precision, "fp32");
+  EXPECT_EQ((**(*engine)->GetModelSpec("pool")).precision, "fp32");
+  const struct {
+    std::string folder, config;
+    absl::StatusCode code;
+    std::string error;
+  } cases[] = {
+      {"enc", R"(backend: "bert" precision: "int8")", absl::StatusCode::kInvalidArgument,
+       "enc/config.pbtxt: field 'precision': precision 'int8' is not one of auto, fp32, bf16, "
+       "fp16"},
+      {"enc", R"(backend: "bert" precision: "fp16")", absl::StatusCode::kFailedPrecondition,
+       "enc/config.pbtxt: precision fp16: the CPU encoder computes fp32 or bf16"},
+      {"pool", R"(backend: "embed_pool" precision: "bf16")", absl::StatusCode::kInvalidArgument,
+       "pool/config.pbtxt: precision 'bf16': backend 'embed_pool' computes fp32 only"},
+  };
+  for (const auto& c : cases) {
+    fs::remove_all(dir_ / (c.folder == "enc" ? "pool" : "enc"));
+    Write(c.folder, c.config);
+    auto fresh = Engine::Create({.device = "cpu"});
+    EXPECT_THAT(LoadModelRepository(dir_.string(), fresh->get()), StatusIs(c.code, c.error))
+        << c.config;
   }
 }
 

@@ -238,6 +238,9 @@ void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const 
   policy->set_max_queue_size(static_cast<uint32_t>(queue.max_queue_size));
   policy->set_default_timeout_microseconds(
       static_cast<uint64_t>(absl::ToInt64Microseconds(queue.default_timeout)));
+  if (!spec.precision.empty()) {
+    (*proto->mutable_parameters())["precision"].set_string_value(spec.precision);
+  }
 }
 
 }  // namespace infer

@@ -30,8 +30,9 @@ void ResponseToProto(InferResponse response, inference::ModelInferResponse* prot
 // backend, max_batch_size, inputs and outputs (dims without the batch
 // dimension, which every model here has first; a tensor that is only a
 // batch dimension, like BYTES `text` [-1], has no dims), one instance on
-// `device`, and dynamic_batching with the queue's delay, priorities, size
-// and default timeout.
+// `device`, dynamic_batching with the queue's delay, priorities, size and
+// default timeout, and parameters["precision"] when the model computes in
+// one.
 void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const DeviceInfo& device,
                         inference::ModelConfig* proto);
 

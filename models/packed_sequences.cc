@@ -1,0 +1,55 @@
+#include "models/packed_sequences.h"
+
+#include <algorithm>
+
+namespace infer {
+
+int64_t CountRealTokens(const int64_t* mask, int64_t n) {
+  if (mask == nullptr) return n;
+  int64_t real = 0;
+  for (int64_t i = 0; i < n; ++i) real += mask[i] != 0;
+  return real;
+}
+
+void AppendPackedRows(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
+                      const PackedLayout& layout, int32_t* buffer, int64_t* row, int64_t* token,
+                      int64_t* longest, int64_t* width) {
+  int32_t* out_ids = buffer + layout.ids();
+  int32_t* out_positions = buffer + layout.positions();
+  int32_t* offsets = buffer + layout.offsets();
+  if (*row == 0) offsets[0] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t begin = *token;
+    for (int64_t s = 0; s < seq; ++s) {
+      const int64_t i = r * seq + s;
+      if (mask != nullptr && mask[i] == 0) continue;
+      out_ids[*token] = static_cast<int32_t>(ids[i]);
+      out_positions[*token] = static_cast<int32_t>(s);
+      *width = std::max(*width, s + 1);
+      ++*token;
+    }
+    *longest = std::max(*longest, *token - begin);
+    offsets[++*row] = static_cast<int32_t>(*token);
+  }
+}
+
+PackedSequences::PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq)
+    : layout_{rows, CountRealTokens(mask, rows * seq)}, buffer_(layout_.bytes() / sizeof(int32_t)) {
+  int64_t row = 0, token = 0;
+  AppendPackedRows(ids, mask, rows, seq, layout_, buffer_.data(), &row, &token, &longest_, &width_);
+}
+
+PackedSequencesView PackedSequences::view() const {
+  PackedSequencesView v;
+  v.ids = buffer_.data() + layout_.ids();
+  v.positions = buffer_.data() + layout_.positions();
+  v.offsets = buffer_.data() + layout_.offsets();
+  v.host_offsets = v.offsets;
+  v.rows = layout_.rows;
+  v.tokens = layout_.tokens;
+  v.longest = longest_;
+  v.width = width_;
+  return v;
+}
+
+}  // namespace infer

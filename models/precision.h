@@ -1,0 +1,34 @@
+// Precision: the arithmetic a model computes in, a per-model setting
+// (config.pbtxt `precision`) resolved once at load for the device it runs on.
+//
+//   fp32  FP32 everywhere (the CPU encoder).
+//   bf16  BF16 GEMM inputs and weights with FP32 accumulation; the residual
+//         stream, LayerNorm, softmax and pooling stay FP32 (the CPU encoder).
+//   fp16  FP16 storage, FP32 accumulation (the CUDA encoder).
+//   auto  what the device does best: on a CPU, bf16 where it has native BF16
+//         dot products (AVX512_BF16 or AMX, as oneDNN sees it), else fp32; on
+//         a GPU, fp16.
+//
+// Thread-safety: pure functions.
+#ifndef INFER_MODELS_PRECISION_H_
+#define INFER_MODELS_PRECISION_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace infer {
+
+enum class Precision { kAuto, kFp32, kBf16, kFp16 };
+
+// "auto", "fp32", "bf16" or "fp16"; INVALID_ARGUMENT naming the accepted
+// values otherwise.
+absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
+const char* PrecisionName(Precision precision);
+
+// Whether this CPU computes BF16 dot products natively (AVX512_BF16 or AMX)
+// within the instruction sets oneDNN may use (ONEDNN_MAX_CPU_ISA caps them).
+bool CpuHasNativeBf16();
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_PRECISION_H_
