@@ -9,7 +9,8 @@ Answers: throughput ratio (batched / unbatched) and the p99 of each: the
 median over the rounds, with the range of the rounds beside it.
 
   python3 bench/batching_gain.py [--model minilm|embed_pool] [--lengths 16]
-      [--duration-s 10] [--repeats 2] [--concurrency 32] [--device cpu]
+      [--precision auto|fp32|bf16] [--duration-s 10] [--repeats 2]
+      [--concurrency 32] [--device cpu]
 """
 
 import argparse
@@ -25,8 +26,9 @@ dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
 parameters {{ key: "hidden_size" value {{ string_value: "256" }} }}
 parameters {{ key: "embedding_size" value {{ string_value: "384" }} }}
 """),
-    "minilm": ("all-MiniLM-L6-v2 (bert backend, FP32 on the CPU)", """
+    "minilm": ("all-MiniLM-L6-v2 (bert backend, precision {precision})", """
 backend: "bert"
+precision: "{precision}"
 max_batch_size: {max_batch}
 dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
 parameters {{ key: "checkpoint_dir" value {{ string_value: "{checkpoint}" }} }}
@@ -42,16 +44,20 @@ def main():
     ap.add_argument("--lengths", default="16")
     ap.add_argument("--model", choices=sorted(MODELS), default="minilm")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="auto", help="minilm: auto, fp32, bf16 (fp16 on a GPU)")
     a = ap.parse_args()
     title, template = MODELS[a.model]
+    title = title.format(precision=a.precision)
     checkpoint = benchlib.minilm_dir() if a.model == "minilm" else ""
     print(f"batching gain on {benchlib.machine()}, device {a.device}")
     print(f"{title}, lengths {a.lengths}, concurrency {a.concurrency}, "
           f"{a.duration_s:g} s per point after 1 s warm-up, {a.repeats} alternating rounds; client "
           f"and server share this machine")
     repo = benchlib.write_repository({
-        "batched": template.format(max_batch=32, delay_us=1000, checkpoint=checkpoint),
-        "unbatched": template.format(max_batch=1, delay_us=0, checkpoint=checkpoint)})
+        "batched": template.format(max_batch=32, delay_us=1000, checkpoint=checkpoint,
+                                   precision=a.precision),
+        "unbatched": template.format(max_batch=1, delay_us=0, checkpoint=checkpoint,
+                                     precision=a.precision)})
     server = benchlib.start_infer_server(repo, "--device", a.device)
     try:
         results = benchlib.interleaved(

@@ -1,11 +1,18 @@
 // bucketing-bench: what sequence-length classes buy on a mixed-length
-// workload. The same embed_pool model is served twice in one engine — with
-// length buckets (16/32/64/128/256/512) and without (one queue, every batch
-// padded to its longest sequence) — and the same closed-loop workload runs
-// against each, side by side: padded-token efficiency (real tokens /
-// computed tokens), throughput, and p50/p99 latency.
+// workload. The same model is served twice in one engine — with length
+// buckets (16/32/64/128/256/512) and without (one queue) — and the same
+// closed-loop workload runs against each, side by side: padding efficiency
+// (real tokens / tokens computed), throughput, and p50/p99 latency.
 //
-//   build/bin/bucketing-bench [--device cpu|cuda:0] [--requests N] [--clients C]
+//   build/bin/bucketing-bench [--model embed_pool|minilm] [--checkpoint DIR]
+//       [--precision auto|fp32|bf16] [--device cpu|cuda:0] [--requests N]
+//       [--clients C]
+//
+// embed_pool pads every batch to its longest sequence, so one queue wastes
+// compute on padding. minilm (the bert backend, e.g. model_repository/minilm)
+// packs batches: it computes real tokens only in both set-ups (efficiency
+// 1), and what classes still buy is latency: short requests do not wait in a
+// batch behind long ones, whose attention costs grow with their length.
 //
 // Workload: 70% of requests 4-32 tokens, 20% 33-128, 10% 129-512.
 #include <CLI/CLI.hpp>
@@ -16,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "models/bert_model.h"
 #include "models/embed_pool.h"
 #include "server/engine.h"
 
@@ -24,12 +32,13 @@ namespace {
 struct RunResult {
   double seconds = 0;
   double p50_ms = 0, p99_ms = 0;
-  double efficiency = 0;  // real / padded tokens
+  double efficiency = 0;  // real / computed tokens
   uint64_t executions = 0;
   int errors = 0;
 };
 
-infer::InferRequest MakeRequest(const std::string& model, int64_t length, std::mt19937& rng) {
+infer::InferRequest MakeRequest(const std::string& model, int64_t length, int64_t vocab,
+                                std::mt19937& rng) {
   infer::InferRequest r;
   r.model_name = model;
   infer::Tensor t;
@@ -37,7 +46,7 @@ infer::InferRequest MakeRequest(const std::string& model, int64_t length, std::m
   t.dtype = infer::DataType::kInt64;
   t.shape = {1, length};
   std::vector<int64_t> ids(length);
-  for (auto& id : ids) id = 1 + rng() % 30000;
+  for (auto& id : ids) id = 1000 + rng() % (vocab - 1000);
   t.data.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
   r.inputs.push_back(std::move(t));
   return r;
@@ -50,7 +59,8 @@ int64_t DrawLength(std::mt19937& rng) {
   return 129 + rng() % 384;
 }
 
-RunResult Run(infer::Engine* engine, const std::string& model, int requests, int clients) {
+RunResult Run(infer::Engine* engine, const std::string& model, int64_t vocab, int requests,
+              int clients) {
   std::vector<double> latencies(requests);
   std::atomic<int> next{0}, errors{0};
   const infer::ModelStats before = *engine->GetModelStats(model);
@@ -60,7 +70,7 @@ RunResult Run(infer::Engine* engine, const std::string& model, int requests, int
     threads.emplace_back([&, c] {
       std::mt19937 rng(1000 + c);  // same lengths for both models
       for (int i = next++; i < requests; i = next++) {
-        infer::InferRequest r = MakeRequest(model, DrawLength(rng), rng);
+        infer::InferRequest r = MakeRequest(model, DrawLength(rng), vocab, rng);
         const auto t0 = std::chrono::steady_clock::now();
         if (!engine->Infer(std::move(r)).ok()) ++errors;
         latencies[i] =
@@ -86,9 +96,13 @@ RunResult Run(infer::Engine* engine, const std::string& model, int requests, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string device;
+  std::string device, model_kind = "embed_pool", checkpoint, precision_name = "auto";
   int requests = 2000, clients = 32;
   CLI::App app{"bucketing-bench: length classes vs one queue on a mixed-length workload"};
+  app.add_option("--model", model_kind, "embed_pool or minilm")->capture_default_str();
+  app.add_option("--checkpoint", checkpoint, "minilm: the checkpoint folder");
+  app.add_option("--precision", precision_name, "minilm: auto, fp32 or bf16")
+      ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda:N (default: GPU if usable)");
   app.add_option("--requests", requests, "requests per run")->capture_default_str();
   app.add_option("--clients", clients, "concurrent closed-loop clients")->capture_default_str();
@@ -101,27 +115,63 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
     return 1;
   }
+  auto precision = infer::ParsePrecision(precision_name);
+  if (!precision.ok() || (model_kind != "embed_pool" && model_kind != "minilm") ||
+      (model_kind == "minilm" && checkpoint.empty())) {
+    std::fprintf(stderr,
+                 "--model embed_pool, or --model minilm --checkpoint DIR "
+                 "[--precision auto|fp32|bf16]\n");
+    return 1;
+  }
+  int64_t vocab = 30000;
+  std::string precision_used = "fp32";
   for (const char* name : {"flat", "classes"}) {
-    infer::EmbedPoolOptions o;
-    o.name = name;
-    auto model = infer::EmbedPoolModel::Create(o, (*engine)->context());
+    absl::StatusOr<std::unique_ptr<infer::Model>> model;
+    if (model_kind == "minilm") {
+      infer::BertModelOptions o;
+      o.name = name;
+      o.checkpoint_dir = checkpoint;
+      o.precision = *precision;
+      auto bert = infer::BertModel::Create(o, (*engine)->context());
+      if (bert.ok()) {
+        vocab = (*bert)->encoder().config().vocab_size;
+        model = std::unique_ptr<infer::Model>(std::move(*bert));
+      } else {
+        model = bert.status();
+      }
+    } else {
+      infer::EmbedPoolOptions o;
+      o.name = name;
+      auto pool = infer::EmbedPoolModel::Create(o, (*engine)->context());
+      if (pool.ok()) {
+        model = std::unique_ptr<infer::Model>(std::move(*pool));
+      } else {
+        model = pool.status();
+      }
+    }
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+      return 1;
+    }
+    precision_used = (*model)->spec().precision;
     infer::QueueOptions q;
     q.max_batch_size = 32;
     q.max_queue_delay = absl::Milliseconds(2);
     if (std::string(name) == "classes") q.length_buckets = {16, 32, 64, 128, 256, 512};
     if (!model.ok() || !(*engine)->AddModel(*std::move(model), q).ok()) return 1;
   }
-  Run(engine->get(), "flat", 100, clients);  // warm-up
-  Run(engine->get(), "classes", 100, clients);
-  const RunResult flat = Run(engine->get(), "flat", requests, clients);
-  const RunResult classes = Run(engine->get(), "classes", requests, clients);
+  Run(engine->get(), "flat", vocab, 100, clients);  // warm-up
+  Run(engine->get(), "classes", vocab, 100, clients);
+  const RunResult flat = Run(engine->get(), "flat", vocab, requests, clients);
+  const RunResult classes = Run(engine->get(), "classes", vocab, requests, clients);
 
   std::printf(
-      "bucketing-bench on %s: %d requests, %d closed-loop clients, lengths 70%% 4-32, "
-      "20%% 33-128, 10%% 129-512; max_batch_size 32, max_queue_delay 2 ms\n\n",
-      (*engine)->device()->spec().c_str(), requests, clients);
+      "bucketing-bench on %s, model %s (%s): %d requests, %d closed-loop clients, lengths "
+      "70%% 4-32, 20%% 33-128, 10%% 129-512; max_batch_size 32, max_queue_delay 2 ms\n\n",
+      (*engine)->device()->spec().c_str(), model_kind.c_str(), precision_used.c_str(), requests,
+      clients);
   std::printf(
-      "| queueing | padded-token efficiency | executions | req/s | p50 ms | p99 ms | "
+      "| queueing | padding efficiency | executions | req/s | p50 ms | p99 ms | "
       "errors |\n|---|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& [label, r] :
        {std::pair{"one queue", flat}, std::pair{"length classes", classes}}) {
