@@ -122,6 +122,17 @@ std::unique_ptr<Device> CreateCpuDevice(int threads) {
 }
 
 int DefaultCpuThreads() {
+#if defined(__SANITIZE_THREAD__)
+  // libgomp is not built with ThreadSanitizer, which cannot see its barriers
+  // and would report every hand-off inside a parallel region: compute on one
+  // thread, which OpenMP runs inline on the caller.
+  return 1;
+#endif
+  // OpenMP's own setting, when the operator gave one.
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr) {
+    int n = 0;
+    if (absl::SimpleAtoi(env, &n) && n > 0) return n;
+  }
   int cpus = 0;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);

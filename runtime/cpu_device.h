@@ -13,10 +13,10 @@ namespace infer {
 // `threads` > 0: the compute threads (DeviceInfo::compute_threads).
 std::unique_ptr<Device> CreateCpuDevice(int threads);
 
-// One per core this process may run on: the CPUs of its affinity mask,
-// capped by its cgroup's CPU quota (cgroup v2 cpu.max or v1 cfs_quota_us,
-// rounded up) when one is set, as containers under Kubernetes have. At
-// least 1.
+// OMP_NUM_THREADS when it is set to a positive number; else one per core this
+// process may run on: the CPUs of its affinity mask, capped by its cgroup's
+// CPU quota (cgroup v2 cpu.max or v1 cfs_quota_us, rounded up) when one is
+// set, as containers under Kubernetes have. At least 1.
 int DefaultCpuThreads();
 
 // Sets the calling thread's OpenMP team size for the parallel regions it

@@ -40,8 +40,9 @@ struct DeviceInfo {
 };
 
 struct DeviceOptions {
-  // CPU: compute threads; 0 means one per core this process may use (its
-  // CPU affinity, capped by a cgroup CPU quota). Ignored by GPUs.
+  // CPU: compute threads; 0 means DefaultCpuThreads() (runtime/cpu_device.h:
+  // OMP_NUM_THREADS, else one per core this process may use, after its CPU
+  // affinity and a cgroup CPU quota). Ignored by GPUs.
   int cpu_threads = 0;
 };
 

@@ -2,7 +2,7 @@
 # Packs what a GPU machine needs into .device/bundle.tar.xz (git-ignored): the
 # built binaries and test binaries (debug info stripped), the shared
 # libraries they link that such a machine may lack (gRPC, protobuf, Abseil,
-# spdlog, OpenBLAS...), and all-MiniLM-L6-v2 converted to FP16 (45 MB instead
+# spdlog, oneDNN...), and all-MiniLM-L6-v2 converted to FP16 (45 MB instead
 # of 90), xz-compressed to stay small enough to copy over (about 55 MB). The
 # CUDA libraries (libcudart, libcublas*, libcuda) are not packed: the GPU
 # machine has its own CUDA 13. There, scripts/gpu-run.sh unpacks and runs it.

@@ -260,8 +260,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.99));
   app.add_option("--cpu-threads", flags.cpu_threads,
                  "threads the CPU device computes on (oneDNN and the encoder's kernels share "
-                 "one OpenMP pool; 0: one per core this process may use, after its CPU "
-                 "affinity and cgroup quota)")
+                 "one OpenMP pool; 0: OMP_NUM_THREADS if set, else one per core this process "
+                 "may use, after its CPU affinity and cgroup quota)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device-lock-dir", flags.device_lock_dir,
