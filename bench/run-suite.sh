@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the bench/ suite — front-end overhead, batching gain (MiniLM at 16 and
-# 128 tokens), overload, and the perf_analyzer cross-check — and writes the
+# 128 tokens in the default precision, and at 16 in FP32), overload, and the perf_analyzer cross-check — and writes the
 # report to bench-report.txt as well. Fetches perf_analyzer first
 # (scripts/get-perf-analyzer.sh; needs network once). Needs build/
 # (scripts/build.sh or the test command) and .venv (scripts/setup-venv.sh: the
@@ -21,6 +21,8 @@ scripts/get-perf-analyzer.sh
   python3 bench/batching_gain.py --duration-s "$LONG" --lengths 16
   echo
   python3 bench/batching_gain.py --duration-s "$LONG" --lengths 128
+  echo
+  python3 bench/batching_gain.py --duration-s "$LONG" --lengths 16 --precision fp32
   echo
   python3 bench/overload.py --duration-s "$LONG"
   echo

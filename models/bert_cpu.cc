@@ -39,16 +39,6 @@ class Scratch {
   std::vector<std::vector<float>> heap_;
 };
 
-std::vector<float> Concat(const std::vector<float>& a, const std::vector<float>& b,
-                          const std::vector<float>& c) {
-  std::vector<float> out;
-  out.reserve(a.size() + b.size() + c.size());
-  out.insert(out.end(), a.begin(), a.end());
-  out.insert(out.end(), b.begin(), b.end());
-  out.insert(out.end(), c.begin(), c.end());
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Create(
@@ -103,9 +93,9 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Create(
   for (size_t i = 0; i < w.layers.size(); ++i) {
     BertWeights::Layer& src = w.layers[i];
     Layer& dst = m->layers_[i];
-    INFER_ASSIGN_OR_RETURN(
-        dst.qkv, linear({h, 3 * h, in, ElementType::kF32, false, false},
-                        Concat(src.q.w, src.k.w, src.v.w), Concat(src.q.b, src.k.b, src.v.b)));
+    const BertWeights::Linear qkv = FusedQkv(src);
+    INFER_ASSIGN_OR_RETURN(dst.qkv,
+                           linear({h, 3 * h, in, ElementType::kF32, false, false}, qkv.w, qkv.b));
     INFER_ASSIGN_OR_RETURN(dst.attn_out, linear({h, h, in, ElementType::kF32, false, true},
                                                 src.attn_out.w, src.attn_out.b));
     INFER_ASSIGN_OR_RETURN(

@@ -52,16 +52,6 @@ class Uploader {
   int64_t bytes_ = 0;
 };
 
-std::vector<float> Concat(const std::vector<float>& a, const std::vector<float>& b,
-                          const std::vector<float>& c) {
-  std::vector<float> out;
-  out.reserve(a.size() + b.size() + c.size());
-  out.insert(out.end(), a.begin(), a.end());
-  out.insert(out.end(), b.begin(), b.end());
-  out.insert(out.end(), c.begin(), c.end());
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertWeights& w,
@@ -106,8 +96,9 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
     Layer& dst = m->layers_[i];
     dst.qkv.out = 3 * c.hidden_size;
     dst.qkv.in = c.hidden_size;
-    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(Concat(src.q.w, src.k.w, src.v.w)));
-    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.FloatOwned(Concat(src.q.b, src.k.b, src.v.b)));
+    BertWeights::Linear qkv = FusedQkv(src);
+    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(qkv.w));
+    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.FloatOwned(std::move(qkv.b)));
     INFER_RETURN_IF_ERROR(linear(src.attn_out, &dst.attn_out));
     INFER_RETURN_IF_ERROR(linear(src.ffn_in, &dst.ffn_in));
     INFER_RETURN_IF_ERROR(linear(src.ffn_out, &dst.ffn_out));

@@ -46,6 +46,17 @@ int64_t BertWeights::ParameterCount() const {
   return n;
 }
 
+BertWeights::Linear FusedQkv(const BertWeights::Layer& layer) {
+  BertWeights::Linear qkv;
+  qkv.in = layer.q.in;
+  qkv.out = layer.q.out + layer.k.out + layer.v.out;
+  for (const BertWeights::Linear* l : {&layer.q, &layer.k, &layer.v}) {
+    qkv.w.insert(qkv.w.end(), l->w.begin(), l->w.end());
+    qkv.b.insert(qkv.b.end(), l->b.begin(), l->b.end());
+  }
+  return qkv;
+}
+
 absl::StatusOr<BertWeights> LoadBertWeights(const std::string& dir) {
   BertWeights w;
   INFER_ASSIGN_OR_RETURN(w.config, ReadBertConfig(dir + "/config.json"));

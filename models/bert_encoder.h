@@ -60,6 +60,10 @@ struct BertWeights {
   int64_t ParameterCount() const;
 };
 
+// Q, K and V of `layer` as one [3 * hidden, hidden] linear layer: the rows
+// of q, then k, then v, and their biases in the same order.
+BertWeights::Linear FusedQkv(const BertWeights::Layer& layer);
+
 // Reads `dir`/config.json and `dir`/model.safetensors. INVALID_ARGUMENT naming
 // the file and tensor when one is missing or has the wrong shape.
 absl::StatusOr<BertWeights> LoadBertWeights(const std::string& dir);
