@@ -21,6 +21,8 @@ cat > model_repository/minilm/config.pbtxt <<'CFG'
 # element) or "input_ids" [+ "attention_mask"] (INT64 [-1,-1]); get
 # "embedding" (FP32 [-1,384], L2-normalised).
 backend: "bert"
+# auto: bf16 on a CPU with native BF16 (AVX512_BF16, AMX), else fp32; fp16 on a GPU.
+precision: "auto"
 max_batch_size: 32
 dynamic_batching {
   max_queue_delay_microseconds: 2000

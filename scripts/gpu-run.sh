@@ -46,10 +46,17 @@ echo "--- overlap-bench cuda:0"
 echo "--- bucketing-bench cuda:0"
 "$D/bin/bucketing-bench" --device cuda:0 --requests 4000 | tee "$OUT/bucketing-bench.txt" \
   || failed+=(bucketing-bench)
+"$D/bin/bucketing-bench" --device cuda:0 --requests 4000 --model minilm --checkpoint "$D/minilm" \
+  | tee "$OUT/bucketing-bench-minilm.txt" || failed+=(bucketing-bench-minilm)
 echo "--- encoder vs PyTorch eager FP16: MiniLM"
 python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
   --encoder-bench "$D/bin/encoder-bench" --batches 1,8,32,128 --lengths 16,64,128,512 \
   2>"$LOGS/evt-minilm.log" | tee "$OUT/encoder-vs-torch-minilm.txt" || failed+=(encoder-vs-torch-minilm)
+echo "--- encoder vs PyTorch eager FP16: MiniLM, mixed lengths (packed vs padded)"
+python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
+  --encoder-bench "$D/bin/encoder-bench" --mixed 1024 \
+  2>"$LOGS/evt-minilm-mixed.log" | tee "$OUT/encoder-vs-torch-minilm-mixed.txt" \
+  || failed+=(encoder-vs-torch-minilm-mixed)
 echo "--- encoder vs PyTorch eager FP16: synthetic BERT-base"
 "$D/bin/infer-model-gen" --preset bert-base --dtype f16 --out /tmp/bert-base >/dev/null &&
 python3 bench/encoder_vs_torch.py --checkpoint /tmp/bert-base --device cuda:0 \
