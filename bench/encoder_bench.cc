@@ -69,15 +69,7 @@ absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequ
   absl::Status st = device->CopyToDevice(b.input.get(), b.host.data(), layout.bytes(), stream);
   if (st.ok()) st = device->SynchronizeStream(stream);
   if (!st.ok()) return st;
-  const auto* base = b.input.as<int32_t>();
-  b.view.ids = base + layout.ids();
-  b.view.positions = base + layout.positions();
-  b.view.offsets = base + layout.offsets();
-  b.view.host_offsets = b.host.data() + layout.offsets();
-  b.view.rows = layout.rows;
-  b.view.tokens = layout.tokens;
-  b.view.longest = longest;
-  b.view.width = width;
+  b.view = layout.View(b.input.as<int32_t>(), b.host.data() + layout.offsets(), longest, width);
   return b;
 }
 

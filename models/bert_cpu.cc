@@ -131,16 +131,18 @@ std::string BertEncoderCpu::Implementation() const {
 // fused QKV projection (FP32), the attention output and the FFN intermediate
 // (in the matmul input type), the attention kernel's per-thread scratch, and
 // oneDNN's scratchpad.
-std::vector<int64_t> BertEncoderCpu::ScratchBytes(int64_t tokens, int64_t longest) const {
+std::array<int64_t, BertEncoderCpu::kBuffers> BertEncoderCpu::ScratchBytes(int64_t tokens,
+                                                                           int64_t longest) const {
   const int64_t h = config_.hidden_size, f = sizeof(float), e = bf16() ? 2 : 4;
-  std::vector<int64_t> bytes = {tokens * h * f};
-  if (bf16()) bytes.push_back(tokens * h * e);
-  bytes.push_back(tokens * 3 * h * f);
-  bytes.push_back(tokens * h * e);
-  bytes.push_back(tokens * config_.intermediate_size * e);
-  bytes.push_back(threads_ * cpu::AttentionScratchFloats(longest, h / config_.num_attention_heads) *
-                  f);
-  bytes.push_back(static_cast<int64_t>(scratchpad_bytes_));
+  std::array<int64_t, kBuffers> bytes{};
+  bytes[kX] = tokens * h * f;
+  bytes[kXBf16] = bf16() ? tokens * h * e : 0;
+  bytes[kQkv] = tokens * 3 * h * f;
+  bytes[kContext] = tokens * h * e;
+  bytes[kIntermediate] = tokens * config_.intermediate_size * e;
+  bytes[kAttention] =
+      threads_ * cpu::AttentionScratchFloats(longest, h / config_.num_attention_heads) * f;
+  bytes[kScratchpad] = static_cast<int64_t>(scratchpad_bytes_);
   return bytes;
 }
 
@@ -190,19 +192,18 @@ absl::Status BertEncoderCpu::Encode(Stream* stream, const PackedSequencesView& b
   }
   UseCpuThreads(threads_);
   Scratch scratch(allocator_, stream);
-  std::vector<void*> p;
-  for (int64_t bytes : ScratchBytes(tokens, batch.longest)) {
-    INFER_ASSIGN_OR_RETURN(void* b, scratch.Bytes(bytes));
-    p.push_back(b);
+  const std::array<int64_t, kBuffers> sizes = ScratchBytes(tokens, batch.longest);
+  std::array<void*, kBuffers> p{};
+  for (int i = 0; i < kBuffers; ++i) {
+    INFER_ASSIGN_OR_RETURN(p[i], scratch.Bytes(sizes[i]));  // null when unused
   }
-  size_t next = 0;
-  auto* x = static_cast<float*>(p[next++]);
-  auto* xb = bf16() ? static_cast<uint16_t*>(p[next++]) : nullptr;
-  auto* qkv = static_cast<float*>(p[next++]);
-  void* ctx = p[next++];
-  void* inter = p[next++];
-  auto* attention_scratch = static_cast<float*>(p[next++]);
-  void* pad = p[next++];
+  auto* x = static_cast<float*>(p[kX]);
+  auto* xb = static_cast<uint16_t*>(p[kXBf16]);
+  auto* qkv = static_cast<float*>(p[kQkv]);
+  void* ctx = p[kContext];
+  void* inter = p[kIntermediate];
+  auto* attention_scratch = static_cast<float*>(p[kAttention]);
+  void* pad = p[kScratchpad];
   const void* x_in = bf16() ? static_cast<const void*>(xb) : x;
   auto round = [&] {
     if (bf16()) cpu::ToBf16(x, tokens * h, xb, threads_);

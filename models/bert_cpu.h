@@ -30,6 +30,7 @@
 #ifndef INFER_MODELS_BERT_CPU_H_
 #define INFER_MODELS_BERT_CPU_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -86,10 +87,14 @@ class BertEncoderCpu final : public BertEncoder {
     std::unique_ptr<cpu::OnednnLayerNorm> attn_norm, ffn_norm;
   };
 
+  // One Encode's scratch buffers, by index into ScratchBytes' result.
+  enum Buffer { kX, kXBf16, kQkv, kContext, kIntermediate, kAttention, kScratchpad, kBuffers };
+
   BertEncoderCpu() = default;
   bool bf16() const { return precision_ == Precision::kBf16; }
-  // Bytes of each scratch buffer of one Encode, in allocation order.
-  std::vector<int64_t> ScratchBytes(int64_t tokens, int64_t longest) const;
+  // Bytes of each scratch buffer of one Encode (0: not used). A fixed array:
+  // PeakBytes runs for every candidate batch the queue plans.
+  std::array<int64_t, kBuffers> ScratchBytes(int64_t tokens, int64_t longest) const;
 
   BertConfig config_;
   Precision precision_ = Precision::kFp32;

@@ -204,16 +204,8 @@ class BertModel::Batch final : public StagedRowsBatch {
 
  private:
   absl::Status Run(Stream* stream, const void* input, float* out) override {
-    const auto* base = static_cast<const int32_t*>(input);
-    PackedSequencesView view;
-    view.ids = base + layout_.ids();
-    view.positions = base + layout_.positions();
-    view.offsets = base + layout_.offsets();
-    view.host_offsets = host_offsets_.data();
-    view.rows = layout_.rows;
-    view.tokens = layout_.tokens;
-    view.longest = longest_;
-    view.width = width_;
+    const PackedSequencesView view =
+        layout_.View(static_cast<const int32_t*>(input), host_offsets_.data(), longest_, width_);
     return model_.encoder_->Encode(stream, view, model_.pooling_, model_.options_.normalize, out);
   }
 

@@ -59,6 +59,16 @@ absl::Status FromError(const dnnl::error& e, const std::string& what) {
       absl::StrCat(what, ": oneDNN error ", static_cast<int>(e.status), " (", e.what(), ")"));
 }
 
+// Calls fn(piece, first_row) for each piece of a batch of `rows` rows.
+template <typename Pieces, typename Fn>
+void ForEachPiece(const Pieces& pieces, int64_t rows, Fn fn) {
+  for (int64_t done = 0; done < rows;) {
+    const int64_t n = NextPiece(rows - done);
+    fn(pieces[PieceIndex(n)], done);
+    done += n;
+  }
+}
+
 }  // namespace
 
 const std::vector<int64_t>& PieceSizes() {
@@ -132,9 +142,7 @@ absl::Status OnednnLinear::Run(dnnl::stream& stream, const void* x, int64_t rows
   const size_t in_row = options_.in * ElementBytes(options_.input);
   const size_t out_row = options_.out * ElementBytes(options_.output);
   try {
-    for (int64_t done = 0; done < rows;) {
-      const int64_t n = NextPiece(rows - done);
-      const Piece& p = pieces_[PieceIndex(n)];
+    ForEachPiece(pieces_, rows, [&](const Piece& p, int64_t done) {
       dnnl::memory src(p.src, engine_,
                        const_cast<char*>(static_cast<const char*>(x)) + done * in_row);
       dnnl::memory dst(p.dst, engine_, static_cast<char*>(y) + done * out_row);
@@ -144,8 +152,7 @@ absl::Status OnednnLinear::Run(dnnl::stream& stream, const void* x, int64_t rows
                                    {DNNL_ARG_BIAS, bias_},
                                    {DNNL_ARG_DST, dst},
                                    {DNNL_ARG_SCRATCHPAD, pad}});
-      done += n;
-    }
+    });
     stream.wait();
   } catch (const dnnl::error& e) {
     return FromError(e, absl::StrCat("matmul [", options_.in, " -> ", options_.out, "]"));
@@ -188,9 +195,7 @@ absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(const d
 absl::Status OnednnLayerNorm::Run(dnnl::stream& stream, float* x, int64_t rows,
                                   void* scratchpad) const {
   try {
-    for (int64_t done = 0; done < rows;) {
-      const int64_t n = NextPiece(rows - done);
-      const Piece& p = pieces_[PieceIndex(n)];
+    ForEachPiece(pieces_, rows, [&](const Piece& p, int64_t done) {
       dnnl::memory data(p.data, engine_, x + done * hidden_);
       dnnl::memory pad(p.scratchpad, engine_, scratchpad);
       p.primitive.execute(stream, {{DNNL_ARG_SRC, data},
@@ -198,8 +203,7 @@ absl::Status OnednnLayerNorm::Run(dnnl::stream& stream, float* x, int64_t rows,
                                    {DNNL_ARG_SCALE, gamma_},
                                    {DNNL_ARG_SHIFT, beta_},
                                    {DNNL_ARG_SCRATCHPAD, pad}});
-      done += n;
-    }
+    });
     stream.wait();
   } catch (const dnnl::error& e) {
     return FromError(e, absl::StrCat("layer normalization [", hidden_, "]"));

@@ -39,17 +39,22 @@ PackedSequences::PackedSequences(const int64_t* ids, const int64_t* mask, int64_
   AppendPackedRows(ids, mask, rows, seq, layout_, buffer_.data(), &row, &token, &longest_, &width_);
 }
 
-PackedSequencesView PackedSequences::view() const {
+PackedSequencesView PackedLayout::View(const int32_t* buffer, const int32_t* host_offsets,
+                                       int64_t longest, int64_t width) const {
   PackedSequencesView v;
-  v.ids = buffer_.data() + layout_.ids();
-  v.positions = buffer_.data() + layout_.positions();
-  v.offsets = buffer_.data() + layout_.offsets();
-  v.host_offsets = v.offsets;
-  v.rows = layout_.rows;
-  v.tokens = layout_.tokens;
-  v.longest = longest_;
-  v.width = width_;
+  v.ids = buffer + ids();
+  v.positions = buffer + positions();
+  v.offsets = buffer + offsets();
+  v.host_offsets = host_offsets;
+  v.rows = rows;
+  v.tokens = tokens;
+  v.longest = longest;
+  v.width = width;
   return v;
+}
+
+PackedSequencesView PackedSequences::view() const {
+  return layout_.View(buffer_.data(), buffer_.data() + layout_.offsets(), longest_, width_);
 }
 
 }  // namespace infer

@@ -35,6 +35,10 @@ struct PackedLayout {
   int64_t ids() const { return 0; }
   int64_t positions() const { return tokens; }
   int64_t offsets() const { return 2 * tokens; }
+  // The view of such a buffer: `buffer` where the device reads it, its
+  // offsets also at `host_offsets` in host memory.
+  PackedSequencesView View(const int32_t* buffer, const int32_t* host_offsets, int64_t longest,
+                           int64_t width) const;
 };
 
 // Tokens with mask 1 among n (all n when mask is null).

@@ -10,7 +10,8 @@
 
 namespace infer {
 
-// `threads` > 0: the compute threads (DeviceInfo::compute_threads).
+// `threads`: the compute threads (DeviceInfo::compute_threads); 0 means
+// DefaultCpuThreads().
 std::unique_ptr<Device> CreateCpuDevice(int threads);
 
 // OMP_NUM_THREADS when it is set to a positive number; else one per core this

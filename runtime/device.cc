@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(absl::string_view spec,
         absl::StrCat("cpu_threads must not be negative, got ", options.cpu_threads));
   }
   if (spec == "cpu") {
-    return CreateCpuDevice(options.cpu_threads > 0 ? options.cpu_threads : DefaultCpuThreads());
+    return CreateCpuDevice(options.cpu_threads);
   }
   absl::string_view rest = spec;
   int ordinal = -1;
