@@ -345,6 +345,37 @@ class TritonClientCompatibilityTest(unittest.TestCase):
                                        atol=2e-5)
         self.assertIn("INVALID_ARGUMENT", answers["error"])
 
+    def scrape(self):
+        from prometheus_client.parser import text_string_to_metric_families
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=10) as r:
+            return {f.name: f for f in text_string_to_metric_families(r.read().decode("utf-8"))}
+
+    def test_the_encoder_computes_only_real_tokens(self):
+        # Through the server: a padded request to the packing encoder counts
+        # its real tokens as the tokens computed (no padding reaches the
+        # encoder), and the embedding of a padded row equals the row alone.
+        def tokens():
+            samples = self.scrape()["infer_tokens"].samples
+            return {s.labels["kind"]: s.value for s in samples
+                    if s.labels["model"] == "minilm" and s.name == "infer_tokens_total"}
+        before = tokens()
+        ids = np.array([[101, 7592, 1010, 2088, 999, 102, 0, 0],
+                        [101, 7592, 102, 0, 0, 0, 0, 0]], dtype=np.int64)
+        mask = (ids != 0).astype(np.int64)
+        m = grpcclient.InferInput("attention_mask", list(mask.shape), "INT64")
+        m.set_data_from_numpy(mask)
+        padded = self.client.infer("minilm", [self.infer_input(ids), m]).as_numpy("embedding")
+        alone = self.client.infer(
+            "minilm", [self.infer_input(ids[1:, :3])]).as_numpy("embedding")
+        self.assertLess(np.abs(padded[1] - alone[0]).max(), 1e-5)
+        after = tokens()
+        real = after["real"] - before.get("real", 0)
+        computed = after["computed"] - before.get("computed", 0)
+        self.assertEqual(real, 6 + 3 + 3)
+        self.assertEqual(computed, real)
+
     def test_metrics_endpoint_parses_with_prometheus_client(self):
         # The official Python client library's parser reads the scrape, and
         # its histograms give a p99 the way histogram_quantile does.
