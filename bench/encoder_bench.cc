@@ -30,6 +30,7 @@
 
 #include "models/bert_encoder.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/compute_stream.h"
 #include "runtime/device.h"
 #include "runtime/staging_pool.h"
 
@@ -125,7 +126,8 @@ int main(int argc, char** argv) {
   if (!allocator.ok()) return Fail(allocator.status());
   auto staging = infer::HostStagingPool::Create(device->get(), {});
   if (!staging.ok()) return Fail(staging.status());
-  auto stream = (*device)->CreateStream();
+  // A compute stream with its GEMM workspace, as the server's pipeline has.
+  auto stream = infer::ComputeStream::Create(allocator->get());
   if (!stream.ok()) return Fail(stream.status());
   const infer::DeviceContext context{device->get(), allocator->get(), staging->get()};
   infer::BertEncoderOptions options;

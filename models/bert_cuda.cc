@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert_cuda_kernels.cuh"
 #include "models/half.h"
+#include "models/packed_attention_cuda.cuh"
 #include "runtime/cuda_device.h"
 #include "runtime/status_macros.h"
 
@@ -58,21 +59,15 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
                                                                      const DeviceContext& context) {
   const BertConfig& c = w.config;
   const int64_t head_dim = c.hidden_size / c.num_attention_heads;
-  if (head_dim > cuda::kMaxAttentionHeadDim || c.hidden_size > cuda::kMaxLayerNormHidden) {
+  if (!cuda::PackedAttentionSupports(head_dim) || c.hidden_size > cuda::kMaxLayerNormHidden) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the CUDA encoder handles head sizes up to ", cuda::kMaxAttentionHeadDim,
-                     " and hidden sizes up to ", cuda::kMaxLayerNormHidden,
-                     "; this model has head size ", head_dim, " and hidden size ", c.hidden_size));
+        absl::StrCat("the CUDA encoder handles head sizes 32, 64 and 128 and hidden sizes up to ",
+                     cuda::kMaxLayerNormHidden, "; this model has head size ", head_dim,
+                     " and hidden size ", c.hidden_size));
   }
   std::unique_ptr<BertEncoderCuda> m(new BertEncoderCuda(context));
   m->config_ = c;
-  int major = 0;
-  INFER_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                                    context.device->info().ordinal),
-                             "cudaDeviceGetAttribute");
-  // cuBLAS's recommended workspace: 32 MiB on Hopper, 4 MiB before it.
-  m->workspace_bytes_ = static_cast<size_t>(major >= 9 ? 32 : 4) << 20;
-  INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream());
+  INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream(StreamKind::kCopy));
   Uploader up(context, m->weights_stream_.get());
   auto linear = [&](const BertWeights::Linear& l, Linear* out) -> absl::Status {
     out->out = l.out;
@@ -111,20 +106,18 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
   return std::unique_ptr<BertEncoder>(std::move(m));
 }
 
-// Encode's scratch, by allocator block, over the padded layout (rows × the
-// longest length): the padded ids, positions and mask, x and ctx ([tokens,
-// hidden] FP16), the work buffer (the fused QKV projection, then the FFN
-// intermediate: [tokens, max(3 * hidden, intermediate)] FP16), and the cuBLAS
-// workspace.
+// Encode's scratch, by allocator block, over the batch's real tokens: x and
+// ctx ([tokens, hidden] FP16) and the work buffer (the fused QKV projection,
+// then the FFN intermediate: [tokens, max(3 * hidden, intermediate)] FP16).
+// The packed ids, positions and offsets are the batch's upload (BertModel
+// counts them); the cuBLAS workspace belongs to the compute stream
+// (runtime/compute_stream.h), outside every batch.
 int64_t BertEncoderCuda::PeakBytes(const BatchShape& shape) const {
-  const int64_t tokens = shape.padded_tokens(), half = 2;
+  const int64_t tokens = shape.tokens, half = 2;
   if (tokens == 0) return 0;
   const int64_t work_cols = std::max(3 * config_.hidden_size, config_.intermediate_size);
-  return 2 * CachingAllocator::BlockBytes(tokens * static_cast<int64_t>(sizeof(int64_t))) +
-         CachingAllocator::BlockBytes(tokens * static_cast<int64_t>(sizeof(int32_t))) +
-         2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
-         CachingAllocator::BlockBytes(tokens * work_cols * half) +
-         CachingAllocator::BlockBytes(static_cast<int64_t>(workspace_bytes_));
+  return 2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
+         CachingAllocator::BlockBytes(tokens * work_cols * half);
 }
 
 // y[rows, out] = x[rows, in] · W^T (row-major FP16; W stored [out, in]). In
@@ -143,87 +136,65 @@ absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, 
 absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
                                      BertPooling pooling, bool normalize, float* out) const {
   const BertConfig& c = config_;
-  const int64_t batch = packed.rows, seq = packed.longest;
-  const int64_t tokens = batch * seq, h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t rows = packed.rows, tokens = packed.tokens;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t heads = c.num_attention_heads, dh = h / heads;
-  if (batch == 0) return absl::OkStatus();
+  if (rows == 0) return absl::OkStatus();
+  if (NativeCublasHandle(stream) == nullptr) {
+    return absl::FailedPreconditionError("the CUDA encoder runs on a compute stream");
+  }
   cudaStream_t s = NativeCudaStream(stream);
   if (tokens == 0) {  // every sequence empty: zero vectors
-    INFER_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(out, 0, batch * h * sizeof(float), s),
+    INFER_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(out, 0, rows * h * sizeof(float), s),
                                "cudaMemsetAsync");
     return absl::OkStatus();
   }
-  if (tokens > (int64_t{1} << 31) / std::max(3 * h, inter)) {
+  const int64_t work_cols = std::max(3 * h, inter);
+  if (tokens > (int64_t{1} << 31) / work_cols) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
   }
   CachingAllocator* alloc = context_.allocator;
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer ids_buffer,
-                         DeviceBuffer::Allocate(alloc, tokens * sizeof(int64_t), stream));
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer mask_buffer,
-                         DeviceBuffer::Allocate(alloc, tokens * sizeof(int64_t), stream));
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer positions_buffer,
-                         DeviceBuffer::Allocate(alloc, tokens * sizeof(int32_t), stream));
-  const auto* ids = ids_buffer.as<int64_t>();
-  const auto* mask = mask_buffer.as<int64_t>();
-  const auto* positions = positions_buffer.as<int32_t>();
-  INFER_RETURN_IF_CUDA_ERROR(
-      cuda::LaunchUnpack(s, packed.ids, packed.positions, packed.offsets, batch, seq,
-                         ids_buffer.as<int64_t>(), positions_buffer.as<int32_t>(),
-                         mask_buffer.as<int64_t>()),
-      "unpack kernel");
-  const int64_t work_cols = std::max(3 * h, inter);
   INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer work,
                          DeviceBuffer::Allocate(alloc, tokens * work_cols * 2, stream));
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer workspace,
-                         DeviceBuffer::Allocate(alloc, workspace_bytes_, stream));
-  cublasHandle_t handle = NativeCublasHandle(stream);
-  INFER_RETURN_IF_ERROR(CublasStatus(cublasSetWorkspace(handle, workspace.get(), workspace_bytes_),
-                                     "cublasSetWorkspace"));
   auto* xh = x.as<__half>();
   auto* ctxh = ctx.as<__half>();
   auto* workh = work.as<__half>();
   const auto eps = static_cast<float>(c.layer_norm_eps);
-  absl::Status status = [&]() -> absl::Status {
+  INFER_RETURN_IF_CUDA_ERROR(
+      cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, word_.as<__half>(),
+                                 position_.as<__half>(), token_type_.as<__half>(),
+                                 embed_norm_.gamma.as<float>(), embed_norm_.beta.as<float>(), eps,
+                                 tokens, h, xh),
+      "embedding kernel");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  for (const Layer& l : layers_) {
+    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.qkv, workh));
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchEmbedLayerNorm(s, ids, positions, word_.as<__half>(), position_.as<__half>(),
-                                   token_type_.as<__half>(), embed_norm_.gamma.as<float>(),
-                                   embed_norm_.beta.as<float>(), eps, tokens, h, xh),
-        "embedding kernel");
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-    for (const Layer& l : layers_) {
-      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.qkv, workh));
-      INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAttention(s, workh, l.qkv.b.as<float>(), mask, batch,
-                                                       seq, heads, dh, scale, ctxh),
-                                 "attention kernel");
-      INFER_RETURN_IF_ERROR(Gemm(stream, ctxh, tokens, l.attn_out, workh));
-      INFER_RETURN_IF_CUDA_ERROR(
-          cuda::LaunchBiasResidualLayerNorm(s, xh, workh, l.attn_out.b.as<float>(),
-                                            l.attn_norm.gamma.as<float>(),
-                                            l.attn_norm.beta.as<float>(), eps, tokens, h),
-          "residual LayerNorm kernel");
-      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
-      INFER_RETURN_IF_CUDA_ERROR(
-          cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
-      INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh));
-      INFER_RETURN_IF_CUDA_ERROR(
-          cuda::LaunchBiasResidualLayerNorm(s, xh, ctxh, l.ffn_out.b.as<float>(),
-                                            l.ffn_norm.gamma.as<float>(),
-                                            l.ffn_norm.beta.as<float>(), eps, tokens, h),
-          "residual LayerNorm kernel");
-    }
+        cuda::LaunchPackedAttention(s, workh, l.qkv.b.as<float>(), packed.offsets, rows,
+                                    packed.longest, heads, dh, scale, ctxh),
+        "attention kernel");
+    INFER_RETURN_IF_ERROR(Gemm(stream, ctxh, tokens, l.attn_out, workh));
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchPool(s, xh, mask, batch, seq, h, pooling == BertPooling::kCls, normalize, out),
-        "pooling kernel");
-    return absl::OkStatus();
-  }();
-  // The workspace returns to the allocator with this scope: detach it so no
-  // later GEMM on this stream's handle uses a block another batch may own.
-  // (Frees are stream-ordered: the kernels enqueued above finish first.)
-  const absl::Status detach =
-      CublasStatus(cublasSetWorkspace(handle, nullptr, 0), "cublasSetWorkspace");
-  return status.ok() ? detach : status;
+        cuda::LaunchBiasResidualLayerNorm(s, xh, workh, l.attn_out.b.as<float>(),
+                                          l.attn_norm.gamma.as<float>(),
+                                          l.attn_norm.beta.as<float>(), eps, tokens, h),
+        "residual LayerNorm kernel");
+    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
+    INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh));
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchBiasResidualLayerNorm(s, xh, ctxh, l.ffn_out.b.as<float>(),
+                                          l.ffn_norm.gamma.as<float>(), l.ffn_norm.beta.as<float>(),
+                                          eps, tokens, h),
+        "residual LayerNorm kernel");
+  }
+  INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, xh, packed.offsets, rows, h,
+                                                    pooling == BertPooling::kCls, normalize, out),
+                             "pooling kernel");
+  return absl::OkStatus();
 }
 
 }  // namespace infer

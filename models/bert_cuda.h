@@ -1,20 +1,19 @@
 // BertEncoderCuda: the BERT encoder (models/bert_encoder.h) on a CUDA GPU.
 // Weights are stored in FP16 (Q, K and V fused into one [3*hidden, hidden]
 // matrix; biases and LayerNorm parameters in FP32); GEMMs run on tensor cores
-// through cublasGemmEx (FP16 inputs and outputs, FP32 accumulation); bias +
-// GELU, bias + residual + LayerNorm, the embedding sum + LayerNorm, masked
-// attention (online softmax over key tiles, no [seq, seq] matrix) and mean
-// pooling are fused kernels (models/bert_cuda_kernels.cu).
+// through cublasGemmEx (FP16 inputs and outputs, FP32 accumulation).
 //
-// Packed batches are laid out padded on the device first (each sequence's
-// tokens, then padding to the batch's longest sequence, with a mask), and
-// the layers run over that padded layout; a packed attention kernel is the
-// next step for this encoder.
+// Packed batches run packed: every GEMM and row kernel runs over the batch's
+// real tokens only, and attention is a flash-style tensor-core kernel over
+// each sequence's own tokens (models/packed_attention_cuda.cuh), so a batch
+// costs its real tokens, not rows × longest. Bias + GELU, bias + residual +
+// LayerNorm, the embedding sum + LayerNorm and pooling are fused kernels
+// (models/bert_cuda_kernels.cu).
 //
-// Every byte it touches on the GPU comes from the context's caching allocator:
-// the weights at load, and per Encode the padded ids, positions and mask,
-// three activation buffers plus the cuBLAS workspace (handed to cuBLAS with cublasSetWorkspace, so
-// cuBLAS does not allocate behind the allocator's back), all on the call's stream.
+// Every byte it touches on the GPU comes from the context's caching
+// allocator: the weights at load, and per Encode three activation buffers on
+// the call's stream. cuBLAS uses the compute stream's own permanent
+// workspace (runtime/compute_stream.h); Encode needs a compute stream.
 //
 // Only built with CUDA (INFER_WITH_CUDA). Thread-safety: see BertEncoder.
 #ifndef INFER_MODELS_BERT_CUDA_H_
@@ -30,16 +29,16 @@ namespace infer {
 class BertEncoderCuda final : public BertEncoder {
  public:
   // Converts `weights` to FP16 and uploads them. FAILED_PRECONDITION when a
-  // dimension exceeds what the kernels handle (head size over 128, hidden
-  // size over 8192); RESOURCE_EXHAUSTED when the weights do not fit the
-  // allocator's budget.
+  // dimension is one the kernels do not handle (head sizes other than 32, 64
+  // and 128, hidden sizes over 8192); RESOURCE_EXHAUSTED when the weights do
+  // not fit the allocator's budget.
   static absl::StatusOr<std::unique_ptr<BertEncoder>> Create(const BertWeights& weights,
                                                              const DeviceContext& context);
 
   const BertConfig& config() const override { return config_; }
   Precision precision() const override { return Precision::kFp16; }
   std::string Implementation() const override {
-    return "cuBLAS FP16 tensor-core GEMMs, fused CUDA kernels";
+    return "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (wmma)";
   }
   int64_t WeightBytes() const override { return weight_bytes_; }
   int64_t PeakBytes(const BatchShape& shape) const override;
@@ -70,7 +69,6 @@ class BertEncoderCuda final : public BertEncoder {
   Norm embed_norm_;
   std::vector<Layer> layers_;
   int64_t weight_bytes_ = 0;
-  size_t workspace_bytes_ = 0;  // cuBLAS workspace per Encode
 };
 
 }  // namespace infer

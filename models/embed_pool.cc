@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<EmbedPoolModel>> EmbedPoolModel::Create(
   std::unique_ptr<EmbedPoolModel> model(new EmbedPoolModel(options, context));
   model->kernels_ = CreateEmbedPoolKernels(*device);
   // The weights are uploaded once, on a stream of their own.
-  INFER_ASSIGN_OR_RETURN(model->weights_stream_, device->CreateStream());
+  INFER_ASSIGN_OR_RETURN(model->weights_stream_, device->CreateStream(StreamKind::kCopy));
   const HostWeights w = GenerateWeights(options);
   Stream* stream = model->weights_stream_.get();
   INFER_ASSIGN_OR_RETURN(model->table_, Upload(context, stream, w.table));

@@ -9,9 +9,11 @@
 namespace infer {
 
 struct CachingAllocator::Block {
-  // Allocated: the allocation stream. Free: the stream whose work may still
-  // touch the block (until free_event completes), or null once settled.
-  Stream* stream = nullptr;
+  // Allocated: the allocation stream's id. Free: the id of the stream whose
+  // work may still touch the block (until free_event completes), or 0 once
+  // settled. Ids, unlike addresses, are never reused by a later stream.
+  uint64_t stream_id = 0;
+  Stream* stream = nullptr;  // the allocation stream, while allocated
   char* ptr = nullptr;
   size_t size = 0;                    // bytes of the block (a multiple of kRoundBytes)
   size_t requested = 0;               // bytes asked for, while allocated
@@ -25,7 +27,7 @@ struct CachingAllocator::Block {
 };
 
 bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
-  if (a->stream != b->stream) return std::less<Stream*>()(a->stream, b->stream);
+  if (a->stream_id != b->stream_id) return a->stream_id < b->stream_id;
   if (a->size != b->size) return a->size < b->size;
   return std::less<char*>()(a->ptr, b->ptr);
 }
@@ -81,12 +83,17 @@ CachingAllocator::CachingAllocator(Device* device, int64_t budget_bytes)
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
-  ProcessPendingFrees(/*wait=*/true);
-  SettleFreeBlocks(/*wait=*/true);
+  // No other thread is here any more: waiting under the lock is harmless.
+  std::vector<std::shared_ptr<Event>> waits = UnsettledEvents();
+  for (const std::shared_ptr<Event>& e : waits) device_->SynchronizeEvent(e.get()).IgnoreError();
+  waits.clear();
+  ProcessPendingFrees();
+  SettleFreeBlocks();
   // Every block, wherever it is; a segment is freed through its first block.
   std::vector<Block*> blocks(small_free_.begin(), small_free_.end());
   blocks.insert(blocks.end(), large_free_.begin(), large_free_.end());
   for (const auto& [ptr, block] : live_) blocks.push_back(block);
+  blocks.insert(blocks.end(), lost_.begin(), lost_.end());
   for (Block* b : blocks) {
     if (b->prev == nullptr) device_->Free(b->ptr);
   }
@@ -96,19 +103,19 @@ CachingAllocator::~CachingAllocator() {
 absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
   if (stream == nullptr) return absl::InvalidArgumentError("allocation stream must not be null");
   const size_t size = RoundedSize(bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (size == 0 || size > static_cast<size_t>(budget_bytes_)) return OutOfMemory(bytes, 0);
   const bool small = size <= kSmallRequestBytes;
   const size_t segment = small ? kSmallSegmentBytes : RoundUp(size, kLargeRoundBytes);
 
-  ProcessPendingFrees(/*wait=*/false);
-  Block* block = TakeFree(small, size, stream);
+  ProcessPendingFrees();
+  Block* block = TakeFree(small, size, stream->id());
   if (block == nullptr) {
-    SettleFreeBlocks(/*wait=*/false);
-    block = TakeFree(small, size, stream);
+    SettleFreeBlocks();
+    block = TakeFree(small, size, stream->id());
   }
   if (block == nullptr) {
-    absl::StatusOr<Block*> reserved = ReserveSegment(segment, small, stream, bytes);
+    absl::StatusOr<Block*> reserved = ReserveSegment(lock, segment, small, stream->id(), bytes);
     if (!reserved.ok()) return reserved.status();
     block = *reserved;
   }
@@ -118,7 +125,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
   const size_t remaining = block->size - size;
   if ((small && remaining >= kRoundBytes) || (!small && remaining > kSmallRequestBytes)) {
     Block* rest = new Block;
-    rest->stream = block->stream;
+    rest->stream_id = block->stream_id;
     rest->free_event = block->free_event;
     rest->ptr = block->ptr + size;
     rest->size = remaining;
@@ -131,6 +138,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
     rest->in_pool = true;
     PoolFor(small).insert(rest);
   }
+  block->stream_id = stream->id();
   block->stream = stream;
   block->free_event.reset();
   block->allocated = true;
@@ -144,17 +152,17 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
   return static_cast<void*>(block->ptr);
 }
 
-CachingAllocator::Block* CachingAllocator::TakeFree(bool small, size_t size, Stream* stream) {
+CachingAllocator::Block* CachingAllocator::TakeFree(bool small, size_t size, uint64_t stream_id) {
   Pool& pool = PoolFor(small);
   Block key;
   key.size = size;
-  auto best_of = [&](Stream* s) -> Block* {
-    key.stream = s;
+  auto best_of = [&](uint64_t id) -> Block* {
+    key.stream_id = id;
     auto it = pool.lower_bound(&key);
-    return it != pool.end() && (*it)->stream == s ? *it : nullptr;
+    return it != pool.end() && (*it)->stream_id == id ? *it : nullptr;
   };
-  Block* own = best_of(stream);
-  Block* settled = best_of(nullptr);
+  Block* own = best_of(stream_id);
+  Block* settled = best_of(0);
   Block* pick = own;
   if (pick == nullptr || (settled != nullptr && settled->size < own->size)) pick = settled;
   if (pick != nullptr) {
@@ -164,13 +172,24 @@ CachingAllocator::Block* CachingAllocator::TakeFree(bool small, size_t size, Str
   return pick;
 }
 
-absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(size_t bytes, bool small,
-                                                                          Stream* stream,
-                                                                          size_t requested) {
-  auto try_reserve = [&]() -> Block* {
-    if (stats_.reserved_bytes + static_cast<int64_t>(bytes) > budget_bytes_) return nullptr;
+absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(
+    std::unique_lock<std::mutex>& lock, size_t bytes, bool small, uint64_t stream_id,
+    size_t requested) {
+  // The device call runs without the lock (cudaMalloc may synchronise the
+  // device); the bytes count against the budget meanwhile.
+  auto try_reserve = [&]() -> absl::StatusOr<Block*> {
+    if (stats_.reserved_bytes + reserving_bytes_ + static_cast<int64_t>(bytes) > budget_bytes_) {
+      return nullptr;
+    }
+    reserving_bytes_ += static_cast<int64_t>(bytes);
+    lock.unlock();
     absl::StatusOr<void*> ptr = device_->Allocate(bytes);
-    if (!ptr.ok()) return nullptr;
+    lock.lock();
+    reserving_bytes_ -= static_cast<int64_t>(bytes);
+    if (!ptr.ok()) {
+      if (IsDeviceLost(ptr.status())) return ptr.status();
+      return nullptr;  // refused by the device: handled as out of memory
+    }
     ++stats_.device_allocs;
     ++stats_.segments;
     stats_.reserved_bytes += static_cast<int64_t>(bytes);
@@ -181,16 +200,23 @@ absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(size_t
     b->small = small;
     return b;
   };
-  if (Block* b = try_reserve()) return b;
-  // Out of memory: wait for every pending free and unsettled block, and
-  // reuse what that frees up; else give back every entirely free cached
-  // segment and try once more.
+  absl::StatusOr<Block*> b = try_reserve();
+  if (!b.ok() || *b != nullptr) return b;
+  // Out of memory: wait (without the lock) for every pending free and
+  // unsettled block, and reuse what that frees up; else give back every
+  // entirely free cached segment and try once more.
   ++stats_.alloc_retries;
-  ProcessPendingFrees(/*wait=*/true);
-  SettleFreeBlocks(/*wait=*/true);
-  if (Block* b = TakeFree(small, RoundedSize(requested), stream)) return b;
-  ReleaseCachedSegments();
-  if (Block* b = try_reserve()) return b;
+  std::vector<std::shared_ptr<Event>> waits = UnsettledEvents();
+  lock.unlock();
+  for (const std::shared_ptr<Event>& e : waits) device_->SynchronizeEvent(e.get()).IgnoreError();
+  lock.lock();
+  waits.clear();  // the last owner of an event returns it to the spares: under mu_
+  ProcessPendingFrees();
+  SettleFreeBlocks();
+  if (Block* free = TakeFree(small, RoundedSize(requested), stream_id)) return free;
+  ReleaseCachedSegments(lock);
+  b = try_reserve();
+  if (!b.ok() || *b != nullptr) return b;
   return OutOfMemory(requested, bytes);
 }
 
@@ -208,12 +234,19 @@ absl::Status CachingAllocator::Free(void* ptr) {
   stats_.requested_bytes -= static_cast<int64_t>(block->requested);
   --stats_.live_blocks;
   block->requested = 0;
+  Stream* const stream = block->stream;
+  block->stream = nullptr;
   if (block->uses.empty()) {
     // Reusable at once on its own stream; by others once this event is done.
+    absl::StatusOr<std::shared_ptr<Event>> event = RecordOn(stream);
+    if (!event.ok()) {
+      Lose(block);
+      return absl::OkStatus();
+    }
     stats_.active_bytes -= static_cast<int64_t>(block->size);
-    block->free_event = RecordOn(block->stream);
-    if (EventDone(block->free_event, /*wait=*/false)) {  // e.g. an idle stream, or the CPU
-      block->stream = nullptr;
+    block->free_event = *std::move(event);
+    if (EventDone(block->free_event)) {  // e.g. an idle stream, or the CPU
+      block->stream_id = 0;
       block->free_event.reset();
     }
     ReturnBlock(block);
@@ -222,9 +255,15 @@ absl::Status CachingAllocator::Free(void* ptr) {
   // Other streams used it: out of the cache until all of them, and its own
   // stream, have passed this point.
   PendingFree pending{block, {}};
-  block->uses.push_back(block->stream);
+  block->uses.push_back(stream);
   for (Stream* s : block->uses) {
-    if (std::shared_ptr<Event> e = RecordOn(s)) pending.events.push_back(std::move(e));
+    absl::StatusOr<std::shared_ptr<Event>> event = RecordOn(s);
+    if (!event.ok()) {
+      block->uses.clear();
+      Lose(block);
+      return absl::OkStatus();
+    }
+    if (*event != nullptr) pending.events.push_back(*std::move(event));
   }
   block->uses.clear();
   pending_.push_back(std::move(pending));
@@ -239,7 +278,7 @@ absl::Status CachingAllocator::RecordStream(void* ptr, Stream* stream) {
     return absl::InvalidArgumentError("RecordStream on a pointer that is not allocated");
   }
   Block* block = it->second;
-  if (stream != block->stream &&
+  if (stream->id() != block->stream_id &&
       std::find(block->uses.begin(), block->uses.end(), stream) == block->uses.end()) {
     block->uses.push_back(stream);
   }
@@ -253,7 +292,7 @@ void CachingAllocator::ReturnBlock(Block* block) {
   // both await the same stream, the block being returned carries the newer
   // event, which implies the older one.
   auto mergeable = [&](const Block* n) {
-    return n != nullptr && n->in_pool && n->stream == block->stream;
+    return n != nullptr && n->in_pool && n->stream_id == block->stream_id;
   };
   if (Block* p = block->prev; mergeable(p)) {
     pool.erase(p);
@@ -275,7 +314,7 @@ void CachingAllocator::ReturnBlock(Block* block) {
   pool.insert(block);
 }
 
-void CachingAllocator::SettleFreeBlocks(bool wait) {
+void CachingAllocator::SettleFreeBlocks() {
   // Take the settled ones out first, then return them: returning merges only
   // with blocks in the pool, so no block on the list is deleted before its
   // turn.
@@ -283,7 +322,7 @@ void CachingAllocator::SettleFreeBlocks(bool wait) {
   for (Pool* pool : {&small_free_, &large_free_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->stream == nullptr || !EventDone(b->free_event, wait)) {
+      if (b->stream_id == 0 || !EventDone(b->free_event)) {
         ++it;
         continue;
       }
@@ -293,48 +332,67 @@ void CachingAllocator::SettleFreeBlocks(bool wait) {
     }
   }
   for (Block* b : settled) {
-    b->stream = nullptr;
+    b->stream_id = 0;
     b->free_event.reset();
     ReturnBlock(b);
   }
 }
 
-std::shared_ptr<Event> CachingAllocator::RecordOn(Stream* stream) {
+absl::StatusOr<std::shared_ptr<Event>> CachingAllocator::RecordOn(Stream* stream) {
   if (device_->synchronous()) return nullptr;  // all work is already done
   std::unique_ptr<Event> event;
   if (!spare_events_.empty()) {
     event = std::move(spare_events_.back());
     spare_events_.pop_back();
-  } else if (absl::StatusOr<std::unique_ptr<Event>> fresh = device_->CreateEvent(); fresh.ok()) {
+  } else {
+    absl::StatusOr<std::unique_ptr<Event>> fresh = device_->CreateEvent();
+    if (!fresh.ok()) return fresh.status();
     event = *std::move(fresh);
   }
-  if (event == nullptr || !device_->RecordEvent(event.get(), stream).ok()) {
-    device_->SynchronizeStream(stream).IgnoreError();  // slower, equally safe
-    if (event != nullptr) spare_events_.push_back(std::move(event));
-    return nullptr;
+  if (absl::Status s = device_->RecordEvent(event.get(), stream); !s.ok()) {
+    spare_events_.push_back(std::move(event));
+    return s;
   }
   // Back to the spare list when the last block holding it lets go (always
-  // under mu_: blocks are only touched under it).
+  // under mu_: blocks are only touched under it, and waits outside it keep
+  // their copies until they hold the lock again).
   return std::shared_ptr<Event>(event.release(),
                                 [this](Event* e) { spare_events_.emplace_back(e); });
 }
 
-bool CachingAllocator::EventDone(const std::shared_ptr<Event>& event, bool wait) {
+bool CachingAllocator::EventDone(const std::shared_ptr<Event>& event) {
   if (event == nullptr) return true;
-  if (wait) {
-    // An error leaves the device unusable; treat the use as over.
-    device_->SynchronizeEvent(event.get()).IgnoreError();
-    return true;
-  }
+  // A failed query means the device is lost: the work may never finish, so
+  // the block is never recycled.
   absl::StatusOr<bool> done = device_->QueryEvent(event.get());
-  return !done.ok() || *done;
+  return done.ok() && *done;
 }
 
-void CachingAllocator::ProcessPendingFrees(bool wait) {
+void CachingAllocator::Lose(Block* block) {
+  // Whether work still touches the block cannot be known (recording failed:
+  // the device is lost). It stays out of every pool, counted as active and
+  // in lost_bytes, until the allocator goes.
+  stats_.lost_bytes += static_cast<int64_t>(block->size);
+  lost_.push_back(block);
+}
+
+std::vector<std::shared_ptr<Event>> CachingAllocator::UnsettledEvents() const {
+  std::vector<std::shared_ptr<Event>> events;
+  for (const PendingFree& p : pending_)
+    events.insert(events.end(), p.events.begin(), p.events.end());
+  for (const Pool* pool : {&small_free_, &large_free_}) {
+    for (const Block* b : *pool) {
+      if (b->stream_id != 0 && b->free_event != nullptr) events.push_back(b->free_event);
+    }
+  }
+  return events;
+}
+
+void CachingAllocator::ProcessPendingFrees() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     bool done = true;
     for (const std::shared_ptr<Event>& event : it->events) {
-      if (!EventDone(event, wait)) {
+      if (!EventDone(event)) {
         done = false;
         break;
       }
@@ -346,34 +404,44 @@ void CachingAllocator::ProcessPendingFrees(bool wait) {
     Block* block = it->block;
     it = pending_.erase(it);  // drops its events before the block rejoins
     stats_.active_bytes -= static_cast<int64_t>(block->size);
-    block->stream = nullptr;  // every stream that touched it is done: settled
+    block->stream_id = 0;  // every stream that touched it is done: settled
     ReturnBlock(block);
   }
 }
 
-void CachingAllocator::ReleaseCachedSegments() {
+void CachingAllocator::ReleaseCachedSegments(std::unique_lock<std::mutex>& lock) {
+  std::vector<Block*> whole;
   for (Pool* pool : {&small_free_, &large_free_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->prev != nullptr || b->next != nullptr || b->stream != nullptr) {
+      if (b->prev != nullptr || b->next != nullptr || b->stream_id != 0) {
         ++it;  // part of a segment, or a stream may still be using it
         continue;
       }
-      device_->Free(b->ptr);
-      ++stats_.device_frees;
-      --stats_.segments;
-      stats_.reserved_bytes -= static_cast<int64_t>(b->size);
-      delete b;
+      b->in_pool = false;
+      whole.push_back(b);
       it = pool->erase(it);
     }
+  }
+  if (whole.empty()) return;
+  // Freed without the lock (cudaFree synchronises the device). Until then
+  // the bytes still count as reserved, so the budget holds throughout.
+  lock.unlock();
+  for (Block* b : whole) device_->Free(b->ptr);
+  lock.lock();
+  for (Block* b : whole) {
+    ++stats_.device_frees;
+    --stats_.segments;
+    stats_.reserved_bytes -= static_cast<int64_t>(b->size);
+    delete b;
   }
 }
 
 void CachingAllocator::EmptyCache() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ProcessPendingFrees(/*wait=*/false);
-  SettleFreeBlocks(/*wait=*/false);
-  ReleaseCachedSegments();
+  std::unique_lock<std::mutex> lock(mu_);
+  ProcessPendingFrees();
+  SettleFreeBlocks();
+  ReleaseCachedSegments(lock);
 }
 
 absl::Status CachingAllocator::OutOfMemory(size_t requested, size_t segment) {

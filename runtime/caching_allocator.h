@@ -14,7 +14,8 @@
 //   segments, > 1 MiB in large ones); freed blocks merge with free neighbours
 //   in the same segment. Reuse is best fit: the smallest cached free block of
 //   the same stream and kind that is large enough.
-// - Streams: an allocated block belongs to the stream it was allocated on.
+// - Streams: an allocated block belongs to the stream it was allocated on,
+//   known by the stream's id (Stream::id, never reused), not its address.
 //   Freed, it is reused at once by later work on that stream (the stream's
 //   order makes that safe), and Free records an event on that stream: once
 //   the event has completed, the block is "settled" and any stream may reuse
@@ -32,9 +33,18 @@
 //   RESOURCE_EXHAUSTED naming the bytes asked, the budget, reserved,
 //   allocated and the largest free block. The same order applies when the
 //   device itself refuses (a real cudaMalloc failure under the budget, e.g.
-//   memory held by another process).
+//   memory held by another process). A lost device (IsDeviceLost) fails the
+//   allocation with its own error.
+// - A lost device: an event that cannot be recorded or queried means work
+//   on the block may never finish, so the block is never reused (it stays
+//   active and is counted in lost_bytes) rather than handed to new work.
 //
-// Thread-safe: one mutex guards all state; device calls happen under it.
+// Thread-safe: one mutex guards all state. Only non-blocking device calls
+// (event record and query) run under it; segment reservation (cudaMalloc),
+// release (cudaFree) and the out-of-memory waits run with it released, so
+// one thread's out-of-memory path does not stall the others' allocations.
+// Bytes being reserved count against the budget while the lock is out, and
+// bytes being released still count until they are freed.
 #ifndef INFER_RUNTIME_CACHING_ALLOCATOR_H_
 #define INFER_RUNTIME_CACHING_ALLOCATOR_H_
 
@@ -94,6 +104,7 @@ struct AllocatorStats {
   uint64_t device_frees = 0;   // segments returned to the device
   uint64_t alloc_retries = 0;  // times the out-of-memory path freed cache and retried
   uint64_t ooms = 0;           // allocations refused with RESOURCE_EXHAUSTED
+  int64_t lost_bytes = 0;      // blocks never to be reused: the device was lost
 };
 
 class CachingAllocator final : public DeviceAllocator {
@@ -158,26 +169,36 @@ class CachingAllocator final : public DeviceAllocator {
   }
   // The best-fitting free block of `size` for `stream` (its own or settled),
   // removed from its pool; null if none.
-  Block* TakeFree(bool small, size_t size, Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Block* TakeFree(bool small, size_t size, uint64_t stream_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves a segment of `bytes` for a request of `requested` bytes on
-  // `stream`, following the out-of-memory order above; may instead return a
-  // cached block that the out-of-memory path freed up.
-  absl::StatusOr<Block*> ReserveSegment(size_t bytes, bool small, Stream* stream, size_t requested)
+  // stream `stream_id`, following the out-of-memory order above; may instead
+  // return a cached block that the out-of-memory path freed up. Releases
+  // `lock` (on mu_) around device calls and waits.
+  absl::StatusOr<Block*> ReserveSegment(std::unique_lock<std::mutex>& lock, size_t bytes,
+                                        bool small, uint64_t stream_id, size_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts a free block into its pool, merging neighbours in the same state.
   void ReturnBlock(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Settles free blocks whose stream has passed their free event; with
-  // `wait`, blocks until every such event has completed.
-  void SettleFreeBlocks(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Settles free blocks whose stream has passed their free event.
+  void SettleFreeBlocks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An event recorded on `stream` now (pooled), or null when there is
-  // nothing to wait for (a synchronous device, or recording failed and the
-  // stream was synchronized instead).
-  std::shared_ptr<Event> RecordOn(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EventDone(const std::shared_ptr<Event>& event, bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves pending frees whose events completed into the pools; with `wait`,
-  // first blocks until every pending event has completed.
-  void ProcessPendingFrees(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseCachedSegments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // nothing to wait for (a synchronous device); the device's error when the
+  // event cannot be created or recorded.
+  absl::StatusOr<std::shared_ptr<Event>> RecordOn(Stream* stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the work before `event` has completed (null: yes). Does not
+  // block; false when the query fails.
+  bool EventDone(const std::shared_ptr<Event>& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps a freed block out of reuse for good (see "A lost device").
+  void Lose(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The events of every pending free and unsettled free block, to wait for
+  // outside the lock. Drop the copies under the lock.
+  std::vector<std::shared_ptr<Event>> UnsettledEvents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves pending frees whose events completed into the pools.
+  void ProcessPendingFrees() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns every cached, entirely free, settled segment to the device,
+  // releasing `lock` around the device calls.
+  void ReleaseCachedSegments(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED for `requested` bytes that needed a new `segment`
   // (0: the request alone exceeds the budget).
   absl::Status OutOfMemory(size_t requested, size_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -193,6 +214,8 @@ class CachingAllocator final : public DeviceAllocator {
   absl::flat_hash_map<void*, Block*> live_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Event>> spare_events_ ABSL_GUARDED_BY(mu_);
+  std::vector<Block*> lost_ ABSL_GUARDED_BY(mu_);
+  int64_t reserving_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // in device calls, lock released
   AllocatorStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/caching_allocator.h"
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
@@ -257,6 +258,78 @@ TEST_F(AllocatorTest, OutOfMemoryWaitsForPendingCrossStreamFrees) {
   EXPECT_EQ(device_->event_waits(), 2) << "one per stream that used it";
   EXPECT_EQ(alloc_->stats().alloc_retries, 1u);
   ASSERT_THAT(alloc_->Free(b), IsOk());
+}
+
+TEST_F(AllocatorTest, ANewStreamAtADeadStreamsAddressInheritsNothing) {
+  Make(64 * kMiB);
+  device_->set_manual_events(true);
+  auto dying = *device_->CreateStream();
+  void* a = Alloc(2 * kMiB, dying.get());
+  ASSERT_THAT(alloc_->Free(a), IsOk());  // unsettled: `dying` may still use it
+  const uint64_t dead_id = dying->id();
+  dying.reset();
+  // Streams come and go; whatever lands at the old address gets a new id.
+  for (int i = 0; i < 8; ++i) {
+    auto fresh = *device_->CreateStream();
+    EXPECT_NE(fresh->id(), dead_id);
+    void* b = Alloc(2 * kMiB, fresh.get());
+    EXPECT_NE(b, a) << "a new stream took a block the dead stream's work may still touch";
+    ASSERT_THAT(alloc_->Free(b), IsOk());
+  }
+  device_->CompleteAllEvents();
+}
+
+// The allocator must not hold its lock across device calls that can block
+// (cudaMalloc, cudaFree, event waits): another thread's allocation from the
+// cache has to go through while one is in progress.
+TEST_F(AllocatorTest, DeviceCallsRunWithoutTheAllocatorLock) {
+  Make(64 * kMiB);
+  void* cached = Alloc(4096, s2_.get());
+  ASSERT_THAT(alloc_->Free(cached), IsOk());  // a settled small block stays cached
+  std::atomic<int> inside{0}, served{0};
+  std::atomic<bool> armed{true};  // the other thread's own device calls pass through
+  device_->set_hook([&] {
+    if (!armed.exchange(false)) return;
+    ++inside;
+    std::thread other([&] {
+      absl::StatusOr<void*> p = alloc_->Allocate(4096, s2_.get());
+      if (p.ok()) {
+        ++served;
+        alloc_->Free(*p).IgnoreError();
+      }
+    });
+    other.join();  // deadlocks if the caller holds the allocator's lock
+    armed = true;
+  });
+  void* big = Alloc(8 * kMiB, s1_.get());  // a new segment: Device::Allocate
+  EXPECT_EQ(inside.load(), 1);
+  EXPECT_EQ(alloc_->stats().segments, 2);
+  ASSERT_THAT(alloc_->Free(big), IsOk());
+  alloc_->EmptyCache();  // Device::Free of both free segments
+  device_->set_hook(nullptr);
+  EXPECT_EQ(inside.load(), 3);
+  EXPECT_EQ(served.load(), 3);
+  const AllocatorStats st = alloc_->stats();
+  EXPECT_EQ(st.allocated_bytes, 0);
+  EXPECT_EQ(st.reserved_bytes, st.segments * 2 * kMiB) << "small segments the other thread made";
+}
+
+TEST_F(AllocatorTest, ALostDeviceNeverRecyclesABlock) {
+  Make(64 * kMiB);
+  device_->set_manual_events(true);
+  void* a = Alloc(2 * kMiB, s1_.get());
+  ASSERT_THAT(alloc_->Free(a), IsOk());  // its free event is pending
+  void* b = Alloc(2 * kMiB, s1_.get());  // reused on its own stream
+  EXPECT_EQ(b, a);
+  device_->LoseDevice();
+  ASSERT_THAT(alloc_->Free(b), IsOk());  // the event cannot be recorded
+  EXPECT_EQ(alloc_->stats().lost_bytes, 2 * kMiB);
+  // Nothing the lost device may still be writing is handed out again, and
+  // a new segment needs the device: the device's error, not a stale block.
+  EXPECT_THAT(alloc_->Allocate(2 * kMiB, s2_.get()),
+              StatusIs(absl::StatusCode::kInternal, "illegal memory access"));
+  EXPECT_THAT(alloc_->Allocate(2 * kMiB, s1_.get()),
+              StatusIs(absl::StatusCode::kInternal, "illegal memory access"));
 }
 
 TEST_F(AllocatorTest, ForeignAndDoubleFreesAreRefused) {

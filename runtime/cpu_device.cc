@@ -50,7 +50,7 @@ class CpuDevice final : public Device {
   absl::StatusOr<void*> AllocateHost(size_t bytes) override { return Allocate(bytes); }
   void FreeHost(void* ptr) override { std::free(ptr); }
 
-  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(StreamKind) override {
     return std::make_unique<CpuStream>();
   }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {

@@ -19,11 +19,12 @@ std::string UuidString(const cudaUUID_t& uuid) {
                          b[12], b[13], b[14], b[15]);
 }
 
+// A compute stream owns a cuBLAS handle; a copy stream has none.
 class CudaStream final : public Stream {
  public:
   CudaStream(cudaStream_t stream, cublasHandle_t cublas) : stream_(stream), cublas_(cublas) {}
   ~CudaStream() override {
-    cublasDestroy(cublas_);
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
   }
   cudaStream_t stream() const { return stream_; }
@@ -31,7 +32,7 @@ class CudaStream final : public Stream {
 
  private:
   cudaStream_t stream_;
-  cublasHandle_t cublas_;
+  cublasHandle_t cublas_;  // null on a copy stream
 };
 
 class CudaEvent final : public Event {
@@ -49,7 +50,8 @@ cudaEvent_t Native(Event* e) { return static_cast<CudaEvent*>(e)->event(); }
 
 class CudaDevice final : public Device {
  public:
-  explicit CudaDevice(DeviceInfo info) : info_(std::move(info)) {}
+  CudaDevice(DeviceInfo info, size_t workspace_bytes)
+      : info_(std::move(info)), workspace_bytes_(workspace_bytes) {}
 
   const DeviceInfo& info() const override { return info_; }
 
@@ -57,6 +59,8 @@ class CudaDevice final : public Device {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     void* ptr = nullptr;
     const cudaError_t err = cudaMalloc(&ptr, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess && err != cudaErrorMemoryAllocation)
+      return CudaStatus(err, "cudaMalloc");
     if (err != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state
       return absl::ResourceExhaustedError(absl::StrCat(spec(), ": cudaMalloc of ", bytes,
@@ -74,6 +78,9 @@ class CudaDevice final : public Device {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     void* ptr = nullptr;
     const cudaError_t err = cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess && err != cudaErrorMemoryAllocation) {
+      return CudaStatus(err, "cudaHostAlloc");
+    }
     if (err != cudaSuccess) {
       cudaGetLastError();
       return absl::ResourceExhaustedError(absl::StrCat(spec(), ": cudaHostAlloc of ", bytes,
@@ -85,28 +92,43 @@ class CudaDevice final : public Device {
     if (ptr != nullptr) cudaFreeHost(ptr);
   }
 
-  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(StreamKind kind) override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     cudaStream_t stream = nullptr;
     INFER_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                "cudaStreamCreate");
     cublasHandle_t handle = nullptr;
-    absl::Status st = CublasStatus(cublasCreate(&handle), "cublasCreate");
-    if (st.ok()) st = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream");
-    if (!st.ok()) {
-      if (handle != nullptr) cublasDestroy(handle);
-      cudaStreamDestroy(stream);
-      return st;
+    if (kind == StreamKind::kCompute) {
+      absl::Status st = CublasStatus(cublasCreate(&handle), "cublasCreate");
+      if (st.ok()) st = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream");
+      if (!st.ok()) {
+        if (handle != nullptr) cublasDestroy(handle);
+        cudaStreamDestroy(stream);
+        return st;
+      }
     }
     return std::make_unique<CudaStream>(stream, handle);
   }
 
+  // Blocking sync: a thread waiting in cudaEventSynchronize sleeps instead
+  // of spinning a core for the whole of the batch's GPU time.
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
     if (absl::Status s = SetDevice(); !s.ok()) return s;
     cudaEvent_t event = nullptr;
-    INFER_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                               "cudaEventCreate");
+    INFER_RETURN_IF_CUDA_ERROR(
+        cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync),
+        "cudaEventCreate");
     return std::make_unique<CudaEvent>(event);
+  }
+
+  size_t GemmWorkspaceBytes() const override { return workspace_bytes_; }
+
+  absl::Status SetGemmWorkspace(Stream* stream, void* ptr, size_t bytes) override {
+    cublasHandle_t handle = static_cast<CudaStream*>(stream)->cublas();
+    if (handle == nullptr) {
+      return absl::FailedPreconditionError("a copy stream has no GEMM handle for a workspace");
+    }
+    return CublasStatus(cublasSetWorkspace(handle, ptr, bytes), "cublasSetWorkspace");
   }
 
   absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream* stream) override {
@@ -160,6 +182,7 @@ class CudaDevice final : public Device {
     // cuBLAS is column-major: the row-major C = op(A) op(B) is the
     // column-major C^T = op(B)^T op(A)^T, i.e. swap the operands.
     cublasHandle_t handle = static_cast<CudaStream*>(stream)->cublas();
+    if (handle == nullptr) return absl::FailedPreconditionError("Sgemm on a copy stream");
     return CublasStatus(
         cublasSgemm(handle, g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                     g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
@@ -173,14 +196,39 @@ class CudaDevice final : public Device {
   absl::Status SetDevice() { return CudaStatus(cudaSetDevice(info_.ordinal), "cudaSetDevice"); }
 
   const DeviceInfo info_;
+  const size_t workspace_bytes_;
 };
 
 }  // namespace
 
+bool IsStickyCudaError(cudaError_t err) {
+  switch (err) {
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorContextIsDestroyed:
+      return true;
+    default:
+      return false;
+  }
+}
+
 absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+  const std::string message =
+      absl::StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+  if (IsStickyCudaError(err)) {
+    return DeviceLostError(absl::StrCat(message, "; the GPU can run nothing more in this process"));
+  }
+  return absl::InternalError(message);
 }
 
 CudaAvailability ProbeCudaDevices() {
@@ -218,7 +266,9 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
   info.name = prop.name;
   info.uuid = UuidString(prop.uuid);
   info.total_memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
-  return std::unique_ptr<Device>(new CudaDevice(std::move(info)));
+  // cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before.
+  const size_t workspace = static_cast<size_t>(prop.major >= 9 ? 32 : 4) << 20;
+  return std::unique_ptr<Device>(new CudaDevice(std::move(info), workspace));
 }
 
 cudaStream_t NativeCudaStream(Stream* stream) { return Native(stream); }

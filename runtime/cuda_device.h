@@ -24,14 +24,23 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal);
 // The native stream behind a Stream created by a CUDA device, for kernels.
 cudaStream_t NativeCudaStream(Stream* stream);
 
-// The cuBLAS handle bound to a Stream created by a CUDA device. Used by one
-// thread at a time, like its stream.
+// The cuBLAS handle bound to a compute Stream created by a CUDA device (null
+// for a copy stream). Used by one thread at a time, like its stream.
 cublasHandle_t NativeCublasHandle(Stream* stream);
 
 // Converts a cuBLAS status into a Status naming `what`; OK for success.
 absl::Status CublasStatus(cublasStatus_t st, absl::string_view what);
 
+// True for the errors after which the CUDA context can run nothing more
+// (illegal address, kernel failure, uncorrectable ECC, ...): every later
+// call in the process fails too.
+bool IsStickyCudaError(cudaError_t err);
+
 // Converts a CUDA runtime error into a Status naming `what`; OK for success.
+// A sticky error becomes DeviceLostError (runtime/device.h), anything else
+// INTERNAL. Every CUDA call of the runtime and the models goes through this
+// (or INFER_RETURN_IF_CUDA_ERROR), so a lost device is recognised wherever
+// its first error surfaces.
 absl::Status CudaStatus(cudaError_t err, absl::string_view what);
 
 }  // namespace infer

@@ -1,5 +1,8 @@
 #include "runtime/device.h"
 
+#include <atomic>
+
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -10,6 +13,28 @@
 #endif
 
 namespace infer {
+namespace {
+
+constexpr absl::string_view kDeviceLostPayload = "infer.device_lost";
+
+uint64_t NextStreamId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Stream::Stream() : id_(NextStreamId()) {}
+
+absl::Status DeviceLostError(absl::string_view message) {
+  absl::Status status = absl::InternalError(message);
+  status.SetPayload(kDeviceLostPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsDeviceLost(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kDeviceLostPayload).has_value();
+}
 
 std::string Device::spec() const {
   const DeviceInfo& i = info();

@@ -10,8 +10,17 @@
 // the CPU device every enqueued operation has completed when the call
 // returns, which satisfies the same contract.
 //
-// Thread-safety: Device methods are thread-safe. A Stream is used by one
-// thread at a time (caller synchronizes).
+// Thread-safety: Device methods are thread-safe, and so is enqueueing on
+// one Stream from several threads (the order between two threads' calls is
+// then whichever came first). What must not be shared between threads at
+// once is a stream's GEMM handle state, i.e. Sgemm and model kernels on a
+// compute stream: a compute stream is driven by one thread at a time.
+//
+// Errors: a device call fails with the Status of its error. An error after
+// which the device can run nothing more (an illegal address, a kernel
+// failure, an uncorrectable ECC error: CUDA's "sticky" errors) is returned
+// as DeviceLostError, so the layers above can tell it from a failed request
+// with IsDeviceLost: the process must be restarted to use the device again.
 #ifndef INFER_RUNTIME_DEVICE_H_
 #define INFER_RUNTIME_DEVICE_H_
 
@@ -46,10 +55,23 @@ struct DeviceOptions {
   int cpu_threads = 0;
 };
 
+// What a stream is for. Only compute streams carry GEMM state (a cuBLAS
+// handle on CUDA); copy streams only move bytes.
+enum class StreamKind { kCompute, kCopy };
+
 // Opaque handles; each Device implementation defines its own subclasses.
 class Stream {
  public:
+  Stream();
   virtual ~Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  // Unique for the life of the process, never reused: unlike the address, a
+  // new stream never shares the id of a destroyed one.
+  uint64_t id() const { return id_; }
+
+ private:
+  const uint64_t id_;
 };
 class Event {
  public:
@@ -95,8 +117,23 @@ class Device {
   virtual absl::StatusOr<void*> AllocateHost(size_t bytes) = 0;
   virtual void FreeHost(void* ptr) = 0;
 
-  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream(
+      StreamKind kind = StreamKind::kCompute) = 0;
+  // Events for ordering and waiting. On CUDA a wait (SynchronizeEvent) puts
+  // the thread to sleep until the event completes rather than spinning.
+  // Events are reusable: record the same one again for the next batch.
   virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
+
+  // GEMM workspace: the scratch bytes a compute stream's GEMM library wants
+  // (cuBLAS's recommended size on CUDA; 0 on the CPU). SetGemmWorkspace hands
+  // a compute stream `bytes` at `ptr` for good; the caller keeps the memory
+  // alive, and unused by anything else, until the stream is destroyed (see
+  // ComputeStream in runtime/compute_stream.h). FAILED_PRECONDITION on a
+  // copy stream.
+  virtual size_t GemmWorkspaceBytes() const { return 0; }
+  virtual absl::Status SetGemmWorkspace(Stream* /*stream*/, void* /*ptr*/, size_t /*bytes*/) {
+    return absl::OkStatus();
+  }
 
   // Asynchronous copies enqueued on `stream`. The host buffer must stay valid
   // (and unmodified, for CopyToDevice) until the stream has passed the copy.
@@ -119,12 +156,18 @@ class Device {
   // and callers may skip them.
   virtual bool synchronous() const { return false; }
 
-  // Enqueues a GEMM on `stream` (oneDNN's sgemm on the CPU, cuBLAS on CUDA).
+  // Enqueues a GEMM on compute `stream` (oneDNN's sgemm on the CPU, cuBLAS on
+  // CUDA).
   virtual absl::Status Sgemm(Stream* stream, const GemmArgs& args) = 0;
 
  protected:
   Device() = default;
 };
+
+// The error for a device that can run nothing more (see Errors above):
+// INTERNAL, with a payload IsDeviceLost recognises, and `message`.
+absl::Status DeviceLostError(absl::string_view message);
+bool IsDeviceLost(const absl::Status& status);
 
 // Whether a usable CUDA device exists, and why not when none does.
 struct CudaAvailability {

@@ -42,20 +42,40 @@ absl::StatusOr<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("max_in_flight must be >= 1, got ", options.max_in_flight));
   }
+  if (options.allocator != nullptr && options.allocator->device() != device) {
+    return absl::InvalidArgumentError("the pipeline's allocator belongs to another device");
+  }
   std::unique_ptr<DevicePipeline> p(new DevicePipeline(device, options.max_in_flight));
   p->on_room_ = options.on_room;
-  if (absl::Status s = p->Init(); !s.ok()) return s;
+  if (absl::Status s = p->Init(options.allocator); !s.ok()) return s;
   return p;
 }
 
 DevicePipeline::DevicePipeline(Device* device, int max_in_flight)
     : device_(device), max_in_flight_(max_in_flight) {}
 
-absl::Status DevicePipeline::Init() {
-  for (std::unique_ptr<Stream>* s : {&h2d_, &compute_, &d2h_}) {
-    absl::StatusOr<std::unique_ptr<Stream>> stream = device_->CreateStream();
+absl::Status DevicePipeline::Init(CachingAllocator* allocator) {
+  for (std::unique_ptr<Stream>* s : {&h2d_, &d2h_}) {
+    absl::StatusOr<std::unique_ptr<Stream>> stream = device_->CreateStream(StreamKind::kCopy);
     if (!stream.ok()) return stream.status();
     *s = *std::move(stream);
+  }
+  if (allocator != nullptr) {
+    absl::StatusOr<ComputeStream> compute = ComputeStream::Create(allocator);
+    if (!compute.ok()) return compute.status();
+    compute_ = *std::move(compute);
+  } else {
+    absl::StatusOr<ComputeStream> compute = ComputeStream::CreateWithoutWorkspace(device_);
+    if (!compute.ok()) return compute.status();
+    compute_ = *std::move(compute);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < max_in_flight_; ++i) {
+      absl::StatusOr<std::unique_ptr<Event>> event = device_->CreateEvent();
+      if (!event.ok()) return event.status();
+      spare_events_.push_back(*std::move(event));
+    }
   }
   threads_.emplace_back([this] { StageLoop(0, h2d_.get(), &upload_in_, &compute_in_); });
   threads_.emplace_back([this] { StageLoop(1, compute_.get(), &compute_in_, &download_in_); });
@@ -67,14 +87,14 @@ absl::Status DevicePipeline::Init() {
 DevicePipeline::~DevicePipeline() { Shutdown(); }
 
 absl::Status DevicePipeline::Submit(std::unique_ptr<PipelineJob>* job) {
-  absl::StatusOr<std::unique_ptr<Event>> event = device_->CreateEvent();
-  if (!event.ok()) return event.status();
   std::unique_lock<std::mutex> lock(mu_);
   space_.wait(lock, [this] { return shutting_down_ || stats_.in_flight < max_in_flight_; });
   if (shutting_down_) return absl::UnavailableError("the device pipeline is shutting down");
   auto item = std::make_unique<Item>();
   item->job = std::move(*job);
-  item->event = *std::move(event);
+  // One spare per slot: in_flight < max_in_flight leaves one.
+  item->event = std::move(spare_events_.back());
+  spare_events_.pop_back();
   ++stats_.in_flight;
   ++stats_.submitted;
   stats_.peak_in_flight = std::max(stats_.peak_in_flight, stats_.in_flight);
@@ -113,15 +133,18 @@ void DevicePipeline::CompleteLoop() {
       if (item->status.ok()) item->status = s;
     }
     const bool ok = item->status.ok();
-    item->job->Complete(std::move(item->status));
-    item.reset();  // the job's buffers go now, after its device work
+    std::unique_ptr<PipelineJob> job = std::move(item->job);
+    job->Complete(std::move(item->status));  // the job's buffers go, after its device work
     {
       std::lock_guard<std::mutex> lock(mu_);
+      spare_events_.push_back(std::move(item->event));
       --stats_.in_flight;
       ++(ok ? stats_.completed : stats_.failed);
       space_.notify_all();
     }
+    item.reset();
     if (on_room_) on_room_();
+    job->Respond();
   }
 }
 

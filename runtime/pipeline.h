@@ -4,7 +4,10 @@
 //   upload    job->Upload(h2d stream)          host→device copies
 //   compute   job->Compute(compute stream)     kernels, GEMMs
 //   download  job->Download(d2h stream)        device→host copies
-//   complete  job->Complete(status)            after the download finished
+//   complete  job->Complete(status)            after the download finished:
+//                                              release memory, build results
+//             (the job's slot is released)
+//             job->Respond()                   answer the requests
 //
 // Design notes and invariants
 // - Overlap: while batch N computes, batch N+1 uploads and batch N−1
@@ -14,8 +17,16 @@
 //   and the ordering logic is exercised without a GPU.
 // - Ordering is by events, never by device-wide synchronisation: each stage
 //   records an event on its stream after enqueuing; the next stage's stream
-//   waits for that event before its own work (cudaStreamWaitEvent). Only the
-//   completion thread blocks, on the job's last event.
+//   waits for that event before its own work (cudaStreamWaitEvent). Of the
+//   pipeline's threads only the completion thread waits for the device, on
+//   the job's last event (a blocking-sync event: it sleeps, it does not
+//   spin). The stage threads may block too, but only where a job's own stage
+//   code does (e.g. a model that needs a result on the host mid-stage).
+// - Events are pooled: max_in_flight of them are made at start and reused,
+//   one per job in flight; none is created or destroyed per batch.
+// - Streams: the upload and download streams are copy streams (no GEMM
+//   handle); the compute stream is a ComputeStream with its GEMM workspace
+//   from the allocator when PipelineOptions::allocator is set.
 // - Each stage takes jobs in submission order (FIFO), so jobs complete in
 //   submission order.
 // - Bounded: at most max_in_flight jobs are between Submit and Complete;
@@ -28,6 +39,9 @@
 //   submitted job, including at Shutdown (which drains).
 // - Memory rule for jobs: release device and staging buffers in Complete (or
 //   later), when every stream has finished with them.
+// - Release, then answer: Complete releases what the job holds; the
+//   pipeline then frees the job's slot (on_room) before calling Respond, so
+//   sending the answers never delays the next batch's launch.
 //
 // Thread-safe.
 #ifndef INFER_RUNTIME_PIPELINE_H_
@@ -44,6 +58,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/caching_allocator.h"
+#include "runtime/compute_stream.h"
 #include "runtime/device.h"
 
 namespace infer {
@@ -56,8 +72,12 @@ class PipelineJob {
   virtual absl::Status Upload(Stream* stream) = 0;
   virtual absl::Status Compute(Stream* stream) = 0;
   virtual absl::Status Download(Stream* stream) = 0;
-  // The job's device work is finished (or a stage failed with `status`).
+  // The job's device work is finished (or a stage failed with `status`):
+  // release the job's memory and prepare its results.
   virtual void Complete(absl::Status status) = 0;
+  // Called once after Complete, when the job no longer counts against
+  // max_in_flight: send the results.
+  virtual void Respond() {}
 };
 
 struct PipelineOptions {
@@ -66,6 +86,10 @@ struct PipelineOptions {
   // Called (on the completion thread, with no lock held) each time a job
   // has left the pipeline, i.e. when HasRoom() may have turned true.
   std::function<void()> on_room;
+  // Where the compute stream's GEMM workspace comes from (borrowed; must
+  // outlive the pipeline). Null: no workspace is set (the GEMM library's
+  // own default applies).
+  CachingAllocator* allocator = nullptr;
 };
 
 struct PipelineStats {
@@ -99,6 +123,8 @@ class DevicePipeline {
   // Sets PipelineOptions::on_room after creation (before the first Submit).
   void set_on_room(std::function<void()> fn) { on_room_ = std::move(fn); }
   Device* device() const { return device_; }
+  // Device bytes the compute stream's GEMM workspace holds (0 if none).
+  int64_t workspace_bytes() const { return compute_.workspace_bytes(); }
 
  private:
   struct Item;
@@ -117,7 +143,7 @@ class DevicePipeline {
   };
 
   DevicePipeline(Device* device, int max_in_flight);
-  absl::Status Init();
+  absl::Status Init(CachingAllocator* allocator);
   // Runs one stage: waits on the previous stage's event, calls `work`,
   // records this stage's event, and hands the item on.
   void StageLoop(int stage, Stream* stream, Channel* in, Channel* out);
@@ -127,13 +153,15 @@ class DevicePipeline {
   Device* const device_;
   const int max_in_flight_;
   std::function<void()> on_room_;
-  std::unique_ptr<Stream> h2d_, compute_, d2h_;
+  std::unique_ptr<Stream> h2d_, d2h_;
+  ComputeStream compute_;
   Channel upload_in_, compute_in_, download_in_, complete_in_;
   std::vector<std::thread> threads_;
 
   mutable std::mutex mu_;
   std::condition_variable space_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<Event>> spare_events_ ABSL_GUARDED_BY(mu_);
   PipelineStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

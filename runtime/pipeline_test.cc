@@ -34,7 +34,7 @@ class TestJob : public PipelineJob {
  public:
   TestJob(int id, Log* log) : id_(id), log_(log) {}
   std::function<absl::Status()> on_upload, on_compute, on_download;
-  std::function<void()> on_complete;
+  std::function<void()> on_complete, on_respond;
 
   absl::Status Upload(Stream*) override { return Run('U', on_upload); }
   absl::Status Compute(Stream*) override { return Run('C', on_compute); }
@@ -46,6 +46,10 @@ class TestJob : public PipelineJob {
       log_->completions[id_] = status;
     }
     if (on_complete) on_complete();
+  }
+  void Respond() override {
+    log_->Add(id_, 'R');
+    if (on_respond) on_respond();
   }
 
  private:
@@ -84,7 +88,7 @@ TEST(PipelineTest, StagesRunInOrderAndJobsStayFifo) {
   std::vector<int> expected(kJobs);
   for (int i = 0; i < kJobs; ++i) expected[i] = i;
   for (char stage : {'U', 'C', 'D', 'X'}) EXPECT_EQ(by_stage[stage], expected) << stage;
-  for (const auto& [job, stages] : by_job) EXPECT_EQ(stages, "UCDX") << job;
+  for (const auto& [job, stages] : by_job) EXPECT_EQ(stages, "UCDXR") << job;
   const PipelineStats s = pipeline->stats();
   EXPECT_EQ(s.completed, static_cast<uint64_t>(kJobs));
   EXPECT_EQ(s.in_flight, 0);
@@ -180,7 +184,7 @@ TEST(PipelineTest, AFailedStageSkipsTheRestAndCompletesWithTheError) {
   for (auto [job, stage] : log.entries) {
     if (job == 1) stages_of_1.push_back(stage);
   }
-  EXPECT_EQ(stages_of_1, "UCX") << "no download after a failed compute";
+  EXPECT_EQ(stages_of_1, "UCXR") << "no download after a failed compute";
   EXPECT_THAT(log.completions[0], IsOk());
   EXPECT_THAT(log.completions[1], StatusIs(absl::StatusCode::kResourceExhausted, "no memory"));
   EXPECT_THAT(log.completions[2], IsOk());
@@ -200,6 +204,64 @@ TEST(PipelineTest, OrderedByEventsWithoutStreamSynchronisation) {
   EXPECT_EQ(device.stream_syncs(), 0) << "no stream-wide synchronisation in the hot path";
   EXPECT_EQ(device.stream_waits(), 20) << "compute and download each wait on an event";
   EXPECT_EQ(device.event_waits(), 10) << "completion waits on each job's last event";
+}
+
+TEST(PipelineTest, EventsArePooledNotMadePerBatch) {
+  FakeDevice device(1 << 20);
+  Log log;
+  auto pipeline = MakePipeline(&device, 3);
+  const int64_t at_start = device.events_created();
+  EXPECT_EQ(at_start, 3) << "one per slot, made at start";
+  for (int i = 0; i < 50; ++i) {
+    std::unique_ptr<PipelineJob> j = std::make_unique<TestJob>(i, &log);
+    ASSERT_THAT(pipeline->Submit(&j), IsOk());
+  }
+  pipeline->Shutdown();
+  EXPECT_EQ(device.events_created(), at_start);
+}
+
+TEST(PipelineTest, CopyStreamsAndOneComputeStream) {
+  // The CPU device ignores kinds; the fake counts nothing either. What can be
+  // shown here: a pipeline with an allocator holds the device's GEMM
+  // workspace (none on the CPU) and runs.
+  auto cpu = CreateCpuDevice(1);
+  auto alloc = CachingAllocator::Create(cpu.get(), {int64_t{64} << 20});
+  ASSERT_THAT(alloc, IsOk());
+  PipelineOptions o;
+  o.allocator = alloc->get();
+  auto pipeline = DevicePipeline::Create(cpu.get(), o);
+  ASSERT_THAT(pipeline, IsOk());
+  EXPECT_EQ((*pipeline)->workspace_bytes(), 0);
+  FakeDevice other(1 << 20);
+  EXPECT_THAT(DevicePipeline::Create(&other, o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "another device"));
+}
+
+// A job's answers go out after its slot is free: the next batch can be
+// submitted while the previous one is still answering.
+TEST(PipelineTest, TheSlotIsReleasedBeforeTheJobResponds) {
+  auto cpu = CreateCpuDevice(1);
+  Log log;
+  auto pipeline = MakePipeline(cpu.get(), 1);
+  Notification responding, next_submitted;
+  auto first = std::make_unique<TestJob>(0, &log);
+  first->on_respond = [&] {
+    responding.Notify();
+    // Slow answering (a slow client, a big response) must not hold the slot.
+    EXPECT_TRUE(next_submitted.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  };
+  std::unique_ptr<PipelineJob> j = std::move(first);
+  ASSERT_THAT(pipeline->Submit(&j), IsOk());
+  ASSERT_TRUE(responding.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  std::unique_ptr<PipelineJob> second = std::make_unique<TestJob>(1, &log);
+  ASSERT_THAT(pipeline->Submit(&second), IsOk());  // would block with the slot held
+  next_submitted.Notify();
+  pipeline->Shutdown();
+  std::string order;
+  for (auto [job, stage] : log.entries) {
+    if (job == 0 && (stage == 'X' || stage == 'R')) order.push_back(stage);
+  }
+  EXPECT_EQ(order, "XR");
 }
 
 TEST(PipelineTest, ShutdownDrainsAndThenRefuses) {

@@ -2,10 +2,13 @@
 // streams and events, and real copy/compute overlap in the device pipeline.
 // Every test skips, with the reason, where no GPU is usable.
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <ctime>
 #include <future>
 
 #include "runtime/caching_allocator.h"
+#include "runtime/compute_stream.h"
 #include "runtime/cuda_device.h"
 #include "runtime/pipeline.h"
 #include "runtime/staging_pool.h"
@@ -156,6 +159,46 @@ TEST_F(CudaRuntimeTest, PipelineOverlapsTheNextUploadWithCompute) {
   (*pipeline)->Shutdown();
   ASSERT_THAT(alloc->Free(*marker), IsOk());
   ASSERT_THAT(alloc->Free(*seen), IsOk());
+}
+
+TEST_F(CudaRuntimeTest, CopyStreamsHaveNoGemmHandleComputeStreamsAWorkspace) {
+  auto copy = *device_->CreateStream(StreamKind::kCopy);
+  EXPECT_EQ(NativeCublasHandle(copy.get()), nullptr);
+  GemmArgs g;
+  g.m = g.n = g.k = 1;
+  EXPECT_THAT(device_->Sgemm(copy.get(), g),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "copy stream"));
+  auto alloc = Allocator(256 * kMiB);
+  auto compute = ComputeStream::Create(alloc.get());
+  ASSERT_THAT(compute, IsOk());
+  EXPECT_NE(NativeCublasHandle(compute->get()), nullptr);
+  EXPECT_EQ(static_cast<size_t>(compute->workspace_bytes()), device_->GemmWorkspaceBytes());
+  EXPECT_EQ(alloc->stats().allocated_bytes, compute->workspace_bytes())
+      << "the workspace comes from the allocator, once";
+}
+
+// A thread waiting for an event sleeps: its CPU time stays far below the
+// wall time of the kernel it waits for.
+TEST_F(CudaRuntimeTest, EventWaitsSleepInsteadOfSpinning) {
+  auto alloc = Allocator(64 * kMiB);
+  auto stream = *device_->CreateStream();
+  auto out = alloc->Allocate(sizeof(int), stream.get());
+  ASSERT_THAT(out, IsOk());
+  auto event = *device_->CreateEvent();
+  ASSERT_EQ(
+      testing::LaunchSpinThenWrite(NativeCudaStream(stream.get()), 300, 1, static_cast<int*>(*out)),
+      cudaSuccess);
+  ASSERT_THAT(device_->RecordEvent(event.get(), stream.get()), IsOk());
+  const std::clock_t cpu0 = std::clock();
+  const auto wall0 = std::chrono::steady_clock::now();
+  ASSERT_THAT(device_->SynchronizeEvent(event.get()), IsOk());
+  const double cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  EXPECT_GT(wall_s, 0.2);
+  EXPECT_LT(cpu_s, 0.5 * wall_s) << "the wait spun a core: " << cpu_s << " s CPU in " << wall_s
+                                 << " s";
+  ASSERT_THAT(alloc->Free(*out), IsOk());
 }
 
 TEST_F(CudaRuntimeTest, StagingBuffersArePinned) {

@@ -29,7 +29,14 @@ __global__ void SpinThenWrite(long long ns, int value, int* out) {
   *out = value;
 }
 
+__global__ void IllegalWrite(int* bad) { *bad = 1; }
+
 }  // namespace
+
+cudaError_t LaunchIllegalWrite(cudaStream_t stream) {
+  IllegalWrite<<<1, 1, 0, stream>>>(reinterpret_cast<int*>(16));
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchWaitForMarker(cudaStream_t stream, const int* marker, int expected,
                                 int timeout_ms, int* seen) {

@@ -14,6 +14,10 @@ cudaError_t LaunchWaitForMarker(cudaStream_t stream, const int* marker, int expe
 // One thread spins for about `ms` milliseconds, then writes `value` to *out.
 cudaError_t LaunchSpinThenWrite(cudaStream_t stream, int ms, int value, int* out);
 
+// One thread writes through a bad pointer: cudaErrorIllegalAddress, a sticky
+// error that leaves the context unusable (run it in a process of its own).
+cudaError_t LaunchIllegalWrite(cudaStream_t stream);
+
 }  // namespace infer::testing
 
 #endif  // INFER_TESTS_GPU_GPU_KERNELS_CUH_

@@ -8,6 +8,11 @@
 //   manual events are on: then a recorded event stays pending until
 //   CompleteAllEvents() or SynchronizeEvent() (which counts the wait).
 // - Sgemm is not provided (UNIMPLEMENTED).
+// - Device loss: after LoseDevice(), every event, copy and allocation call
+//   fails with DeviceLostError, as a CUDA device does after a sticky error.
+// - Hooks: a test may run code inside Allocate, Free, AllocateHost and
+//   FreeHost (outside the fake's own lock), e.g. to check that the caller
+//   holds no lock of its own across them.
 //
 // Thread-safe.
 #ifndef INFER_TESTS_TESTING_FAKE_DEVICE_H_
@@ -15,6 +20,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -42,7 +48,9 @@ class FakeDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
+    RunHook();
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
     if (fail_next_ > 0) {
       --fail_next_;
       return absl::ResourceExhaustedError("fake device: allocation refused");
@@ -58,6 +66,7 @@ class FakeDevice final : public Device {
     return ptr;
   }
   void Free(void* ptr) override {
+    RunHook();
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sizes_.find(ptr);
     if (it == sizes_.end()) {
@@ -69,46 +78,64 @@ class FakeDevice final : public Device {
     std::free(ptr);
   }
   absl::StatusOr<void*> AllocateHost(size_t bytes) override {
+    RunHook();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++host_allocations_;
+    }
     return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   }
-  void FreeHost(void* ptr) override { std::free(ptr); }
+  void FreeHost(void* ptr) override {
+    RunHook();
+    std::free(ptr);
+  }
 
-  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream(StreamKind = StreamKind::kCompute) override {
     return std::make_unique<Stream>();
   }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
+    ++events_created_;
     return std::unique_ptr<Event>(new FakeEvent(this));
   }
   absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream*) override {
+    if (is_lost()) return Lost();
     std::memcpy(dst, host, bytes);
     return absl::OkStatus();
   }
   absl::Status CopyToHost(void* host, const void* src, size_t bytes, Stream*) override {
+    if (is_lost()) return Lost();
     std::memcpy(host, src, bytes);
     return absl::OkStatus();
   }
   absl::Status RecordEvent(Event* event, Stream*) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
     if (manual_events_) pending_.insert(event);
     return absl::OkStatus();
   }
   absl::Status StreamWaitEvent(Stream*, Event*) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
     ++stream_waits_;
     return absl::OkStatus();
   }
   absl::Status SynchronizeEvent(Event* event) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
     if (pending_.erase(event) > 0) ++event_waits_;
     return absl::OkStatus();
   }
   absl::Status SynchronizeStream(Stream*) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
     ++stream_syncs_;
     return absl::OkStatus();
   }
   absl::StatusOr<bool> QueryEvent(Event* event) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return Lost();
     return !pending_.contains(event);
   }
   absl::Status Sgemm(Stream*, const GemmArgs&) override {
@@ -123,6 +150,27 @@ class FakeDevice final : public Device {
   void CompleteAllEvents() {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.clear();
+  }
+  void LoseDevice() {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = true;
+  }
+  bool is_lost() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
+  // Runs inside Allocate, Free, AllocateHost and FreeHost; null: none.
+  void set_hook(std::function<void()> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hook_ = std::move(hook);
+  }
+  int64_t events_created() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_created_;
+  }
+  int64_t host_allocations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return host_allocations_;
   }
   void FailNextAllocations(int n) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -154,6 +202,18 @@ class FakeDevice final : public Device {
   }
 
  private:
+  static absl::Status Lost() {
+    return DeviceLostError("fake device: an illegal memory access was encountered");
+  }
+  void RunHook() {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hook = hook_;
+    }
+    if (hook) hook();
+  }
+
   class FakeEvent final : public Event {
    public:
     explicit FakeEvent(FakeDevice* device) : device_(device) {}
@@ -175,8 +235,12 @@ class FakeDevice final : public Device {
   int64_t bad_frees_ = 0;
   int64_t stream_waits_ = 0;
   int64_t stream_syncs_ = 0;
+  int64_t events_created_ = 0;
+  int64_t host_allocations_ = 0;
   int fail_next_ = 0;
   bool manual_events_ = false;
+  bool lost_ = false;
+  std::function<void()> hook_;
   absl::flat_hash_map<void*, size_t> sizes_;
   std::set<Event*> pending_;
 };

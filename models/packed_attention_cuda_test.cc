@@ -1,0 +1,315 @@
+// LaunchPackedAttention against a double-precision reference on the host:
+// ragged packed batches (empty rows, trailing empty rows, lengths on and
+// around the 64-token tiles), every supported head size, a sharp softmax whose
+// maximum moves between key tiles, and replay from a captured CUDA graph with
+// the offsets changed in place. The argument checks run without a GPU.
+#include "models/packed_attention_cuda.cuh"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "models/half.h"
+#include "runtime/device.h"
+
+namespace infer {
+namespace {
+
+#define INFER_ASSERT_CUDA(expr)                                    \
+  do {                                                             \
+    const cudaError_t infer_cuda_error_ = (expr);                  \
+    ASSERT_EQ(infer_cuda_error_, cudaSuccess)                      \
+        << #expr << ": " << cudaGetErrorString(infer_cuda_error_); \
+  } while (0)
+
+constexpr uint16_t kSentinel = 0xFFFF;  // an FP16 NaN: marks what the kernel must not write
+constexpr double kTolerance = 2e-3;     // absolute, for outputs of magnitude ~1
+
+// Device memory owned by a test, freed on destruction. Not copyable.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    status_ = cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T));
+    if (status_ != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DeviceArray() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  cudaError_t status() const { return status_; }
+  T* get() const { return ptr_; }
+  cudaError_t Upload(const std::vector<T>& host) {
+    return cudaMemcpy(ptr_, host.data(), std::min(host.size(), n_) * sizeof(T),
+                      cudaMemcpyHostToDevice);
+  }
+  cudaError_t Download(std::vector<T>* host) const {
+    host->resize(n_);
+    return cudaMemcpy(host->data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+  }
+
+ private:
+  size_t n_;
+  T* ptr_ = nullptr;
+  cudaError_t status_ = cudaSuccess;
+};
+
+// One packed batch: inputs in host memory.
+struct Batch {
+  std::vector<int32_t> lengths;  // per row; 0 for an empty row
+  int64_t heads = 0, head_dim = 0;
+  float scale = 0.0f;
+  std::vector<int32_t> offsets;  // [rows + 1]
+  std::vector<uint16_t> qkv;     // FP16 bits, [tokens, 3 * hidden]
+  std::vector<float> bias;       // [3 * hidden]
+
+  int64_t rows() const { return static_cast<int64_t>(lengths.size()); }
+  int64_t tokens() const { return offsets.back(); }
+  int64_t hidden() const { return heads * head_dim; }
+  int64_t longest() const { return *std::max_element(lengths.begin(), lengths.end()); }
+};
+
+std::vector<int32_t> Offsets(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> offsets = {0};
+  for (int32_t n : lengths) offsets.push_back(offsets.back() + n);
+  return offsets;
+}
+
+// Random qkv in [-1, 1] and bias in [-0.5, 0.5]; scale = sharpness / sqrt(D).
+Batch MakeBatch(std::vector<int32_t> lengths, int64_t heads, int64_t head_dim, float sharpness,
+                uint32_t seed) {
+  Batch b;
+  b.lengths = std::move(lengths);
+  b.heads = heads;
+  b.head_dim = head_dim;
+  b.scale = sharpness / std::sqrt(static_cast<float>(head_dim));
+  b.offsets = Offsets(b.lengths);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  b.qkv.resize(b.tokens() * 3 * b.hidden());
+  for (uint16_t& x : b.qkv) x = FloatToHalf(unit(rng));
+  b.bias.resize(3 * b.hidden());
+  for (float& x : b.bias) x = 0.5f * unit(rng);
+  return b;
+}
+
+// ctx [tokens, hidden] in double from the kernel's operands as the contract
+// defines them: each q/k/v element plus its bias in FP32, rounded to FP16.
+std::vector<double> Reference(const Batch& b) {
+  const int64_t hidden = b.hidden(), dh = b.head_dim;
+  auto operand = [&](int64_t token, int64_t col) {
+    const float x = HalfToFloat(b.qkv[token * 3 * hidden + col]) + b.bias[col];
+    return static_cast<double>(HalfToFloat(FloatToHalf(x)));
+  };
+  std::vector<double> ctx(b.tokens() * hidden, 0.0);
+  for (int64_t r = 0; r < b.rows(); ++r) {
+    const int64_t begin = b.offsets[r], n = b.lengths[r];
+    for (int64_t head = 0; head < b.heads; ++head) {
+      const int64_t qc = head * dh, kc = hidden + head * dh, vc = 2 * hidden + head * dh;
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<double> s(n);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < dh; ++d) {
+            dot += operand(begin + i, qc + d) * operand(begin + j, kc + d);
+          }
+          s[j] = dot * b.scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0.0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (int64_t d = 0; d < dh; ++d) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < n; ++j) acc += s[j] * operand(begin + j, vc + d);
+          ctx[(begin + i) * hidden + head * dh + d] = acc / sum;
+        }
+      }
+    }
+  }
+  return ctx;
+}
+
+// Every element of `got` (FP16 bits, [tokens, hidden]) within kTolerance of
+// `want`; NaN (a token the kernel skipped) fails.
+void ExpectNear(const std::vector<uint16_t>& got, const std::vector<double>& want, int64_t hidden) {
+  ASSERT_GE(got.size(), want.size());
+  double max_error = 0.0;
+  int64_t bad = 0, first_bad = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double error = std::abs(static_cast<double>(HalfToFloat(got[i])) - want[i]);
+    if (!(error <= kTolerance)) {
+      if (bad++ == 0) first_bad = static_cast<int64_t>(i);
+    }
+    if (error > max_error || std::isnan(error)) max_error = error;
+  }
+  EXPECT_EQ(bad, 0) << "first at token " << first_bad / hidden << ", column " << first_bad % hidden
+                    << ": got " << HalfToFloat(got[first_bad]) << ", want " << want[first_bad];
+  EXPECT_LT(max_error, kTolerance);
+}
+
+// Runs the kernel on `b` (grid sized from max_len, at least the longest row)
+// and checks ctx against the reference, and that the guard row after the
+// last token is untouched.
+void RunAndCheck(const Batch& b, int64_t max_len) {
+  const int64_t hidden = b.hidden(), tokens = b.tokens();
+  DeviceArray<uint16_t> qkv(b.qkv.size()), ctx((tokens + 1) * hidden);
+  DeviceArray<float> bias(b.bias.size());
+  DeviceArray<int32_t> offsets(b.offsets.size());
+  INFER_ASSERT_CUDA(qkv.status());
+  INFER_ASSERT_CUDA(ctx.status());
+  INFER_ASSERT_CUDA(bias.status());
+  INFER_ASSERT_CUDA(offsets.status());
+  INFER_ASSERT_CUDA(qkv.Upload(b.qkv));
+  INFER_ASSERT_CUDA(bias.Upload(b.bias));
+  INFER_ASSERT_CUDA(offsets.Upload(b.offsets));
+  INFER_ASSERT_CUDA(cudaMemset(ctx.get(), 0xFF, (tokens + 1) * hidden * sizeof(uint16_t)));
+  INFER_ASSERT_CUDA(cuda::LaunchPackedAttention(
+      nullptr, reinterpret_cast<const __half*>(qkv.get()), bias.get(), offsets.get(), b.rows(),
+      max_len, b.heads, b.head_dim, b.scale, reinterpret_cast<__half*>(ctx.get())));
+  INFER_ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> got;
+  INFER_ASSERT_CUDA(ctx.Download(&got));
+  ExpectNear(got, Reference(b), hidden);
+  for (int64_t i = tokens * hidden; i < (tokens + 1) * hidden; ++i) {
+    ASSERT_EQ(got[i], kSentinel) << "wrote past the last token at column " << i % hidden;
+  }
+}
+
+#define INFER_SKIP_WITHOUT_GPU()                                             \
+  do {                                                                       \
+    const CudaAvailability cuda_ = ProbeCuda();                              \
+    if (cuda_.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda_.reason; \
+  } while (0)
+
+TEST(PackedAttentionTest, SupportsHeadDims32To128) {
+  EXPECT_TRUE(cuda::PackedAttentionSupports(32));
+  EXPECT_TRUE(cuda::PackedAttentionSupports(64));
+  EXPECT_TRUE(cuda::PackedAttentionSupports(128));
+  EXPECT_FALSE(cuda::PackedAttentionSupports(0));
+  EXPECT_FALSE(cuda::PackedAttentionSupports(16));
+  EXPECT_FALSE(cuda::PackedAttentionSupports(48));
+  EXPECT_FALSE(cuda::PackedAttentionSupports(256));
+}
+
+// None of these launch, so they need no GPU.
+TEST(PackedAttentionTest, RejectsBadArgumentsWithoutLaunching) {
+  auto launch = [](int64_t rows, int64_t max_len, int64_t heads, int64_t head_dim,
+                   const __half* qkv = nullptr) {
+    return cuda::LaunchPackedAttention(nullptr, qkv, nullptr, nullptr, rows, max_len, heads,
+                                       head_dim, 0.125f, nullptr);
+  };
+  EXPECT_EQ(launch(1, 1, 1, 48), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(1, 1, 1, 256), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(0, 0, 1, 256), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(1, 1, 0, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(-1, 1, 1, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(1, -1, 1, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(65536, 1, 1, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(1, 1, 65536, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(launch(1, int64_t{1} << 32, 1, 64), cudaErrorInvalidValue);
+  alignas(16) static const uint16_t kBuffer[16] = {};
+  EXPECT_EQ(launch(1, 1, 1, 64, reinterpret_cast<const __half*>(kBuffer + 1)),
+            cudaErrorInvalidValue);
+}
+
+TEST(PackedAttentionTest, NothingToDoIsSuccessWithoutLaunching) {
+  EXPECT_EQ(cuda::LaunchPackedAttention(nullptr, nullptr, nullptr, nullptr, 0, 16, 2, 64, 0.125f,
+                                        nullptr),
+            cudaSuccess);
+  EXPECT_EQ(
+      cuda::LaunchPackedAttention(nullptr, nullptr, nullptr, nullptr, 3, 0, 2, 64, 0.125f, nullptr),
+      cudaSuccess);
+}
+
+TEST(PackedAttentionTest, MatchesReferenceOnRaggedBatches) {
+  INFER_SKIP_WITHOUT_GPU();
+  // Empty rows in the middle and at the end; lengths on and around the
+  // 64-token tiles; one sequence spanning four key tiles.
+  const std::vector<int32_t> lengths = {1, 7, 64, 65, 130, 0, 200, 0};
+  struct Shape {
+    int64_t heads, head_dim;
+  };
+  uint32_t seed = 1;
+  for (const Shape& s : {Shape{4, 32}, Shape{3, 64}, Shape{2, 128}}) {
+    SCOPED_TRACE(::testing::Message() << "heads " << s.heads << ", head_dim " << s.head_dim);
+    const Batch b = MakeBatch(lengths, s.heads, s.head_dim, 2.5f, seed++);
+    RunAndCheck(b, b.longest());
+  }
+}
+
+TEST(PackedAttentionTest, GridLargerThanTheLongestSequence) {
+  INFER_SKIP_WITHOUT_GPU();
+  const Batch b = MakeBatch({33, 5, 0, 0}, 2, 64, 2.5f, 11);
+  RunAndCheck(b, 300);  // blocks past every sequence's end exit at once
+}
+
+// Logits with a spread (standard deviation) of ~4.5: the running maximum moves between key tiles,
+// so the rescaling of O and l decides the result.
+TEST(PackedAttentionTest, SharpSoftmaxAcrossKeyTiles) {
+  INFER_SKIP_WITHOUT_GPU();
+  uint32_t seed = 21;
+  for (int64_t head_dim : {32, 64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim);
+    const Batch b = MakeBatch({300, 129, 2}, 2, head_dim, 12.0f, seed++);
+    RunAndCheck(b, b.longest());
+  }
+}
+
+// Captured once, replayed with the offsets rewritten in place (same tokens,
+// other lengths, trailing empty rows): the graph reads them at run time.
+TEST(PackedAttentionTest, ReplaysFromACapturedGraph) {
+  INFER_SKIP_WITHOUT_GPU();
+  Batch b = MakeBatch({30, 70, 0}, 2, 64, 2.5f, 31);
+  const int64_t hidden = b.hidden(), tokens = b.tokens(), max_len = 128;
+  DeviceArray<uint16_t> qkv(b.qkv.size()), ctx(tokens * hidden);
+  DeviceArray<float> bias(b.bias.size());
+  DeviceArray<int32_t> offsets(b.offsets.size());
+  INFER_ASSERT_CUDA(qkv.status());
+  INFER_ASSERT_CUDA(ctx.status());
+  INFER_ASSERT_CUDA(bias.status());
+  INFER_ASSERT_CUDA(offsets.status());
+  INFER_ASSERT_CUDA(qkv.Upload(b.qkv));
+  INFER_ASSERT_CUDA(bias.Upload(b.bias));
+  INFER_ASSERT_CUDA(offsets.Upload(b.offsets));
+
+  cudaStream_t stream = nullptr;
+  INFER_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  INFER_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const cudaError_t launched = cuda::LaunchPackedAttention(
+      stream, reinterpret_cast<const __half*>(qkv.get()), bias.get(), offsets.get(), b.rows(),
+      max_len, b.heads, b.head_dim, b.scale, reinterpret_cast<__half*>(ctx.get()));
+  const cudaError_t captured = cudaStreamEndCapture(stream, &graph);
+  EXPECT_EQ(launched, cudaSuccess) << cudaGetErrorString(launched);
+  ASSERT_EQ(captured, cudaSuccess) << cudaGetErrorString(captured);
+  cudaGraphExec_t exec = nullptr;
+  INFER_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+
+  for (const std::vector<int32_t>& lengths :
+       {std::vector<int32_t>{30, 70, 0}, std::vector<int32_t>{100, 0, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "first length " << lengths[0]);
+    b.lengths = lengths;
+    b.offsets = Offsets(lengths);
+    INFER_ASSERT_CUDA(offsets.Upload(b.offsets));
+    INFER_ASSERT_CUDA(cudaMemset(ctx.get(), 0xFF, tokens * hidden * sizeof(uint16_t)));
+    INFER_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    INFER_ASSERT_CUDA(cudaStreamSynchronize(stream));
+    std::vector<uint16_t> got;
+    INFER_ASSERT_CUDA(ctx.Download(&got));
+    ExpectNear(got, Reference(b), hidden);
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace infer
