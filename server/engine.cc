@@ -72,6 +72,10 @@ class Engine::MemoryAdmission {
     std::lock_guard<std::mutex> lock(mu_);
     weights_ += bytes;
   }
+  void AddWorkspaces(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    workspaces_ += bytes;
+  }
   int64_t Capacity() const {
     std::lock_guard<std::mutex> lock(mu_);
     return CapacityLocked();
@@ -92,19 +96,23 @@ class Engine::MemoryAdmission {
   }
   MemoryAdmissionStats Stats() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return {budget_, headroom_, weights_, in_flight_};
+    return {budget_, headroom_, weights_, in_flight_, workspaces_};
   }
   std::string Describe() const {
     std::lock_guard<std::mutex> lock(mu_);
     return absl::StrCat("budget ", budget_, " - headroom ", headroom_, " - weights ", weights_,
+                        workspaces_ > 0 ? absl::StrCat(" - GEMM workspaces ", workspaces_) : "",
                         " = ", CapacityLocked(), " bytes");
   }
 
  private:
-  int64_t CapacityLocked() const { return std::max<int64_t>(0, budget_ - headroom_ - weights_); }
+  int64_t CapacityLocked() const {
+    return std::max<int64_t>(0, budget_ - headroom_ - weights_ - workspaces_);
+  }
   const int64_t budget_, headroom_;
   mutable std::mutex mu_;
   int64_t weights_ = 0;
+  int64_t workspaces_ = 0;
   int64_t in_flight_ = 0;
 };
 
@@ -311,8 +319,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                          CachingAllocator::Create(device.get(), options.memory));
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<HostStagingPool> staging,
                          HostStagingPool::Create(device.get(), options.staging));
+  PipelineOptions pipeline_options = options.pipeline;
+  pipeline_options.allocator = allocator.get();
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<DevicePipeline> pipeline,
-                         DevicePipeline::Create(device.get(), options.pipeline));
+                         DevicePipeline::Create(device.get(), pipeline_options));
   if (!(options.memory_headroom_fraction >= 0.0 && options.memory_headroom_fraction < 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory headroom fraction must be in [0, 1), got ", options.memory_headroom_fraction));
@@ -323,7 +333,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                                             std::move(pipeline), options.clock));
   engine->admission_ = std::make_unique<MemoryAdmission>(
       budget, static_cast<int64_t>(static_cast<double>(budget) * options.memory_headroom_fraction));
-  INFER_ASSIGN_OR_RETURN(engine->retry_stream_, engine->device_->CreateStream());
+  INFER_ASSIGN_OR_RETURN(engine->retry_stream_, ComputeStream::Create(engine->allocator_.get()));
+  // The compute streams' GEMM workspaces are held for good: not for batches.
+  engine->admission_->AddWorkspaces(engine->pipeline_->workspace_bytes() +
+                                    engine->retry_stream_.workspace_bytes());
+  engine->on_device_lost_ = options.on_device_lost;
   Engine* raw = engine.get();  // the pipeline is drained before the engine goes
   engine->pipeline_->set_on_room([raw] { raw->NotifyBatchers(); });
   return engine;
@@ -397,7 +411,12 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     done(std::move(status));
   };
   if (!Ready()) {
-    return fail(absl::UnavailableError("the server is shutting down and accepts no new requests"),
+    const absl::Status lost = DeviceLostStatus();
+    return fail(absl::UnavailableError(
+                    lost.ok() ? "the server is shutting down and accepts no new requests"
+                              : absl::StrCat("the device is lost (", lost.message(),
+                                             "); the server accepts no new requests and is "
+                                             "restarting")),
                 &ModelStats::rejected_shutdown);
   }
   absl::Status status = CheckShapeLimits(entry->limits, model, request);
@@ -581,13 +600,15 @@ class Engine::BatchJob final : public PipelineJob {
   absl::Status Download(Stream* stream) override {
     return Guarded([&] { return batch_->Download(stream); });
   }
+  // Releases the batch's buffers and its memory reservation; the answers
+  // wait for Respond, after the pipeline has freed this batch's slot.
   void Complete(absl::Status status) override {
-    const absl::Time downloaded = engine_->clock_->Now();
-    if (start_ == absl::InfinitePast()) start_ = downloaded;
-    std::vector<InferResponse> responses(tasks_.size());
+    downloaded_ = engine_->clock_->Now();
+    if (start_ == absl::InfinitePast()) start_ = downloaded_;
+    responses_.resize(tasks_.size());
     if (status.ok()) {
       std::vector<InferResponse*> ptrs;
-      for (InferResponse& r : responses) ptrs.push_back(&r);
+      for (InferResponse& r : responses_) ptrs.push_back(&r);
       status = Guarded([&] { return batch_->Finish(ptrs); });
     }
     batch_.reset();  // the device work is done: release its buffers now
@@ -595,11 +616,15 @@ class Engine::BatchJob final : public PipelineJob {
       // Out of memory despite admission: run the requests again in halves,
       // within this batch's reservation, before giving up on any of them.
       engine_->RetryInHalves(entry_, std::move(tasks_), dequeued_);
-    } else {
-      engine_->FinishBatch(entry_, tasks_, responses, std::move(status),
-                           {dequeued_, start_, downloaded, engine_->clock_->Now()});
+      tasks_.clear();
     }
+    status_ = std::move(status);
     engine_->ReleaseMemory(peak_bytes_);
+  }
+  void Respond() override {
+    if (tasks_.empty()) return;  // answered by the retry
+    engine_->FinishBatch(entry_, tasks_, responses_, std::move(status_),
+                         {dequeued_, start_, downloaded_, engine_->clock_->Now()});
   }
 
  private:
@@ -610,6 +635,9 @@ class Engine::BatchJob final : public PipelineJob {
   const int64_t peak_bytes_;   // reserved through the admission
   const absl::Time dequeued_;  // the batch was taken from the queue
   absl::Time start_ = absl::InfinitePast();
+  absl::Time downloaded_;
+  absl::Status status_;  // from Complete, for Respond
+  std::vector<InferResponse> responses_;
 };
 
 void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch batch) {
@@ -662,6 +690,8 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
   const absl::Time dequeued = clock_->Now();
   absl::StatusOr<std::unique_ptr<ModelBatch>> prepared =
       Guarded([&]() -> absl::StatusOr<std::unique_ptr<ModelBatch>> {
+        // A lost device runs nothing more: answer without trying.
+        if (absl::Status lost = DeviceLostStatus(); !lost.ok()) return lost;
         return entry->model->Prepare(requests);
       });
   if (!prepared.ok()) {
@@ -675,6 +705,7 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
       this, entry, std::move(batch.tasks), *std::move(prepared), batch.peak_bytes, dequeued);
   if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
     job->Complete(std::move(s));  // refused (shutting down): still ours to answer
+    job->Respond();
   }
 }
 
@@ -730,7 +761,14 @@ void Engine::FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTas
                          const BatchTiming& t) {
   int64_t rows = 0;
   for (const auto& task : tasks) rows += task->rows;
-  if (!status.ok()) {
+  if (IsDeviceLost(status)) {
+    // Every batch's outcome passes here: the one place a lost device is
+    // noticed. Its requests get UNAVAILABLE: another replica can serve them.
+    NoteDeviceLost(status);
+    status = absl::UnavailableError(absl::StrCat("model '", entry->model->spec().name,
+                                                 "' failed: the device is lost (", status.message(),
+                                                 "); the server is restarting"));
+  } else if (!status.ok()) {
     // Running out of the memory budget keeps its code (RESOURCE_EXHAUSTED:
     // the batch needed more than the budget allows); anything else is the
     // model's failure (INTERNAL). Either way the engine keeps serving.
@@ -858,7 +896,32 @@ bool Engine::ModelReady(const std::string& name) const { return Ready() && Find(
 
 bool Engine::Ready() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return !shutting_down_;
+  return !shutting_down_ && !device_lost_;
+}
+
+void Engine::NoteDeviceLost(const absl::Status& status) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++device_errors_;
+    if (!device_lost_) {
+      device_lost_ = true;
+      device_lost_message_ = std::string(status.message());
+      first = true;
+    }
+  }
+  if (first && on_device_lost_) on_device_lost_(status);
+}
+
+absl::Status Engine::DeviceLostStatus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!device_lost_) return absl::OkStatus();
+  return DeviceLostError(device_lost_message_);
+}
+
+Engine::DeviceHealth Engine::GetDeviceHealth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {device_lost_, device_errors_, device_lost_message_};
 }
 
 void Engine::Shutdown() {

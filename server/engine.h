@@ -39,6 +39,7 @@
 #include "batching/dynamic_batcher.h"
 #include "models/model.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/compute_stream.h"
 #include "runtime/device.h"
 #include "runtime/device_context.h"
 #include "runtime/device_lock.h"
@@ -68,6 +69,11 @@ struct EngineOptions {
   // fragmentation): a batch launches only if the weights, the batches in
   // flight and its own estimated peak fit in budget × (1 − this).
   double memory_headroom_fraction = 0.1;
+  // Called once, from the thread that noticed it, when the device is lost
+  // (IsDeviceLost, runtime/device.h): the engine has turned not ready and
+  // answers everything with UNAVAILABLE from then on; the process should
+  // drain and exit non-zero so its supervisor restarts it. Must not block.
+  std::function<void(const absl::Status&)> on_device_lost;
 };
 
 // Per-model bounds on one request, checked when it arrives and before any
@@ -234,8 +240,15 @@ class Engine {
   absl::StatusOr<std::vector<int64_t>> GetQueueDepths(const std::string& name) const;
   std::vector<std::string> ModelNames() const;
   bool ModelReady(const std::string& name) const;
-  // True until Shutdown begins.
+  // True until Shutdown begins or the device is lost.
   bool Ready() const;
+  // Whether the device was lost, and how many batches failed for it.
+  struct DeviceHealth {
+    bool lost = false;
+    uint64_t errors = 0;  // batches answered with a lost device's error
+    std::string message;  // the first such error
+  };
+  DeviceHealth GetDeviceHealth() const;
   // Device bytes batches may use: budget − headroom − weights.
   int64_t ActivationCapacityBytes() const;
   // The admission's view of the memory budget.
@@ -244,6 +257,7 @@ class Engine {
     int64_t headroom_bytes = 0;   // kept free of batches
     int64_t weight_bytes = 0;     // held by the models' weights
     int64_t in_flight_bytes = 0;  // estimated peaks of the batches running now
+    int64_t workspace_bytes = 0;  // the compute streams' GEMM workspaces
   };
   MemoryAdmissionStats GetMemoryAdmissionStats() const;
 
@@ -297,6 +311,10 @@ class Engine {
     absl::Time downloaded;  // its outputs are back on the host
     absl::Time end;         // split into responses
   };
+  // Records a lost device (first call: turns not ready, calls
+  // on_device_lost); DeviceLostStatus is its error, OK while the device works.
+  void NoteDeviceLost(const absl::Status& status);
+  absl::Status DeviceLostStatus() const;
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                    std::vector<InferResponse>& responses, absl::Status status,
                    const BatchTiming& timing);
@@ -311,12 +329,16 @@ class Engine {
   // Drained by Shutdown before the model entries are destroyed.
   const std::unique_ptr<DevicePipeline> pipeline_;
   std::unique_ptr<MemoryAdmission> admission_;  // set in Create
-  std::unique_ptr<Stream> retry_stream_;        // set in Create; completion thread only
+  ComputeStream retry_stream_;                  // set in Create; completion thread only
+  std::function<void(const absl::Status&)> on_device_lost_;  // set in Create
   Clock* const clock_;
 
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ModelEntry>> models_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool device_lost_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t device_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string device_lost_message_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace infer

@@ -1,6 +1,7 @@
 // infer-server: serves the models of a model repository over the KServe v2
 // gRPC protocol. See --help.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "models/embed_pool.h"
 #include "runtime/build_config.h"
+#include "runtime/nvml_telemetry.h"
 #include "server/engine.h"
 #include "server/grpc_server.h"
 #include "server/metrics.h"
@@ -56,6 +58,13 @@ int Run(Flags flags, const sigset_t& signals) {
   engine_options.memory_headroom_fraction = flags.memory_headroom_fraction;
   engine_options.device_lock_dir = flags.device_lock_dir;
   engine_options.device_options.cpu_threads = flags.cpu_threads;
+  // A lost device (a sticky CUDA error) wakes the main thread, which drains
+  // what it can and exits 1, so the supervisor restarts the process.
+  engine_options.on_device_lost = [](const absl::Status& status) {
+    spdlog::critical("the device is lost: {}; draining, then exiting with status 1",
+                     std::string(status.message()));
+    kill(getpid(), SIGUSR1);
+  };
   absl::StatusOr<std::unique_ptr<infer::Engine>> engine = infer::Engine::Create(engine_options);
   if (!engine.ok()) {
     spdlog::critical("cannot start on the device: {}", engine.status().ToString());
@@ -69,6 +78,18 @@ int Run(Flags flags, const sigset_t& signals) {
     spdlog::info("CUDA: {}", infer::ProbeCuda().device_count > 0
                                  ? "available, but --device cpu was chosen"
                                  : infer::ProbeCuda().reason);
+  }
+  // GPU telemetry (the infer_gpu_* metrics, the log's GPU line): NVML when the
+  // driver's library loads; otherwise say exactly why they are absent.
+  std::unique_ptr<infer::NvmlTelemetry> gpu_telemetry;
+  if (dev.kind == infer::DeviceKind::kCpu) {
+    spdlog::debug("GPU telemetry: none (the device is the CPU)");
+  } else if (auto opened = infer::NvmlTelemetry::Open(dev); opened.ok()) {
+    gpu_telemetry = *std::move(opened);
+    spdlog::info("GPU telemetry: {}", gpu_telemetry->Describe());
+  } else {
+    spdlog::warn("GPU telemetry: none, the infer_gpu_* metrics are absent: {}",
+                 std::string(opened.status().message()));
   }
 
   if (flags.model_repository.empty() && std::filesystem::is_directory("model_repository")) {
@@ -125,7 +146,8 @@ int Run(Flags flags, const sigset_t& signals) {
 
   std::unique_ptr<infer::MetricsServer> metrics;
   if (!flags.metrics_address.empty()) {
-    auto started = infer::MetricsServer::Start(flags.metrics_address, engine->get());
+    auto started =
+        infer::MetricsServer::Start(flags.metrics_address, engine->get(), gpu_telemetry.get());
     if (!started.ok()) {
       spdlog::critical("{}", started.status().ToString());
       return 1;
@@ -137,7 +159,7 @@ int Run(Flags flags, const sigset_t& signals) {
   std::unique_ptr<infer::LatencyReporter> reporter;
   if (flags.log_summary_interval_s > 0) {
     reporter = std::make_unique<infer::LatencyReporter>(
-        engine->get(), absl::Seconds(flags.log_summary_interval_s));
+        engine->get(), absl::Seconds(flags.log_summary_interval_s), gpu_telemetry.get());
   }
 
   infer::GrpcServerOptions server_options;
@@ -159,7 +181,13 @@ int Run(Flags flags, const sigset_t& signals) {
                                                   : " (mutual TLS)");
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    // SIGUSR1 is how the engine reports a lost device; one from outside
+    // (the device still works) is ignored.
+    if (sig != SIGUSR1 || (*engine)->GetDeviceHealth().lost) break;
+  }
+  const bool device_lost = sig == SIGUSR1;
   // Drain: health and ServerReady turn NOT_SERVING, new requests get
   // UNAVAILABLE, every accepted request is answered; all within the drain
   // timeout. A second signal stops at once.
@@ -213,6 +241,10 @@ int Run(Flags flags, const sigset_t& signals) {
   reporter.reset();
   metrics.reset();
   engine->reset();
+  if (device_lost) {
+    spdlog::critical("stopped after the device was lost; exit status 1");
+    return 1;
+  }
   spdlog::info("stopped");
   return 0;
 }
@@ -280,7 +312,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-summary-interval-s", flags.log_summary_interval_s,
                  "every this many seconds, log p50/p99 latency, answers, failures and queue "
-                 "depth per model, and device memory pressure (0: off)")
+                 "depth per model, device memory pressure and GPU telemetry (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--tls-cert-file", flags.tls_cert_file,
@@ -324,6 +356,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);  // the engine's "device lost" (see Run)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return Run(flags, signals);
 }

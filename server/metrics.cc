@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "server/gpu_metrics.h"
 
 namespace infer {
 namespace {
@@ -115,7 +116,7 @@ class Families {
   std::map<std::string, size_t> index_;
 };
 
-std::vector<MetricFamily> CollectEngine(const Engine& engine) {
+std::vector<MetricFamily> CollectEngine(const Engine& engine, const NvmlTelemetry* gpu) {
   Families f;
   for (const std::string& model : engine.ModelNames()) {
     absl::StatusOr<ModelStats> stats = engine.GetModelStats(model);
@@ -217,19 +218,37 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine) {
   f.Counter("infer_device_memory_ooms_total",
             "Allocations refused with RESOURCE_EXHAUSTED (over the budget)", d,
             static_cast<double>(a.ooms));
-  f.Gauge("infer_server_ready", "1 while serving, 0 while draining", {},
-          engine.Ready() ? 1.0 : 0.0);
-  return f.Take();
+  bytes("gemm_workspaces", "Held for good by the compute streams' GEMM (cuBLAS) workspaces",
+        adm.workspace_bytes);
+  bytes("lost", "Blocks never to be reused because the device was lost", a.lost_bytes);
+  const Engine::DeviceHealth health = engine.GetDeviceHealth();
+  f.Gauge("infer_device_lost",
+          "1 once the device has failed in a way that needs a process restart (a sticky CUDA "
+          "error: illegal address, kernel failure, uncorrectable ECC)",
+          d, health.lost ? 1.0 : 0.0);
+  f.Counter("infer_device_lost_errors_total",
+            "Batches that failed because the device was lost (answered UNAVAILABLE)", d,
+            static_cast<double>(health.errors));
+  f.Gauge("infer_server_ready", "1 while serving, 0 while draining or after the device was lost",
+          {}, engine.Ready() ? 1.0 : 0.0);
+  std::vector<MetricFamily> families = f.Take();
+  if (gpu != nullptr) {
+    for (MetricFamily& g : GpuMetricFamilies(gpu->Sample(), gpu->device_spec())) {
+      families.push_back(std::move(g));
+    }
+  }
+  return families;
 }
 
 }  // namespace
 
-std::string RenderMetrics(const Engine& engine) {
-  return prometheus::TextSerializer().Serialize(CollectEngine(engine));
+std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu) {
+  return prometheus::TextSerializer().Serialize(CollectEngine(engine, gpu));
 }
 
-MetricsServer::MetricsServer(const Engine* engine, int listen_fd, int port)
-    : engine_(engine), listen_fd_(listen_fd), port_(port) {
+MetricsServer::MetricsServer(const Engine* engine, const NvmlTelemetry* gpu, int listen_fd,
+                             int port)
+    : engine_(engine), gpu_(gpu), listen_fd_(listen_fd), port_(port) {
   thread_ = std::thread([this] { Serve(); });
 }
 
@@ -245,7 +264,8 @@ MetricsServer::~MetricsServer() {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
-                                                                    const Engine* engine) {
+                                                                    const Engine* engine,
+                                                                    const NvmlTelemetry* gpu) {
   const size_t colon = address.rfind(':');
   int port = -1;
   sockaddr_in addr{};
@@ -270,7 +290,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on '", address, "': ", std::strerror(err)));
   }
-  return std::unique_ptr<MetricsServer>(new MetricsServer(engine, fd, ntohs(addr.sin_port)));
+  return std::unique_ptr<MetricsServer>(new MetricsServer(engine, gpu, fd, ntohs(addr.sin_port)));
 }
 
 void MetricsServer::Serve() {
@@ -343,7 +363,7 @@ void MetricsServer::Answer(int conn) {
     type = "text/plain";
     body = "metrics are at /metrics\n";
   } else {
-    body = RenderMetrics(*engine_);
+    body = RenderMetrics(*engine_, gpu_);
   }
   std::string response =
       absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
@@ -360,8 +380,9 @@ void MetricsServer::Answer(int conn) {
   }
 }
 
-LatencyReporter::LatencyReporter(const Engine* engine, absl::Duration interval)
-    : engine_(engine), interval_(interval) {
+LatencyReporter::LatencyReporter(const Engine* engine, absl::Duration interval,
+                                 const NvmlTelemetry* gpu)
+    : engine_(engine), interval_(interval), gpu_(gpu) {
   TakeInterval();  // the baseline
   thread_ = std::thread([this] { Loop(); });
 }
@@ -438,6 +459,11 @@ void LatencyReporter::Loop() {
       }
     }
     if (any) spdlog::info("{}", FormatMemoryLine(*engine_));
+    if (gpu_ != nullptr) {
+      const std::string line = FormatGpuLine(gpu_->Sample(), gpu_->device_spec(),
+                                             engine_->allocator()->stats().reserved_bytes);
+      spdlog::log(any ? spdlog::level::info : spdlog::level::debug, "{}", line);
+    }
     lock.lock();
   }
 }

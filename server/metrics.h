@@ -13,9 +13,13 @@
 // cumulative statistics and histograms; see ModelStats), so there is nothing
 // to keep in step and a scrape costs one statistics copy per model. The
 // metric names, types and labels are listed in the README ("Metrics").
+// GPU telemetry (the infer_gpu_* gauges and the log's GPU line) comes from an
+// NvmlTelemetry when one is given, read from its cache (at most one driver
+// read per second however often it is scraped); without one those metrics
+// are absent.
 //
-// Ownership: the Engine is borrowed and must outlive both classes.
-// Thread-safe.
+// Ownership: the Engine, and the NvmlTelemetry when given, are borrowed and
+// must outlive both classes. Thread-safe.
 #ifndef INFER_SERVER_METRICS_H_
 #define INFER_SERVER_METRICS_H_
 
@@ -30,13 +34,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/nvml_telemetry.h"
 #include "server/engine.h"
 
 namespace infer {
 
 // The engine's metrics in the Prometheus text format, as /metrics serves
-// them.
-std::string RenderMetrics(const Engine& engine);
+// them, with the GPU's telemetry when `gpu` is given.
+std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
 
 // One thread answering one connection at a time: GET (or HEAD) /metrics
 // gets 200 and the metrics, other paths 404, other methods 405. A client has
@@ -47,7 +52,8 @@ class MetricsServer {
   // one). INVALID_ARGUMENT for a malformed address; UNAVAILABLE naming the
   // address and the reason when it cannot listen.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
-                                                              const Engine* engine);
+                                                              const Engine* engine,
+                                                              const NvmlTelemetry* gpu = nullptr);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -55,11 +61,12 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  MetricsServer(const Engine* engine, int listen_fd, int port);
+  MetricsServer(const Engine* engine, const NvmlTelemetry* gpu, int listen_fd, int port);
   void Serve();
   void Answer(int conn);
 
   const Engine* const engine_;
+  const NvmlTelemetry* const gpu_;  // may be null
   const int listen_fd_;
   const int port_;
   std::atomic<bool> stop_{false};
@@ -79,11 +86,13 @@ struct IntervalSummary {
 
 // Writes, every `interval`, one log line per model that had traffic (p50 and
 // p99 of the interval's successful requests, answers and failures, queue
-// depth) and one line of device memory pressure. Stops (and joins) on
-// destruction.
+// depth), one line of device memory pressure and, with `gpu`, one line of
+// GPU telemetry (at debug level in an interval without traffic). Stops (and
+// joins) on destruction.
 class LatencyReporter {
  public:
-  LatencyReporter(const Engine* engine, absl::Duration interval);
+  LatencyReporter(const Engine* engine, absl::Duration interval,
+                  const NvmlTelemetry* gpu = nullptr);
   ~LatencyReporter();
   LatencyReporter(const LatencyReporter&) = delete;
   LatencyReporter& operator=(const LatencyReporter&) = delete;
@@ -99,6 +108,7 @@ class LatencyReporter {
 
   const Engine* const engine_;
   const absl::Duration interval_;
+  const NvmlTelemetry* const gpu_;  // may be null
   struct Snapshot {
     Histogram latency{LatencyBoundsSeconds()};
     uint64_t answered = 0, failed = 0;

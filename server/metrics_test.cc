@@ -11,6 +11,8 @@
 
 #include "bench/loadgen/prometheus_text.h"
 #include "models/embed_pool.h"
+#include "runtime/nvml_telemetry.h"
+#include "server/gpu_metrics.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -188,6 +190,95 @@ TEST_F(MetricsTest, LatencySummaryCoversOneIntervalAtATime) {
   EXPECT_EQ(second[0].p99_s, 0);
   EXPECT_NE(LatencyReporter::FormatMemoryLine(*engine_).find("device cpu memory: "),
             std::string::npos);
+}
+
+// GPU telemetry from the fake libnvidia-ml (runtime/testdata/fake_nvml.cc),
+// whose device 1 reads 37%, 12 GiB used, 67 C, 312.456 W, 1755 MHz, throttle
+// reasons sw_power_cap, sw_thermal and one unnamed (0x100), 3 correctable and
+// 1 uncorrectable remapped rows with a remap pending, and has no ECC counts
+// or retired pages (NOT_SUPPORTED).
+TEST_F(MetricsTest, GpuGaugesFromNvmlAndNoneWithout) {
+  DeviceInfo gpu;
+  gpu.kind = DeviceKind::kCuda;
+  gpu.ordinal = 3;
+  gpu.uuid = "GPU-11111111-2222-3333-4444-555555555555";
+  NvmlOptions options;
+  options.library = INFER_FAKE_NVML;
+  auto nvml = NvmlTelemetry::Open(gpu, options);
+  ASSERT_THAT(nvml, IsOk());
+  absl::StatusOr<std::vector<Sample>> parsed =
+      ParsePrometheusText(RenderMetrics(*engine_, nvml->get()));
+  ASSERT_THAT(parsed, IsOk());
+  const std::vector<Sample>& s = *parsed;
+  const std::map<std::string, std::string> dev = {{"device", "cuda:3"}};
+  EXPECT_DOUBLE_EQ(SumOf(s, "infer_gpu_utilization_ratio", dev), 0.37);
+  EXPECT_DOUBLE_EQ(SumOf(s, "infer_gpu_memory_used_bytes", dev), 12884901888.0);
+  EXPECT_DOUBLE_EQ(SumOf(s, "infer_gpu_temperature_celsius", dev), 67);
+  EXPECT_DOUBLE_EQ(SumOf(s, "infer_gpu_power_watts", dev), 312.456);
+  EXPECT_DOUBLE_EQ(SumOf(s, "infer_gpu_sm_clock_hertz", dev), 1755e6);
+  EXPECT_EQ(CountOf(s, "infer_gpu_throttle_reasons", dev), 7);
+  for (const auto& [reason, on] : std::map<std::string, double>{{"gpu_idle", 0},
+                                                                {"sw_power_cap", 1},
+                                                                {"hw_slowdown", 0},
+                                                                {"sw_thermal", 1},
+                                                                {"hw_thermal", 0},
+                                                                {"hw_power_brake", 0},
+                                                                {"other", 1}}) {
+    EXPECT_EQ(CountOf(s, "infer_gpu_throttle_reasons", {{"device", "cuda:3"}, {"reason", reason}}),
+              1)
+        << reason;
+    EXPECT_EQ(SumOf(s, "infer_gpu_throttle_reasons", {{"device", "cuda:3"}, {"reason", reason}}),
+              on)
+        << reason;
+  }
+  EXPECT_EQ(SumOf(s, "infer_gpu_remapped_rows", {{"cause", "correctable"}}), 3);
+  EXPECT_EQ(SumOf(s, "infer_gpu_remapped_rows", {{"cause", "uncorrectable"}}), 1);
+  EXPECT_EQ(SumOf(s, "infer_gpu_row_remap_pending", dev), 1);
+  EXPECT_EQ(CountOf(s, "infer_gpu_row_remap_failed", dev), 1);
+  EXPECT_EQ(SumOf(s, "infer_gpu_row_remap_failed", dev), 0) << "a real zero";
+  // Not supported by this device: absent, not zero.
+  EXPECT_EQ(CountOf(s, "infer_gpu_ecc_uncorrected_errors_total"), 0);
+  EXPECT_EQ(CountOf(s, "infer_gpu_ecc_uncorrected_errors_lifetime_total"), 0);
+  EXPECT_EQ(CountOf(s, "infer_gpu_retired_pages"), 0);
+  // The engine's own device metrics are still there, beside.
+  EXPECT_EQ(CountOf(s, "infer_device_memory_reserved_bytes", {{"device", "cpu"}}), 1);
+
+  // Without NVML there is no GPU metric at all.
+  for (const Sample& sample : Scrape()) {
+    EXPECT_NE(sample.name.rfind("infer_gpu_", 0), 0u) << sample.name;
+  }
+
+  const std::string line = FormatGpuLine((*nvml)->Sample(), "cuda:3", int64_t{10} << 30);
+  EXPECT_EQ(line,
+            "gpu cuda:3: utilisation 37%, memory used 12.00 GiB by all processes (driver) vs "
+            "10.00 GiB reserved by this server, 67 C, 312.5 W, SM 1755 MHz, throttle "
+            "sw_power_cap,sw_thermal,other 0x100, row remapping pending (GPU reset)");
+  EXPECT_EQ(FormatGpuLine(GpuTelemetrySample{}, "cuda:0", 0), "gpu cuda:0: no readings");
+}
+
+TEST_F(MetricsTest, GpuGaugesAreServedOverHttpWithTheTelemetryGiven) {
+  DeviceInfo gpu;
+  gpu.kind = DeviceKind::kCuda;
+  gpu.uuid = "GPU-00000000-1111-2222-3333-444444444444";
+  NvmlOptions options;
+  options.library = INFER_FAKE_NVML;
+  auto nvml = NvmlTelemetry::Open(gpu, options);
+  ASSERT_THAT(nvml, IsOk());
+  auto server = MetricsServer::Start("127.0.0.1:0", engine_.get(), nvml->get());
+  ASSERT_THAT(server, IsOk());
+  absl::StatusOr<std::string> body = ::infer::loadgen::HttpGet((*server)->port(), "/metrics");
+  ASSERT_THAT(body, IsOk());
+  absl::StatusOr<std::vector<Sample>> s = ParsePrometheusText(*body);
+  ASSERT_THAT(s, IsOk()) << *body;
+  const std::map<std::string, std::string> dev = {{"device", "cuda:0"}};
+  EXPECT_DOUBLE_EQ(SumOf(*s, "infer_gpu_utilization_ratio", dev), 0.12);
+  EXPECT_EQ(SumOf(*s, "infer_gpu_ecc_uncorrected_errors_total", dev), 2);
+  EXPECT_EQ(SumOf(*s, "infer_gpu_ecc_uncorrected_errors_lifetime_total", dev), 9);
+  EXPECT_EQ(SumOf(*s, "infer_gpu_retired_pages", {{"cause", "multiple_single_bit"}}), 4);
+  EXPECT_EQ(CountOf(*s, "infer_gpu_retired_pages", {{"cause", "double_bit"}}), 1);
+  EXPECT_EQ(CountOf(*s, "infer_gpu_power_watts"), 0) << "NOT_SUPPORTED on this device";
+  EXPECT_EQ(CountOf(*s, "infer_gpu_remapped_rows"), 0);
+  EXPECT_EQ(SumOf(*s, "infer_gpu_throttle_reasons", {{"reason", "gpu_idle"}}), 1);
 }
 
 }  // namespace
