@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   auto staging = infer::HostStagingPool::Create(device->get(), {});
   if (!staging.ok()) return Fail(staging.status());
   // A compute stream with its GEMM workspace, as the server's pipeline has.
-  auto stream = infer::ComputeStream::Create(allocator->get());
+  auto stream = infer::ComputeStream::Create(device->get(), allocator->get());
   if (!stream.ok()) return Fail(stream.status());
   const infer::DeviceContext context{device->get(), allocator->get(), staging->get()};
   infer::BertEncoderOptions options;

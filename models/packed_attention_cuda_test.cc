@@ -155,21 +155,35 @@ void ExpectNear(const std::vector<uint16_t>& got, const std::vector<double>& wan
   EXPECT_LT(max_error, kTolerance);
 }
 
+// A batch's kernel inputs on the device.
+struct Inputs {
+  explicit Inputs(const Batch& b)
+      : qkv(b.qkv.size()), bias(b.bias.size()), offsets(b.offsets.size()) {}
+  // Allocation status, then the three copies; the first error.
+  cudaError_t Upload(const Batch& b) {
+    for (cudaError_t e : {qkv.status(), bias.status(), offsets.status()}) {
+      if (e != cudaSuccess) return e;
+    }
+    cudaError_t e = qkv.Upload(b.qkv);
+    if (e == cudaSuccess) e = bias.Upload(b.bias);
+    if (e == cudaSuccess) e = offsets.Upload(b.offsets);
+    return e;
+  }
+  DeviceArray<uint16_t> qkv;
+  DeviceArray<float> bias;
+  DeviceArray<int32_t> offsets;
+};
+
 // Runs the kernel on `b` (grid sized from max_len, at least the longest row)
 // and checks ctx against the reference, and that the guard row after the
 // last token is untouched.
 void RunAndCheck(const Batch& b, int64_t max_len) {
   const int64_t hidden = b.hidden(), tokens = b.tokens();
-  DeviceArray<uint16_t> qkv(b.qkv.size()), ctx((tokens + 1) * hidden);
-  DeviceArray<float> bias(b.bias.size());
-  DeviceArray<int32_t> offsets(b.offsets.size());
-  INFER_ASSERT_CUDA(qkv.status());
+  Inputs in(b);
+  DeviceArray<uint16_t> ctx((tokens + 1) * hidden);
+  INFER_ASSERT_CUDA(in.Upload(b));
   INFER_ASSERT_CUDA(ctx.status());
-  INFER_ASSERT_CUDA(bias.status());
-  INFER_ASSERT_CUDA(offsets.status());
-  INFER_ASSERT_CUDA(qkv.Upload(b.qkv));
-  INFER_ASSERT_CUDA(bias.Upload(b.bias));
-  INFER_ASSERT_CUDA(offsets.Upload(b.offsets));
+  auto& [qkv, bias, offsets] = in;
   INFER_ASSERT_CUDA(cudaMemset(ctx.get(), 0xFF, (tokens + 1) * hidden * sizeof(uint16_t)));
   INFER_ASSERT_CUDA(cuda::LaunchPackedAttention(
       nullptr, reinterpret_cast<const __half*>(qkv.get()), bias.get(), offsets.get(), b.rows(),
@@ -269,16 +283,11 @@ TEST(PackedAttentionTest, ReplaysFromACapturedGraph) {
   INFER_SKIP_WITHOUT_GPU();
   Batch b = MakeBatch({30, 70, 0}, 2, 64, 2.5f, 31);
   const int64_t hidden = b.hidden(), tokens = b.tokens(), max_len = 128;
-  DeviceArray<uint16_t> qkv(b.qkv.size()), ctx(tokens * hidden);
-  DeviceArray<float> bias(b.bias.size());
-  DeviceArray<int32_t> offsets(b.offsets.size());
-  INFER_ASSERT_CUDA(qkv.status());
+  Inputs in(b);
+  DeviceArray<uint16_t> ctx(tokens * hidden);
+  INFER_ASSERT_CUDA(in.Upload(b));
   INFER_ASSERT_CUDA(ctx.status());
-  INFER_ASSERT_CUDA(bias.status());
-  INFER_ASSERT_CUDA(offsets.status());
-  INFER_ASSERT_CUDA(qkv.Upload(b.qkv));
-  INFER_ASSERT_CUDA(bias.Upload(b.bias));
-  INFER_ASSERT_CUDA(offsets.Upload(b.offsets));
+  auto& [qkv, bias, offsets] = in;
 
   cudaStream_t stream = nullptr;
   INFER_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

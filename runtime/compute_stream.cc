@@ -6,22 +6,17 @@
 
 namespace infer {
 
-absl::StatusOr<ComputeStream> ComputeStream::Create(CachingAllocator* allocator) {
-  if (allocator == nullptr) return absl::InvalidArgumentError("allocator is null");
-  Device* device = allocator->device();
+absl::StatusOr<ComputeStream> ComputeStream::Create(Device* device, CachingAllocator* allocator) {
+  if (device == nullptr) return absl::InvalidArgumentError("device is null");
+  if (allocator != nullptr && allocator->device() != device) {
+    return absl::InvalidArgumentError("the allocator belongs to another device");
+  }
   ComputeStream s;
   INFER_ASSIGN_OR_RETURN(s.stream_, device->CreateStream(StreamKind::kCompute));
-  if (const size_t bytes = device->GemmWorkspaceBytes(); bytes > 0) {
+  if (const size_t bytes = device->GemmWorkspaceBytes(); allocator != nullptr && bytes > 0) {
     INFER_ASSIGN_OR_RETURN(s.workspace_, DeviceBuffer::Allocate(allocator, bytes, s.get()));
     INFER_RETURN_IF_ERROR(device->SetGemmWorkspace(s.get(), s.workspace_.get(), bytes));
   }
-  return s;
-}
-
-absl::StatusOr<ComputeStream> ComputeStream::CreateWithoutWorkspace(Device* device) {
-  if (device == nullptr) return absl::InvalidArgumentError("device is null");
-  ComputeStream s;
-  INFER_ASSIGN_OR_RETURN(s.stream_, device->CreateStream(StreamKind::kCompute));
   return s;
 }
 

@@ -27,13 +27,13 @@ namespace infer {
 class ComputeStream {
  public:
   ComputeStream() = default;
-  // A compute stream of `allocator`'s device, with a GEMM workspace of the
-  // device's GemmWorkspaceBytes() (none on the CPU). RESOURCE_EXHAUSTED when
-  // the workspace does not fit the budget.
-  static absl::StatusOr<ComputeStream> Create(CachingAllocator* allocator);
-  // A compute stream with no workspace set: the GEMM library's default
-  // applies (for tests and tools that run without an allocator).
-  static absl::StatusOr<ComputeStream> CreateWithoutWorkspace(Device* device);
+  // A compute stream of `device`, with a GEMM workspace of the device's
+  // GemmWorkspaceBytes() from `allocator` (none on the CPU). A null
+  // allocator sets no workspace: the GEMM library's default applies (tests
+  // and tools that run without one). INVALID_ARGUMENT when the allocator
+  // belongs to another device; RESOURCE_EXHAUSTED when the workspace does
+  // not fit the budget.
+  static absl::StatusOr<ComputeStream> Create(Device* device, CachingAllocator* allocator);
 
   ~ComputeStream() { workspace_.Reset(); }  // before stream_ goes
   ComputeStream(ComputeStream&&) noexcept = default;

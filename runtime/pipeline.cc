@@ -42,9 +42,6 @@ absl::StatusOr<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("max_in_flight must be >= 1, got ", options.max_in_flight));
   }
-  if (options.allocator != nullptr && options.allocator->device() != device) {
-    return absl::InvalidArgumentError("the pipeline's allocator belongs to another device");
-  }
   std::unique_ptr<DevicePipeline> p(new DevicePipeline(device, options.max_in_flight));
   p->on_room_ = options.on_room;
   if (absl::Status s = p->Init(options.allocator); !s.ok()) return s;
@@ -60,15 +57,9 @@ absl::Status DevicePipeline::Init(CachingAllocator* allocator) {
     if (!stream.ok()) return stream.status();
     *s = *std::move(stream);
   }
-  if (allocator != nullptr) {
-    absl::StatusOr<ComputeStream> compute = ComputeStream::Create(allocator);
-    if (!compute.ok()) return compute.status();
-    compute_ = *std::move(compute);
-  } else {
-    absl::StatusOr<ComputeStream> compute = ComputeStream::CreateWithoutWorkspace(device_);
-    if (!compute.ok()) return compute.status();
-    compute_ = *std::move(compute);
-  }
+  absl::StatusOr<ComputeStream> compute = ComputeStream::Create(device_, allocator);
+  if (!compute.ok()) return compute.status();
+  compute_ = *std::move(compute);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < max_in_flight_; ++i) {

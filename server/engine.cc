@@ -333,7 +333,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                                             std::move(pipeline), options.clock));
   engine->admission_ = std::make_unique<MemoryAdmission>(
       budget, static_cast<int64_t>(static_cast<double>(budget) * options.memory_headroom_fraction));
-  INFER_ASSIGN_OR_RETURN(engine->retry_stream_, ComputeStream::Create(engine->allocator_.get()));
+  INFER_ASSIGN_OR_RETURN(engine->retry_stream_,
+                         ComputeStream::Create(engine->device_.get(), engine->allocator_.get()));
   // The compute streams' GEMM workspaces are held for good: not for batches.
   engine->admission_->AddWorkspaces(engine->pipeline_->workspace_bytes() +
                                     engine->retry_stream_.workspace_bytes());
@@ -904,9 +905,9 @@ void Engine::NoteDeviceLost(const absl::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++device_errors_;
-    if (!device_lost_) {
-      device_lost_ = true;
+    if (!device_lost_.load(std::memory_order_relaxed)) {
       device_lost_message_ = std::string(status.message());
+      device_lost_.store(true, std::memory_order_release);
       first = true;
     }
   }
@@ -914,14 +915,14 @@ void Engine::NoteDeviceLost(const absl::Status& status) {
 }
 
 absl::Status Engine::DeviceLostStatus() const {
+  if (!device_lost_.load(std::memory_order_acquire)) return absl::OkStatus();  // every batch
   std::lock_guard<std::mutex> lock(mu_);
-  if (!device_lost_) return absl::OkStatus();
   return DeviceLostError(device_lost_message_);
 }
 
 Engine::DeviceHealth Engine::GetDeviceHealth() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {device_lost_, device_errors_, device_lost_message_};
+  return {device_lost_.load(std::memory_order_relaxed), device_errors_, device_lost_message_};
 }
 
 void Engine::Shutdown() {

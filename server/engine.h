@@ -19,6 +19,7 @@
 #define INFER_SERVER_ENGINE_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -336,7 +337,8 @@ class Engine {
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ModelEntry>> models_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  bool device_lost_ ABSL_GUARDED_BY(mu_) = false;
+  // Written under mu_ (with the message); read without it on the hot path.
+  std::atomic<bool> device_lost_{false};
   uint64_t device_errors_ ABSL_GUARDED_BY(mu_) = 0;
   std::string device_lost_message_ ABSL_GUARDED_BY(mu_);
 };

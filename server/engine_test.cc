@@ -11,6 +11,7 @@
 #include "models/embed_pool.h"
 #include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
 
 namespace infer {
 namespace {
@@ -67,12 +68,7 @@ class FlakyModel final : public Model {
     absl::Status Finish(absl::Span<InferResponse* const> responses) override {
       for (size_t i = 0; i < responses.size(); ++i) {
         for (const char* name : {"rows", "unused"}) {
-          Tensor t;
-          t.name = name;
-          t.dtype = DataType::kInt64;
-          t.shape = {1};
-          t.data.assign(reinterpret_cast<const char*>(&rows[i]), sizeof(int64_t));
-          responses[i]->outputs.push_back(std::move(t));
+          responses[i]->outputs.push_back(testing::Int64Scalar(name, rows[i]));
         }
       }
       return absl::OkStatus();
@@ -148,12 +144,7 @@ class ProbeModel final : public Model {
     absl::Status Download(Stream*) override { return absl::OkStatus(); }
     absl::Status Finish(absl::Span<InferResponse* const> responses) override {
       for (size_t i = 0; i < responses.size(); ++i) {
-        Tensor t;
-        t.name = "rows";
-        t.dtype = DataType::kInt64;
-        t.shape = {1};
-        t.data.assign(reinterpret_cast<const char*>(&rows[i]), sizeof(int64_t));
-        responses[i]->outputs.push_back(std::move(t));
+        responses[i]->outputs.push_back(testing::Int64Scalar("rows", rows[i]));
       }
       return absl::OkStatus();
     }

@@ -169,7 +169,7 @@ TEST_F(CudaRuntimeTest, CopyStreamsHaveNoGemmHandleComputeStreamsAWorkspace) {
   EXPECT_THAT(device_->Sgemm(copy.get(), g),
               StatusIs(absl::StatusCode::kFailedPrecondition, "copy stream"));
   auto alloc = Allocator(256 * kMiB);
-  auto compute = ComputeStream::Create(alloc.get());
+  auto compute = ComputeStream::Create(device_.get(), alloc.get());
   ASSERT_THAT(compute, IsOk());
   EXPECT_NE(NativeCublasHandle(compute->get()), nullptr);
   EXPECT_EQ(static_cast<size_t>(compute->workspace_bytes()), device_->GemmWorkspaceBytes());

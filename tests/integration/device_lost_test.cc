@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "tests/testing/kserve.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
 
 namespace infer {
 namespace {
@@ -55,12 +56,7 @@ class DeviceModel final : public Model {
     absl::Status Download(Stream*) override { return absl::OkStatus(); }
     absl::Status Finish(absl::Span<InferResponse* const> responses) override {
       for (size_t i = 0; i < responses.size(); ++i) {
-        Tensor t;
-        t.name = "rows";
-        t.dtype = DataType::kInt64;
-        t.shape = {1};
-        t.data.assign(reinterpret_cast<const char*>(&rows[i]), sizeof(int64_t));
-        responses[i]->outputs.push_back(std::move(t));
+        responses[i]->outputs.push_back(testing::Int64Scalar("rows", rows[i]));
       }
       return absl::OkStatus();
     }
