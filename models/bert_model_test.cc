@@ -192,9 +192,10 @@ TEST_P(BertModelOnDevice, MemoryModelBoundsTheMeasuredPeak) {
 }
 
 // The precision is resolved for the device at load and shown in the spec;
-// one the device's encoder cannot compute is refused naming it.
+// one the device's encoder cannot compute is refused naming it. (These tests
+// use "mid", whose head size 32 the CUDA encoder computes; "tiny" has 8.)
 TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
-  const std::string dir = Generated("tiny");
+  const std::string dir = Generated("mid");
   auto d = TestDevice::Create(GetParam());
   ASSERT_THAT(d, IsOk());
   BertModelOptions o;
@@ -209,12 +210,18 @@ TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        cpu ? "precision fp16: the CPU encoder computes fp32 or bf16"
                            : "precision fp32: the CUDA encoder computes fp16"));
+  if (!cpu) {
+    o.checkpoint_dir = Generated("tiny");
+    o.precision = Precision::kAuto;
+    EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+                StatusIs(absl::StatusCode::kFailedPrecondition, "head size 8"));
+  }
 }
 
 // A sequence's embedding does not depend on its batch-mates or on padding.
 TEST_P(BertModelOnDevice, PaddingAndBatchMatesDoNotChangeAnEmbedding) {
   BertConfig c;
-  Served s(GetParam(), Generated("tiny", &c));
+  Served s(GetParam(), Generated("mid", &c));
   ASSERT_TRUE(s.ok());
   const std::vector<int64_t> seq = {2, 40, 41, 42, 43, 3};
   InferRequest alone;
@@ -236,7 +243,7 @@ TEST_P(BertModelOnDevice, PaddingAndBatchMatesDoNotChangeAnEmbedding) {
 // A sentence-transformers checkpoint that pools by [CLS] (1_Pooling/config.json,
 // as bge models ship) is served with CLS pooling; a bad pooling file is named.
 TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
-  const std::string dir = Generated("tiny");
+  const std::string dir = Generated("mid");
   std::filesystem::create_directories(dir + "/1_Pooling");
   const std::vector<int64_t> seq = {2, 40, 41, 42, 3};
   InferRequest r;

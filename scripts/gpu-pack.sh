@@ -11,11 +11,15 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-mkdir -p "$STAGE/bin" "$STAGE/tests" "$STAGE/lib"
+mkdir -p "$STAGE/bin" "$STAGE/tests" "$STAGE/lib" "$STAGE/buildlib"
 scripts/export-demo-models.sh >/dev/null
 build/bin/infer-model-gen --from model_repository/minilm --dtype f16 --out "$STAGE/minilm"
 find build/bin -maxdepth 1 -type f -executable -exec cp {} "$STAGE/bin/" \;
 find build/tests -maxdepth 1 -type f -executable -exec cp {} "$STAGE/tests/" \;
+# Test-only shared libraries the tests name by build-tree path (the fake
+# libnvidia-ml), and that path, which scripts/gpu-run.sh recreates.
+cp build/lib/*.so "$STAGE/buildlib/"
+echo "$(pwd)/build" > "$STAGE/build-dir"
 strip --strip-debug "$STAGE"/bin/* "$STAGE"/tests/*
 for f in "$STAGE"/bin/* "$STAGE"/tests/*; do
   ldd "$f" | awk '/=> \//{print $3}'
@@ -28,5 +32,5 @@ done | sort -u | while read -r lib; do
 done
 rm -rf .device
 mkdir -p .device
-tar -C "$STAGE" -cJf .device/bundle.tar.xz bin tests lib minilm
+tar -C "$STAGE" -cJf .device/bundle.tar.xz bin tests lib buildlib build-dir minilm
 du -sh .device/bundle.tar.xz
