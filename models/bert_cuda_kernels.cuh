@@ -1,6 +1,17 @@
 // Launchers for the BERT encoder's fused CUDA kernels (FP16 storage, FP32
-// arithmetic), over packed tokens (models/packed_sequences.h). Plain CUDA types only, so the host
-// compiler can include this. Every launcher enqueues on `stream` and returns cudaGetLastError().
+// arithmetic), over packed tokens (models/packed_sequences.h). Plain CUDA
+// types only, so the host compiler can include this. Designs in
+// bert_cuda_kernels.cu.
+//
+// Every launcher: enqueues its kernel on `stream` alone and returns
+// cudaGetLastError() after the launch; never allocates, copies or
+// synchronises, so it can be captured into a CUDA graph. Zero-size input
+// (a size argument of 0) returns cudaSuccess without launching and without
+// touching any pointer; a negative size, or one no launch can cover,
+// returns cudaErrorInvalidValue without launching. Any pointer alignment
+// works (FP16 and FP32 elements at their natural alignment): 16-byte aligned
+// pointers and row sizes that are multiples of 8 take the 16-byte access
+// paths, anything else a scalar one with the same arithmetic.
 #ifndef INFER_MODELS_BERT_CUDA_KERNELS_CUH_
 #define INFER_MODELS_BERT_CUDA_KERNELS_CUH_
 
@@ -11,22 +22,33 @@
 
 namespace infer::cuda {
 
-// Largest hidden size the LayerNorm kernels handle (one row in shared memory).
+// Largest hidden size the LayerNorm launchers are guaranteed to handle, and
+// the largest the register-resident paths take (hidden % 8 == 0). Larger
+// hidden sizes up to 12256 go to the scalar kernel (the row in 48 KiB of
+// shared memory); above that, cudaErrorInvalidValue.
 inline constexpr int kMaxLayerNormHidden = 8192;
 
+// LayerNorm of a row: with row in FP32, mean = sum(row) / hidden,
+// var = sum((row - mean)^2) / hidden (two passes), the output is
+// (row - mean) * rsqrt(var + eps) * gamma + beta rounded to FP16.
+
 // x[r] = LayerNorm(word[ids[r]] + position[positions[r]] + token_type[0]) for
-// the `tokens` rows; gamma/beta FP32 [hidden].
+// the `tokens` rows, the three FP16 embedding rows summed in FP32 in that
+// order; gamma/beta FP32 [hidden]. x must not overlap the inputs.
 cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
                                  const __half* word, const __half* position,
                                  const __half* token_type, const float* gamma, const float* beta,
                                  float eps, int64_t tokens, int64_t hidden, __half* x);
 
-// x[r] = LayerNorm(x[r] + y[r] + bias) in place, for `tokens` rows.
+// x[r] = LayerNorm(x[r] + y[r] + bias) in place, for `tokens` rows: x, y
+// FP16 [tokens, hidden] (not overlapping), x + y + bias summed in FP32 in
+// that order; bias/gamma/beta FP32 [hidden].
 cudaError_t LaunchBiasResidualLayerNorm(cudaStream_t stream, __half* x, const __half* y,
                                         const float* bias, const float* gamma, const float* beta,
                                         float eps, int64_t tokens, int64_t hidden);
 
-// y = GELU(y + bias) in place (erf form), y [tokens, width], bias [width].
+// y = GELU(y + bias) in place, exact erf form 0.5 v (1 + erf(v / sqrt 2)) with
+// v = y + bias in FP32, rounded to FP16; y [tokens, width], bias FP32 [width].
 cudaError_t LaunchBiasGelu(cudaStream_t stream, __half* y, const float* bias, int64_t tokens,
                            int64_t width);
 
