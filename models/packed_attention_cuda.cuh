@@ -7,9 +7,12 @@
 // Contract of LaunchPackedAttention:
 //  - qkv: [tokens, 3 * hidden] FP16, hidden = heads * head_dim, one row per
 //    token in packed order; each row is query | key | value, BEFORE their bias.
-//  - bias: FP32 [3 * hidden] in device memory, in the same order. It is added
-//    in FP32 as the tiles are loaded, and the sum rounded to FP16 (the tensor
-//    cores' input precision).
+//  - bias: FP32 [3 * hidden] in device memory, in the same order. The query
+//    bias is added in FP32 and the sum rounded once to FP16 (the tensor
+//    cores' input precision). Keys and values are used as given, and their
+//    biases applied exactly: the key bias only adds q·b_k to every score of a
+//    query row, which the softmax cancels, so it is skipped; the value bias
+//    is added in FP32 to the normalised output (the weights sum to 1).
 //  - offsets: int32 [rows + 1] in device memory: sequence r owns tokens
 //    offsets[r] .. offsets[r + 1] - 1. Rows may be empty, trailing empty rows
 //    included (CUDA-graph capture pads with them). Never read on the host.
@@ -18,7 +21,8 @@
 //  - ctx: [tokens, hidden] FP16: for every sequence, head and query token,
 //    softmax(q·k^T * scale) over the sequence's own keys, times v. No mask: a
 //    sequence attends to exactly its own tokens. Every token of every
-//    sequence is written; nothing else is touched.
+//    sequence is written; nothing else is touched. scale may have either
+//    sign; 0 gives equal weights.
 //  - qkv, bias and ctx must be 16-byte aligned (cudaMalloc gives 256), and ctx
 //    must not overlap qkv or bias (they are read through the read-only cache).
 //

@@ -1,8 +1,10 @@
 // LaunchPackedAttention against a double-precision reference on the host:
 // ragged packed batches (empty rows, trailing empty rows, lengths on and
-// around the 64-token tiles), every supported head size, a sharp softmax whose
-// maximum moves between key tiles, and replay from a captured CUDA graph with
-// the offsets changed in place. The argument checks run without a GPU.
+// around the 32-key halves, the 64-key tiles and both query tiles: 64, and
+// 128 for head size 32 when max_len > 128), every supported head size, a
+// sharp softmax whose maximum moves between key tiles, negative and zero
+// scales, and replay from a captured CUDA graph with the offsets changed in
+// place. The argument checks run without a GPU.
 #include "models/packed_attention_cuda.cuh"
 
 #include <cuda_runtime_api.h>
@@ -100,13 +102,17 @@ Batch MakeBatch(std::vector<int32_t> lengths, int64_t heads, int64_t head_dim, f
   return b;
 }
 
-// ctx [tokens, hidden] in double from the kernel's operands as the contract
-// defines them: each q/k/v element plus its bias in FP32, rounded to FP16.
+// ctx [tokens, hidden] in double from the operands as the contract defines
+// them: each query element plus its bias in FP32, rounded to FP16; keys and
+// values plus their bias exactly (the kernel drops the key bias, which shifts
+// a query row's logits by one constant, and adds the value bias after the
+// weighted sum).
 std::vector<double> Reference(const Batch& b) {
   const int64_t hidden = b.hidden(), dh = b.head_dim;
   auto operand = [&](int64_t token, int64_t col) {
-    const float x = HalfToFloat(b.qkv[token * 3 * hidden + col]) + b.bias[col];
-    return static_cast<double>(HalfToFloat(FloatToHalf(x)));
+    const float x = HalfToFloat(b.qkv[token * 3 * hidden + col]);
+    if (col >= hidden) return static_cast<double>(x) + b.bias[col];
+    return static_cast<double>(HalfToFloat(FloatToHalf(x + b.bias[col])));
   };
   std::vector<double> ctx(b.tokens() * hidden, 0.0);
   for (int64_t r = 0; r < b.rows(); ++r) {
@@ -255,6 +261,40 @@ TEST(PackedAttentionTest, MatchesReferenceOnRaggedBatches) {
   for (const Shape& s : {Shape{4, 32}, Shape{3, 64}, Shape{2, 128}}) {
     SCOPED_TRACE(::testing::Message() << "heads " << s.heads << ", head_dim " << s.head_dim);
     const Batch b = MakeBatch(lengths, s.heads, s.head_dim, 2.5f, seed++);
+    RunAndCheck(b, b.longest());
+  }
+}
+
+// Short sentences (max_len 64): lengths on and around the 32-key halves a
+// partial tile skips, one whole tile; a negative scale, and scale 0 (equal
+// weights).
+TEST(PackedAttentionTest, MatchesReferenceOnShortSequences) {
+  INFER_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> lengths = {1, 16, 17, 31, 32, 33, 0, 48, 63, 64, 5, 0};
+  struct Shape {
+    int64_t heads, head_dim;
+    float sharpness;
+  };
+  uint32_t seed = 41;
+  for (const Shape& s : {Shape{4, 32, 2.5f}, Shape{3, 64, 2.5f}, Shape{2, 128, 2.5f},
+                         Shape{2, 64, -3.0f}, Shape{2, 32, 0.0f}}) {
+    SCOPED_TRACE(::testing::Message() << "heads " << s.heads << ", head_dim " << s.head_dim
+                                      << ", sharpness " << s.sharpness);
+    const Batch b = MakeBatch(lengths, s.heads, s.head_dim, s.sharpness, seed++);
+    RunAndCheck(b, 64);
+  }
+}
+
+// max_len > 128: for head size 32, 128-query blocks (two 16-row m-tiles per
+// warp) while most rows are short: rows shorter than one m-tile, ending
+// inside a warp's second m-tile, on and around 64 and 128 queries.
+TEST(PackedAttentionTest, LargeQueryTileWithMostlyShortRows) {
+  INFER_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> lengths = {3, 20, 0, 127, 9, 128, 129, 12, 0, 64, 65, 40, 0};
+  uint32_t seed = 51;
+  for (int64_t head_dim : {32, 64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim);
+    const Batch b = MakeBatch(lengths, 2, head_dim, 2.5f, seed++);
     RunAndCheck(b, b.longest());
   }
 }
