@@ -100,6 +100,8 @@ absl::StatusOr<double> Time(const infer::BertEncoder& encoder, infer::Device* de
 int main(int argc, char** argv) {
   std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
+  std::string graphs = "on";
+  int64_t graph_max_tokens = infer::BertGraphOptions().max_tokens;
   int runs = 5, threads = 0;
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
   app.add_option("--checkpoint", dir, "folder with config.json and model.safetensors")->required();
@@ -113,6 +115,12 @@ int main(int argc, char** argv) {
   app.add_option("--sequences", sequences_path,
                  "JSON {\"batches\": [[[ids], ...], ...]}: time these batches instead of the grid");
   app.add_option("--runs", runs, "timed runs (median reported)")->capture_default_str();
+  app.add_option("--cuda-graphs", graphs, "on or off: CUDA graphs for small batches (GPU)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--graph-max-tokens", graph_max_tokens,
+                 "largest batch, in tokens, that replays a CUDA graph")
+      ->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
@@ -132,6 +140,8 @@ int main(int argc, char** argv) {
   const infer::DeviceContext context{device->get(), allocator->get(), staging->get()};
   infer::BertEncoderOptions options;
   options.precision = *precision;
+  options.graphs.enabled = graphs == "on";
+  options.graphs.max_tokens = graph_max_tokens;
   auto encoder = infer::LoadBertEncoder(dir, context, options);
   if (!encoder.ok()) return Fail(encoder.status());
   const infer::BertConfig& c = (*encoder)->config();

@@ -152,6 +152,8 @@ def main():
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="CPU threads for both (default: the usable cores)")
     p.add_argument("--encoder-bench", default=os.path.join(root, "build", "bin", "encoder-bench"))
+    p.add_argument("--compare-graphs", action="store_true",
+                   help="GPU grid only: also time ours with CUDA graphs off, in the same rounds")
     a = p.parse_args()
     gpu = a.device.startswith("cuda")
     if a.precision is None:
@@ -213,25 +215,36 @@ def main():
         tensors[(b, n)] = (ids, torch_side.torch.ones_like(ids))
     ours = {s: [] for s in shapes}
     theirs = {s: [] for s in shapes}
+    eager = {s: [] for s in shapes}  # ours with CUDA graphs off (--compare-graphs)
+    compare = a.compare_graphs and gpu
+    grid = ["--batches", a.batches, "--lengths", ",".join(str(n) for n in lengths)]
     impl = ""
     for _ in range(a.rounds):
-        out = run_ours(a, ["--batches", a.batches, "--lengths",
-                           ",".join(str(n) for n in lengths)])
+        out = run_ours(a, grid)
         impl = out["implementation"]
         for r in out["results"]:
             ours[(r["batch"], r["length"])].append(r["ms"])
+        if compare:
+            for r in run_ours(a, grid + ["--cuda-graphs", "off"])["results"]:
+                eager[(r["batch"], r["length"])].append(r["ms"])
         for s in shapes:
             theirs[s].append(torch_side.time([tensors[s]], a.runs))
     print(f"ours: {impl}")
-    print("| batch | length | ours ms | torch ms | ours tokens/s | torch/ours |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    extra_head = " ours, graphs off ms | graphs off/on |" if compare else ""
+    print(f"| batch | length | ours ms | torch ms | ours tokens/s | torch/ours |{extra_head}")
+    print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if compare else ""))
     medians = []
     for b, n in shapes:
         ratios = [t / o for t, o in zip(theirs[(b, n)], ours[(b, n)])]
         medians.append(statistics.median(ratios))
+        extra = ""
+        if compare:
+            g = [e / o for e, o in zip(eager[(b, n)], ours[(b, n)])]
+            extra = (f" {spread(eager[(b, n)])} | {statistics.median(g):.2f} "
+                     f"({min(g):.2f}-{max(g):.2f}) |")
         print(f"| {b} | {n} | {spread(ours[(b, n)])} | {spread(theirs[(b, n)])} | "
               f"{b * n * 1000 / statistics.median(ours[(b, n)]):.0f} | "
-              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |{extra}")
     print(f"geometric mean of torch/ours: {statistics.geometric_mean(medians):.2f}; "
           f"lowest shape: {min(medians):.2f}")
 

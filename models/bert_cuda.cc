@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "models/bert_cuda_graphs.h"
 #include "models/bert_cuda_kernels.cuh"
 #include "models/half.h"
 #include "models/packed_attention_cuda.cuh"
@@ -55,8 +56,8 @@ class Uploader {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertWeights& w,
-                                                                     const DeviceContext& context) {
+absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(
+    const BertWeights& w, const DeviceContext& context, const BertGraphOptions& graphs) {
   const BertConfig& c = w.config;
   const int64_t head_dim = c.hidden_size / c.num_attention_heads;
   if (!cuda::PackedAttentionSupports(head_dim) || c.hidden_size > cuda::kMaxLayerNormHidden) {
@@ -103,10 +104,34 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
   // The host copies die with `up`: wait for the uploads.
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(m->weights_stream_.get()));
   m->weight_bytes_ = up.bytes();
+  if (graphs.enabled) {
+    const BertCudaGraphs::Shape shape{
+        c.hidden_size, std::max(3 * c.hidden_size, c.intermediate_size), c.max_position_embeddings};
+    const BertEncoderCuda* self = m.get();  // the graphs die first (declared last)
+    INFER_ASSIGN_OR_RETURN(
+        m->graphs_, BertCudaGraphs::Create(context, graphs, shape,
+                                           [self](Stream* stream, const PackedSequencesView& batch,
+                                                  const BertCudaGraphs::Scratch& scratch,
+                                                  BertPooling pooling, bool normalize, float* out) {
+                                             return self->Forward(stream, batch, scratch, pooling,
+                                                                  normalize, out);
+                                           }));
+  }
   return std::unique_ptr<BertEncoder>(std::move(m));
 }
 
-// Encode's scratch, by allocator block, over the batch's real tokens: x and
+std::string BertEncoderCuda::Implementation() const {
+  std::string s = "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (mma)";
+  if (graphs_ != nullptr) {
+    absl::StrAppend(&s, ", CUDA graphs for batches of up to ", graphs_->max_tokens(), " tokens");
+  }
+  return s;
+}
+
+int64_t BertEncoderCuda::ResidentBytes() const { return graphs_ != nullptr ? graphs_->Bytes() : 0; }
+
+// Encode's scratch, by allocator block, over the batch's real tokens (none
+// for a batch a graph replays): x and
 // ctx ([tokens, hidden] FP16) and the work buffer (the fused QKV projection,
 // then the FFN intermediate: [tokens, max(3 * hidden, intermediate)] FP16).
 // The packed ids, positions and offsets are the batch's upload (BertModel
@@ -115,6 +140,8 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(const BertW
 int64_t BertEncoderCuda::PeakBytes(const BatchShape& shape) const {
   const int64_t tokens = shape.tokens, half = 2;
   if (tokens == 0) return 0;
+  // A batch a graph replays computes in the graphs' resident buffers.
+  if (graphs_ != nullptr && graphs_->Covers(shape.rows, tokens)) return 0;
   const int64_t work_cols = std::max(3 * config_.hidden_size, config_.intermediate_size);
   return 2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
          CachingAllocator::BlockBytes(tokens * work_cols * half);
@@ -136,20 +163,21 @@ absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, 
 absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
                                      BertPooling pooling, bool normalize, float* out) const {
   const BertConfig& c = config_;
-  const int64_t rows = packed.rows, tokens = packed.tokens;
-  const int64_t h = c.hidden_size, inter = c.intermediate_size;
-  const int64_t heads = c.num_attention_heads, dh = h / heads;
+  const int64_t rows = packed.rows, tokens = packed.tokens, h = c.hidden_size;
   if (rows == 0) return absl::OkStatus();
   if (NativeCublasHandle(stream) == nullptr) {
     return absl::FailedPreconditionError("the CUDA encoder runs on a compute stream");
   }
-  cudaStream_t s = NativeCudaStream(stream);
   if (tokens == 0) {  // every sequence empty: zero vectors
-    INFER_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(out, 0, rows * h * sizeof(float), s),
-                               "cudaMemsetAsync");
+    INFER_RETURN_IF_CUDA_ERROR(
+        cudaMemsetAsync(out, 0, rows * h * sizeof(float), NativeCudaStream(stream)),
+        "cudaMemsetAsync");
     return absl::OkStatus();
   }
-  const int64_t work_cols = std::max(3 * h, inter);
+  if (graphs_ != nullptr && graphs_->Covers(rows, tokens)) {
+    return graphs_->Run(stream, packed, pooling, normalize, out);
+  }
+  const int64_t work_cols = std::max(3 * h, c.intermediate_size);
   if (tokens > (int64_t{1} << 31) / work_cols) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
   }
@@ -158,9 +186,20 @@ absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& 
   INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer work,
                          DeviceBuffer::Allocate(alloc, tokens * work_cols * 2, stream));
-  auto* xh = x.as<__half>();
-  auto* ctxh = ctx.as<__half>();
-  auto* workh = work.as<__half>();
+  return Forward(stream, packed, {x.get(), ctx.get(), work.get()}, pooling, normalize, out);
+}
+
+absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
+                                      const BertCudaGraphs::Scratch& scratch, BertPooling pooling,
+                                      bool normalize, float* out) const {
+  const BertConfig& c = config_;
+  const int64_t rows = packed.rows, tokens = packed.tokens;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t heads = c.num_attention_heads, dh = h / heads;
+  cudaStream_t s = NativeCudaStream(stream);
+  auto* xh = static_cast<__half*>(scratch.x);
+  auto* ctxh = static_cast<__half*>(scratch.ctx);
+  auto* workh = static_cast<__half*>(scratch.work);
   const auto eps = static_cast<float>(c.layer_norm_eps);
   INFER_RETURN_IF_CUDA_ERROR(
       cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, word_.as<__half>(),

@@ -15,6 +15,10 @@
 // the call's stream. cuBLAS uses the compute stream's own permanent
 // workspace (runtime/compute_stream.h); Encode needs a compute stream.
 //
+// Small batches (up to BertGraphOptions::max_tokens real tokens) replay a
+// CUDA graph of the whole pass instead (models/bert_cuda_graphs.h), using
+// buffers held from load (ResidentBytes) rather than per-batch ones.
+//
 // Only built with CUDA (INFER_WITH_CUDA). Thread-safety: see BertEncoder.
 #ifndef INFER_MODELS_BERT_CUDA_H_
 #define INFER_MODELS_BERT_CUDA_H_
@@ -22,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/bert_cuda_graphs.h"
 #include "models/bert_encoder.h"
 
 namespace infer {
@@ -32,15 +37,19 @@ class BertEncoderCuda final : public BertEncoder {
   // dimension is one the kernels do not handle (head sizes other than 32, 64
   // and 128, hidden sizes over 8192); RESOURCE_EXHAUSTED when the weights do
   // not fit the allocator's budget.
-  static absl::StatusOr<std::unique_ptr<BertEncoder>> Create(const BertWeights& weights,
-                                                             const DeviceContext& context);
+  // With graphs.enabled, also allocates the graphs' buffers and runs one
+  // pass to load the kernels (models/bert_cuda_graphs.h).
+  static absl::StatusOr<std::unique_ptr<BertEncoder>> Create(
+      const BertWeights& weights, const DeviceContext& context,
+      const BertGraphOptions& graphs = BertGraphOptions());
 
   const BertConfig& config() const override { return config_; }
   Precision precision() const override { return Precision::kFp16; }
-  std::string Implementation() const override {
-    return "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (wmma)";
-  }
+  std::string Implementation() const override;
   int64_t WeightBytes() const override { return weight_bytes_; }
+  int64_t ResidentBytes() const override;
+  // Null when graphs are off.
+  const BertCudaGraphs* graphs() const { return graphs_.get(); }
   int64_t PeakBytes(const BatchShape& shape) const override;
   absl::Status Encode(Stream* stream, const PackedSequencesView& batch, BertPooling pooling,
                       bool normalize, float* out) const override;
@@ -61,6 +70,10 @@ class BertEncoderCuda final : public BertEncoder {
 
   explicit BertEncoderCuda(const DeviceContext& context) : context_(context) {}
   absl::Status Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l, void* y) const;
+  // Enqueues the pass over `packed` with the given activation buffers.
+  absl::Status Forward(Stream* stream, const PackedSequencesView& packed,
+                       const BertCudaGraphs::Scratch& scratch, BertPooling pooling, bool normalize,
+                       float* out) const;
 
   BertConfig config_;
   DeviceContext context_;
@@ -69,6 +82,7 @@ class BertEncoderCuda final : public BertEncoder {
   Norm embed_norm_;
   std::vector<Layer> layers_;
   int64_t weight_bytes_ = 0;
+  std::unique_ptr<BertCudaGraphs> graphs_;  // last: destroyed before what its passes use
 };
 
 }  // namespace infer

@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& 
     }
     case DeviceKind::kCuda:
 #if INFER_WITH_CUDA
-      return BertEncoderCuda::Create(weights, context);
+      return BertEncoderCuda::Create(weights, context, options.graphs);
 #else
       break;
 #endif

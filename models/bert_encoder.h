@@ -70,9 +70,20 @@ absl::StatusOr<BertWeights> LoadBertWeights(const std::string& dir);
 
 enum class BertPooling { kMean, kCls };
 
+// CUDA Graphs for the CUDA encoder's small batches (models/bert_cuda_graphs.h).
+// Ignored on the CPU.
+struct BertGraphOptions {
+  bool enabled = true;
+  // Batches of up to this many real tokens (and rows) replay a captured
+  // graph; larger ones launch kernel by kernel. Sets the size of the graphs'
+  // shared buffers.
+  int64_t max_tokens = 2048;
+};
+
 struct BertEncoderOptions {
   // Resolved for the device by LoadBertEncoder (models/precision.h).
   Precision precision = Precision::kAuto;
+  BertGraphOptions graphs;
 };
 
 class BertEncoder {
@@ -86,6 +97,9 @@ class BertEncoder {
   virtual std::string Implementation() const = 0;
   // Bytes the weights occupy on the device (by allocator block).
   virtual int64_t WeightBytes() const = 0;
+  // Other bytes held from the allocator while loaded (the CUDA encoder's
+  // graph buffers and capture workspace), by allocator block.
+  virtual int64_t ResidentBytes() const { return 0; }
   // Bytes Encode draws from the allocator for a batch of this shape
   // (activations and workspace, by allocator block), not counting the
   // caller's packed input and output: never less than it uses for a batch

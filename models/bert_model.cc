@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->context_ = context;
   BertEncoderOptions encoder_options;
   encoder_options.precision = options.precision;
+  encoder_options.graphs = options.graphs;
   INFER_ASSIGN_OR_RETURN(m->encoder_,
                          LoadBertEncoder(options.checkpoint_dir, context, encoder_options));
   INFER_ASSIGN_OR_RETURN(

@@ -44,6 +44,8 @@ struct BertModelOptions {
   int64_t max_sequence_length = 0;  // 0: the config's max_position_embeddings
   // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
   Precision precision = Precision::kAuto;
+  // CUDA Graphs for small batches on a GPU (models/bert_cuda_graphs.h).
+  BertGraphOptions graphs;
 };
 
 class BertModel final : public Model {
@@ -57,7 +59,9 @@ class BertModel final : public Model {
   int64_t RealTokens(const InferRequest& request) const override;
   int64_t PeakBytes(const BatchShape& shape) const override;
   int64_t ComputedTokens(const BatchShape& shape) const override { return shape.tokens; }
-  int64_t WeightBytes() const override { return encoder_->WeightBytes(); }
+  int64_t WeightBytes() const override {
+    return encoder_->WeightBytes() + encoder_->ResidentBytes();
+  }
   const BertEncoder& encoder() const { return *encoder_; }
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;

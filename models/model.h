@@ -143,7 +143,8 @@ class Model {
   // for a model that pads every sequence to the longest (the default), the
   // real tokens for one that packs them.
   virtual int64_t ComputedTokens(const BatchShape& shape) const { return shape.padded_tokens(); }
-  // Device bytes the model holds for its weights.
+  // Device bytes the model holds for as long as it is loaded: its weights,
+  // and buffers it keeps (e.g. the BERT encoder's CUDA-graph buffers).
   virtual int64_t WeightBytes() const { return 0; }
 
   // Packs validated `requests` into one batch (host-side work: staging the

@@ -62,8 +62,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateEmbedPool(const std::string& name,
 absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
                                                   const ModelParams& params,
                                                   const DeviceContext& context,
-                                                  const std::string& model_dir,
-                                                  Precision precision) {
+                                                  const BuiltinModelOptions& options) {
+  const std::string& model_dir = options.model_dir;
   static const char* const kKeys[] = {"checkpoint_dir", "normalize", "max_sequence_length",
                                       "pooling"};
   for (const auto& [key, value] : params) {
@@ -74,7 +74,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
   }
   BertModelOptions o;
   o.name = name;
-  o.precision = precision;
+  o.precision = options.precision;
+  o.graphs = options.cuda_graphs;
   o.checkpoint_dir = model_dir;
   if (auto it = params.find("checkpoint_dir"); it != params.end()) {
     // Relative paths are relative to the model's folder.
@@ -103,11 +104,14 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(
-    absl::string_view backend, const std::string& name, const ModelParams& params,
-    const DeviceContext& context, const std::string& model_dir, Precision precision) {
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
+                                                          const std::string& name,
+                                                          const ModelParams& params,
+                                                          const DeviceContext& context,
+                                                          const BuiltinModelOptions& options) {
+  const Precision precision = options.precision;
   if (backend == "embed_pool") return CreateEmbedPool(name, params, context, precision);
-  if (backend == "bert") return CreateBert(name, params, context, model_dir, precision);
+  if (backend == "bert") return CreateBert(name, params, context, options);
   if (backend == "identity") {
     if (precision != Precision::kAuto) {
       return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(precision),

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "models/bert_encoder.h"
 #include "models/model.h"
 #include "models/precision.h"
 #include "runtime/device_context.h"
@@ -18,20 +19,25 @@ namespace infer {
 
 using ModelParams = absl::flat_hash_map<std::string, std::string>;
 
+// What a model's config says beyond its parameters.
+struct BuiltinModelOptions {
+  // The model's folder in the repository (where a checkpoint may live).
+  std::string model_dir;
+  // The config's (models/precision.h); a backend that cannot compute it
+  // refuses with INVALID_ARGUMENT (or FAILED_PRECONDITION when the device
+  // cannot).
+  Precision precision = Precision::kAuto;
+  // CUDA Graphs: used by the bert backend on a GPU, ignored elsewhere.
+  BertGraphOptions cuda_graphs;
+};
+
 // Creates the model `backend` serves under `name`. INVALID_ARGUMENT for an
 // unknown backend, an unknown parameter or a malformed value (each naming
 // the key and what is accepted). The context is borrowed and must outlive
 // the model.
-// `model_dir` is the model's folder in the repository (where a checkpoint
-// may live). `precision` is the config's (models/precision.h); a backend that
-// cannot compute it refuses with INVALID_ARGUMENT (or FAILED_PRECONDITION
-// when the device cannot).
-absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(absl::string_view backend,
-                                                          const std::string& name,
-                                                          const ModelParams& params,
-                                                          const DeviceContext& context,
-                                                          const std::string& model_dir = "",
-                                                          Precision precision = Precision::kAuto);
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltinModel(
+    absl::string_view backend, const std::string& name, const ModelParams& params,
+    const DeviceContext& context, const BuiltinModelOptions& options = BuiltinModelOptions());
 
 std::vector<std::string> BuiltinBackends();
 

@@ -63,8 +63,8 @@ echo "--- bucketing-bench cuda:0"
   || failed+=(bucketing-bench)
 "$D/bin/bucketing-bench" --device cuda:0 --requests 4000 --model minilm --checkpoint "$D/minilm" \
   | tee "$OUT/bucketing-bench-minilm.txt" || failed+=(bucketing-bench-minilm)
-echo "--- encoder vs PyTorch eager FP16: MiniLM"
-python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
+echo "--- encoder vs PyTorch eager FP16: MiniLM (and ours with CUDA graphs off)"
+python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 --compare-graphs \
   --encoder-bench "$D/bin/encoder-bench" --batches 1,8,32,128 --lengths 16,64,128,512 \
   2>"$LOGS/evt-minilm.log" | tee "$OUT/encoder-vs-torch-minilm.txt" || failed+=(encoder-vs-torch-minilm)
 echo "--- encoder vs PyTorch eager FP16: MiniLM, mixed lengths (packed vs padded)"

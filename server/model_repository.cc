@@ -188,6 +188,9 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
       }
     }
   }
+  if (const uint64_t t = config.optimization().cuda().graph_max_tokens(); t > (1u << 20)) {
+    return bad("optimization.cuda.graph_max_tokens", t, "is too large (at most 1048576)");
+  }
   if (config.backend().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": field 'backend' is required"));
   }
@@ -197,6 +200,14 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
     }
   }
   return config;
+}
+
+BertGraphOptions GraphsFromConfig(const config::ModelConfig& config) {
+  const config::ModelOptimizationPolicy::Cuda& cuda = config.optimization().cuda();
+  BertGraphOptions g;
+  if (cuda.has_graphs()) g.enabled = cuda.graphs();
+  if (cuda.graph_max_tokens() > 0) g.max_tokens = static_cast<int64_t>(cuda.graph_max_tokens());
+  return g;
 }
 
 QueueOptions BatchingFromConfig(const config::ModelConfig& config) {
@@ -272,10 +283,13 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
     ModelParams params;
     for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
     // Checked by ParseModelConfig; empty means auto.
-    const Precision precision =
+    BuiltinModelOptions options;
+    options.model_dir = folder.string();
+    options.precision =
         config.precision().empty() ? Precision::kAuto : *ParsePrecision(config.precision());
-    absl::StatusOr<std::unique_ptr<Model>> model = CreateBuiltinModel(
-        config.backend(), name, params, engine->context(), folder.string(), precision);
+    options.cuda_graphs = GraphsFromConfig(config);
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        CreateBuiltinModel(config.backend(), name, params, engine->context(), options);
     if (!model.ok()) {
       return absl::Status(model.status().code(),
                           absl::StrCat(config_path.string(), ": ", model.status().message()));

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "batching/batch_queue.h"
 #include "model_config.pb.h"
+#include "models/bert_encoder.h"
 #include "server/engine.h"
 
 namespace infer {
@@ -35,6 +36,10 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
 
 // The batching policy a config asks for, with defaults filled in.
 QueueOptions BatchingFromConfig(const config::ModelConfig& config);
+
+// The CUDA-graph options a config asks for (optimization.cuda), with
+// defaults filled in.
+BertGraphOptions GraphsFromConfig(const config::ModelConfig& config);
 
 // The request limits a config asks for, with defaults filled in.
 RequestLimits LimitsFromConfig(const config::ModelConfig& config);
