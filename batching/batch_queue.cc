@@ -45,4 +45,12 @@ absl::Status ValidateQueueOptions(const QueueOptions& options) {
   return absl::OkStatus();
 }
 
+int LengthBucket(const QueueOptions& options, int64_t length) {
+  if (options.length_buckets.empty()) return 0;
+  for (size_t i = 0; i < options.length_buckets.size(); ++i) {
+    if (length <= options.length_buckets[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 }  // namespace infer

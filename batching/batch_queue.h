@@ -87,6 +87,10 @@ struct QueueOptions {
 
 absl::Status ValidateQueueOptions(const QueueOptions& options);
 
+// The length bucket of a sequence of `length` tokens: the smallest whose
+// bound holds it; 0 without buckets; -1 when it is longer than the last.
+int LengthBucket(const QueueOptions& options, int64_t length);
+
 // What the queue asks about a batch's cost: the device memory it needs and
 // the tokens it computes. Implementations are owned by the caller and
 // outlive the queue.
@@ -139,13 +143,7 @@ class BatchQueue {
 
   // The bucket for a sequence of `length` tokens, or -1 when it is longer
   // than the last bucket.
-  int BucketFor(int64_t length) const {
-    if (options_.length_buckets.empty()) return 0;
-    for (size_t i = 0; i < options_.length_buckets.size(); ++i) {
-      if (length <= options_.length_buckets[i]) return static_cast<int>(i);
-    }
-    return -1;
-  }
+  int BucketFor(int64_t length) const { return LengthBucket(options_, length); }
 
   // Ownership of *task is transferred iff OK. UNAVAILABLE when its bucket is
   // full; INVALID_ARGUMENT when its size, length or priority is outside the

@@ -62,83 +62,11 @@ struct Engine::InferTask {
   }
 };
 
-// Device memory left for batches: the budget, less headroom and weights;
-// batches reserve their estimated peak before they launch and release it
-// when they are done. Thread-safe.
-class Engine::MemoryAdmission {
- public:
-  MemoryAdmission(int64_t budget, int64_t headroom) : budget_(budget), headroom_(headroom) {}
-  void AddWeights(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    weights_ += bytes;
-  }
-  void AddWorkspaces(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    workspaces_ += bytes;
-  }
-  int64_t Capacity() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return CapacityLocked();
-  }
-  int64_t Available() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return CapacityLocked() - in_flight_;
-  }
-  bool TryReserve(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes > CapacityLocked() - in_flight_) return false;
-    in_flight_ += bytes;
-    return true;
-  }
-  void Release(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_ -= bytes;
-  }
-  MemoryAdmissionStats Stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {budget_, headroom_, weights_, in_flight_, workspaces_};
-  }
-  std::string Describe() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return absl::StrCat("budget ", budget_, " - headroom ", headroom_, " - weights ", weights_,
-                        workspaces_ > 0 ? absl::StrCat(" - GEMM workspaces ", workspaces_) : "",
-                        " = ", CapacityLocked(), " bytes");
-  }
-
- private:
-  int64_t CapacityLocked() const {
-    return std::max<int64_t>(0, budget_ - headroom_ - weights_ - workspaces_);
-  }
-  const int64_t budget_, headroom_;
-  mutable std::mutex mu_;
-  int64_t weights_ = 0;
-  int64_t workspaces_ = 0;
-  int64_t in_flight_ = 0;
-};
-
-// One model's view of the admission: its memory model over the shared budget.
-class Engine::ModelGate final : public MemoryGate {
- public:
-  ModelGate(const Model* model, MemoryAdmission* admission)
-      : model_(model), admission_(admission) {}
-  int64_t PeakBytes(const BatchShape& shape) const override { return model_->PeakBytes(shape); }
-  int64_t ComputedTokens(const BatchShape& shape) const override {
-    return model_->ComputedTokens(shape);
-  }
-  int64_t AvailableBytes() const override { return admission_->Available(); }
-  int64_t CapacityBytes() const override { return admission_->Capacity(); }
-  bool TryReserve(int64_t bytes) override { return admission_->TryReserve(bytes); }
-
- private:
-  const Model* const model_;
-  MemoryAdmission* const admission_;
-};
-
 struct Engine::ModelEntry {
   std::unique_ptr<Model> model;
   QueueOptions batching;
   RequestLimits limits;
-  std::unique_ptr<ModelGate> gate;
+  std::unique_ptr<ModelMemoryGate> gate;
 
   mutable std::mutex stats_mu;
   ModelStats stats ABSL_GUARDED_BY(stats_mu);
@@ -161,58 +89,6 @@ auto Guarded(Fn fn) -> decltype(fn()) {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-// The limits on sequence length and tokens per request.
-absl::Status CheckTokenLimits(const RequestLimits& limits, const std::string& model, int64_t rows,
-                              int64_t tokens) {
-  if (tokens > limits.max_input_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input has ", tokens, " tokens per sequence, over the limit of ", limits.max_input_length,
-        " of model '", model, "' (request_limits.max_input_length)"));
-  }
-  if (rows > 0 && tokens > limits.max_request_tokens / rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request has ", rows, " sequences of ", tokens, " tokens = ", rows * tokens,
-                     " tokens, over the limit of ", limits.max_request_tokens, " of model '", model,
-                     "' (request_limits.max_request_tokens)"));
-  }
-  return absl::OkStatus();
-}
-
-// The limits that the request's shapes alone decide (see
-// CheckDeclaredLimits), applied to a request handed to Submit directly.
-// Runs before the spec checks and before preprocessing (tokenization).
-absl::Status CheckShapeLimits(const RequestLimits& limits, const Model& model,
-                              const InferRequest& request) {
-  std::vector<DeclaredInput> inputs;
-  int64_t text_bytes = 0;
-  for (const Tensor& t : request.inputs) {
-    inputs.push_back({t.name, t.shape});
-    if (t.dtype == DataType::kBytes) text_bytes += static_cast<int64_t>(t.data.size());
-  }
-  return CheckDeclaredLimits(limits, model.spec().name, inputs, text_bytes,
-                             model.DeclaredSequenceLength(inputs));
-}
-
-// The limits on sequence length and tokens once the request is in the form
-// the model executes (text tokenized), and the longest length bucket.
-absl::Status CheckLengthLimits(const RequestLimits& limits, const QueueOptions& q,
-                               const std::string& model, int64_t rows, int64_t tokens) {
-  INFER_RETURN_IF_ERROR(CheckTokenLimits(limits, model, rows, tokens));
-  if (!q.length_buckets.empty() && tokens > q.length_buckets.back()) {
-    return absl::InvalidArgumentError(absl::StrCat("input has ", tokens, " tokens; model '", model,
-                                                   "' allows ", q.length_buckets.back(),
-                                                   " (its longest length bucket)"));
-  }
-  return absl::OkStatus();
-}
-
-int BucketIndex(const QueueOptions& q, int64_t tokens) {
-  for (size_t i = 0; i < q.length_buckets.size(); ++i) {
-    if (tokens <= q.length_buckets[i]) return static_cast<int>(i);
-  }
-  return 0;
-}
-
 uint64_t WallMillis() { return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())); }
 
 // Keeps the requested outputs (all when none were named), in request order.
@@ -232,64 +108,6 @@ void SelectOutputs(const std::vector<std::string>& requested, InferResponse* res
 }
 
 }  // namespace
-
-absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
-                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes,
-                                 int64_t sequence_length) {
-  int64_t rows = -1;  // the batch dimension: of the first input with one
-  for (const DeclaredInput& t : inputs) {
-    if (rows < 0 && !t.shape.empty()) rows = t.shape[0];
-    int64_t elements = 1;
-    bool malformed = false;
-    for (int64_t d : t.shape) {
-      if (d < 0) {
-        malformed = true;  // the decoder or the spec checks name it
-        break;
-      }
-      elements = d != 0 && elements > limits.max_tensor_elements / d
-                     ? limits.max_tensor_elements + 1  // saturate: over the limit
-                     : elements * d;
-    }
-    if (malformed) continue;
-    if (elements > limits.max_tensor_elements) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", t.name, "' has shape ", ShapeToString(t.shape), ", over the limit of ",
-          limits.max_tensor_elements, " elements per tensor of model '", model,
-          "' (request_limits.max_tensor_elements)"));
-    }
-    if (!t.shape.empty() && t.shape[0] > limits.max_client_batch_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", t.name, "' has batch dimension ", t.shape[0], ", over the limit of ",
-          limits.max_client_batch_size, " per request of model '", model,
-          "' (request_limits.max_client_batch_size)"));
-    }
-  }
-  if (text_bytes > limits.max_text_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request has ", text_bytes, " bytes of text (BYTES inputs), over the limit of ",
-        limits.max_text_bytes, " of model '", model, "' (request_limits.max_text_bytes)"));
-  }
-  if (sequence_length > 0) {
-    INFER_RETURN_IF_ERROR(
-        CheckTokenLimits(limits, model, std::max<int64_t>(rows, 1), sequence_length));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateRequestLimits(const RequestLimits& limits) {
-  for (const auto& [field, value] :
-       {std::pair{"max_client_batch_size", limits.max_client_batch_size},
-        std::pair{"max_input_length", limits.max_input_length},
-        std::pair{"max_request_tokens", limits.max_request_tokens},
-        std::pair{"max_tensor_elements", limits.max_tensor_elements},
-        std::pair{"max_text_bytes", limits.max_text_bytes}}) {
-    if (value < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request_limits.", field, " must be >= 1, got ", value));
-    }
-  }
-  return absl::OkStatus();
-}
 
 Engine::Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
                std::unique_ptr<CachingAllocator> allocator,
@@ -360,7 +178,7 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   } else {
     for (int64_t b : batching.length_buckets) entry->stats.buckets.emplace_back().max_length = b;
   }
-  entry->gate = std::make_unique<ModelGate>(entry->model.get(), admission_.get());
+  entry->gate = std::make_unique<ModelMemoryGate>(entry->model.get(), admission_.get());
   BatcherOptions options;
   options.queue = batching;
   options.clock = clock_;
@@ -435,7 +253,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   status = model.ValidateRequest(request);
   if (!status.ok()) return fail(std::move(status), &ModelStats::rejected_invalid);
   task->real_tokens = model.RealTokens(request);
-  task->bucket = BucketIndex(q, task->seq_length);
+  task->bucket = std::max(0, LengthBucket(q, task->seq_length));
 
   const int64_t levels = q.priority_levels;
   const int64_t level = request.priority != 0           ? request.priority
@@ -583,12 +401,12 @@ absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
 class Engine::BatchJob final : public PipelineJob {
  public:
   BatchJob(Engine* engine, ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
-           std::unique_ptr<ModelBatch> batch, int64_t peak_bytes, absl::Time dequeued)
+           std::unique_ptr<ModelBatch> batch, MemoryReservation memory, absl::Time dequeued)
       : engine_(engine),
         entry_(entry),
         tasks_(std::move(tasks)),
         batch_(std::move(batch)),
-        peak_bytes_(peak_bytes),
+        memory_(std::move(memory)),
         dequeued_(dequeued) {}
 
   absl::Status Upload(Stream* stream) override {
@@ -620,7 +438,7 @@ class Engine::BatchJob final : public PipelineJob {
       tasks_.clear();
     }
     status_ = std::move(status);
-    engine_->ReleaseMemory(peak_bytes_);
+    memory_.Release();
   }
   void Respond() override {
     if (tasks_.empty()) return;  // answered by the retry
@@ -633,7 +451,7 @@ class Engine::BatchJob final : public PipelineJob {
   ModelEntry* const entry_;  // entries live as long as the engine
   std::vector<std::unique_ptr<InferTask>> tasks_;
   std::unique_ptr<ModelBatch> batch_;
-  const int64_t peak_bytes_;   // reserved through the admission
+  MemoryReservation memory_;   // the batch's estimated peak, released in Complete
   const absl::Time dequeued_;  // the batch was taken from the queue
   absl::Time start_ = absl::InfinitePast();
   absl::Time downloaded_;
@@ -673,6 +491,10 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
             " bytes of device memory; model '", name, "' may use ", admission_->Describe()));
       },
       &ModelStats::rejected_memory);
+  // The queue reserved the batch's peak when it formed the batch: from here
+  // the batch owns it, and every path below returns it exactly once.
+  MemoryReservation memory =
+      MemoryReservation::Adopt(admission_.get(), batch.peak_bytes, [this] { NotifyBatchers(); });
   if (batch.tasks.empty()) return;
 
   {
@@ -698,12 +520,12 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
   if (!prepared.ok()) {
     std::vector<InferResponse> none(batch.tasks.size());
     const absl::Time failed = clock_->Now();
+    memory.Release();  // before answering, as a batch that ran does
     FinishBatch(entry, batch.tasks, none, prepared.status(), {dequeued, failed, failed, failed});
-    ReleaseMemory(batch.peak_bytes);
     return;
   }
   std::unique_ptr<PipelineJob> job = std::make_unique<BatchJob>(
-      this, entry, std::move(batch.tasks), *std::move(prepared), batch.peak_bytes, dequeued);
+      this, entry, std::move(batch.tasks), *std::move(prepared), std::move(memory), dequeued);
   if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
     job->Complete(std::move(s));  // refused (shutting down): still ours to answer
     job->Respond();
@@ -740,12 +562,6 @@ void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferT
       FinishBatch(entry, half, responses, status, {dequeued, run_start, end, end});
     }
   }
-}
-
-void Engine::ReleaseMemory(int64_t bytes) {
-  if (bytes == 0) return;
-  admission_->Release(bytes);
-  NotifyBatchers();  // batches may fit now
 }
 
 void Engine::NotifyBatchers() {

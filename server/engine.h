@@ -47,6 +47,8 @@
 #include "runtime/pipeline.h"
 #include "runtime/staging_pool.h"
 #include "server/histogram.h"
+#include "server/memory_admission.h"
+#include "server/request_limits.h"
 
 namespace infer {
 
@@ -76,43 +78,6 @@ struct EngineOptions {
   // drain and exit non-zero so its supervisor restarts it. Must not block.
   std::function<void(const absl::Status&)> on_device_lost;
 };
-
-// Per-model bounds on one request, checked when it arrives and before any
-// work or allocation proportional to the checked size. Over a limit:
-// INVALID_ARGUMENT naming the limit. Field names follow the config.pbtxt
-// `request_limits` block (TEI's names where TEI has the same limit).
-struct RequestLimits {
-  // Batch dimension (rows) of one request. Requests over the model's
-  // max_batch_size but within this are split across executions.
-  int64_t max_client_batch_size = 1024;
-  // Tokens per sequence. The model's own limit (e.g. its position
-  // embeddings) and its longest length bucket apply as well.
-  int64_t max_input_length = 8192;
-  // Rows × sequence length of one request.
-  int64_t max_request_tokens = 262144;
-  // Elements of any one input tensor (product of its shape).
-  int64_t max_tensor_elements = int64_t{1} << 24;
-  // Bytes of all BYTES (text) inputs of one request together.
-  int64_t max_text_bytes = int64_t{4} << 20;
-};
-
-// INVALID_ARGUMENT naming the field when a limit is not positive.
-absl::Status ValidateRequestLimits(const RequestLimits& limits);
-
-// The limits that need only the declared shapes: elements per tensor and the
-// batch dimension of each input; `text_bytes` (the BYTES payload, 4-byte
-// length prefixes included) against max_text_bytes; and, when
-// `sequence_length` > 0 (Model::DeclaredSequenceLength), tokens per sequence
-// and per request (rows × length, rows from the first input's batch
-// dimension). INVALID_ARGUMENT naming the limit. An input with a negative
-// dimension is skipped (the decoder names it). A front end calls this (via
-// Engine::CheckDeclared) before decoding a request, so nothing proportional to
-// a declared size is allocated first; the engine applies the same checks to
-// every request it is given, and the token limits again once text is
-// tokenized.
-absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
-                                 absl::Span<const DeclaredInput> inputs, int64_t text_bytes,
-                                 int64_t sequence_length);
 
 // Cumulative count and total duration of one kind of event.
 struct DurationStat {
@@ -252,14 +217,8 @@ class Engine {
   DeviceHealth GetDeviceHealth() const;
   // Device bytes batches may use: budget − headroom − weights.
   int64_t ActivationCapacityBytes() const;
-  // The admission's view of the memory budget.
-  struct MemoryAdmissionStats {
-    int64_t budget_bytes = 0;
-    int64_t headroom_bytes = 0;   // kept free of batches
-    int64_t weight_bytes = 0;     // held by the models' weights
-    int64_t in_flight_bytes = 0;  // estimated peaks of the batches running now
-    int64_t workspace_bytes = 0;  // the compute streams' GEMM workspaces
-  };
+  // The admission's view of the memory budget (server/memory_admission.h).
+  using MemoryAdmissionStats = ::infer::MemoryAdmissionStats;
   MemoryAdmissionStats GetMemoryAdmissionStats() const;
 
   // Stops accepting (UNAVAILABLE), answers every queued request, joins the
@@ -271,8 +230,6 @@ class Engine {
   struct RequestAccount;
   struct InferTask;
   class BatchJob;
-  class MemoryAdmission;
-  class ModelGate;
 
   Engine(std::unique_ptr<DeviceOwnershipLock> lock, std::unique_ptr<Device> device,
          std::unique_ptr<CachingAllocator> allocator, std::unique_ptr<HostStagingPool> staging,
@@ -288,8 +245,6 @@ class Engine {
   // halves, recursively; a request that fails alone keeps the error.
   void RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
                      absl::Time dequeued);
-  // Returns a batch's reservation and wakes the batchers.
-  void ReleaseMemory(int64_t bytes);
   // Wakes every model's batcher (memory or pipeline room was freed).
   void NotifyBatchers();
   // Counts a request refused before it was accepted (never queued): failed
