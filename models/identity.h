@@ -21,6 +21,7 @@ class IdentityModel final : public Model {
  public:
   explicit IdentityModel(const std::string& name);
   const ModelSpec& spec() const override { return spec_; }
+  bool UsesDevice() const override { return false; }
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;
 

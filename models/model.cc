@@ -94,18 +94,25 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
   return absl::OkStatus();
 }
 
+absl::Status RunPrepared(ModelBatch& batch, Device* device, Stream* stream,
+                         absl::Span<InferResponse* const> responses) {
+  absl::Status s = batch.Upload(stream);
+  if (s.ok()) s = batch.Compute(stream);
+  if (s.ok()) s = batch.Download(stream);
+  if (device != nullptr) {
+    // Whatever was enqueued must finish before the batch's buffers go.
+    const absl::Status sync = device->SynchronizeStream(stream);
+    if (s.ok()) s = sync;
+  }
+  if (s.ok()) s = batch.Finish(responses);
+  return s;
+}
+
 absl::Status RunBatch(Model& model, Device* device, Stream* stream,
                       absl::Span<const InferRequest* const> requests,
                       absl::Span<InferResponse* const> responses) {
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<ModelBatch> batch, model.Prepare(requests));
-  absl::Status s = batch->Upload(stream);
-  if (s.ok()) s = batch->Compute(stream);
-  if (s.ok()) s = batch->Download(stream);
-  // Whatever was enqueued must finish before the batch's buffers go.
-  const absl::Status sync = device->SynchronizeStream(stream);
-  if (s.ok()) s = sync;
-  if (s.ok()) s = batch->Finish(responses);
-  return s;
+  return RunPrepared(*batch, device, stream, responses);
 }
 
 void AppendFp32Rows(const std::string& name, const float* data, int64_t width,

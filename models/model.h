@@ -146,6 +146,11 @@ class Model {
   // Device bytes the model holds for as long as it is loaded: its weights,
   // and buffers it keeps (e.g. the BERT encoder's CUDA-graph buffers).
   virtual int64_t WeightBytes() const { return 0; }
+  // False for a model whose batches do no device work (their Upload,
+  // Compute and Download do nothing and ignore the stream): the engine then
+  // runs each batch inline on its batcher's thread, with null streams,
+  // instead of handing it through the device pipeline's threads.
+  virtual bool UsesDevice() const { return true; }
 
   // Packs validated `requests` into one batch (host-side work: staging the
   // inputs). A non-OK status fails the whole batch.
@@ -153,8 +158,14 @@ class Model {
       absl::Span<const InferRequest* const> requests) = 0;
 };
 
-// Runs one batch's stages in order on `stream` and waits for them: for
-// tests, tools and callers without a pipeline.
+// Runs a prepared batch's stages in order on `stream`, waits for them
+// (unless `device` is null: a model without device work, with a null
+// stream), then Finish: the one sequence for callers without a pipeline.
+absl::Status RunPrepared(ModelBatch& batch, Device* device, Stream* stream,
+                         absl::Span<InferResponse* const> responses);
+
+// Prepare, then RunPrepared: for tests, tools and callers without a
+// pipeline.
 absl::Status RunBatch(Model& model, Device* device, Stream* stream,
                       absl::Span<const InferRequest* const> requests,
                       absl::Span<InferResponse* const> responses);

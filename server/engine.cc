@@ -183,7 +183,8 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   options.queue = batching;
   options.clock = clock_;
   options.memory = entry->gate.get();
-  options.can_launch = [this] { return pipeline_->HasRoom(); };
+  // A model without device work runs inline (ExecuteBatch): no pipeline room needed.
+  if (entry->model->UsesDevice()) options.can_launch = [this] { return pipeline_->HasRoom(); };
   ModelEntry* raw = entry.get();
   // The batcher is owned by the entry and joined before the entry dies, so
   // `this` and `raw` outlive every call of the process function.
@@ -524,12 +525,31 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
     FinishBatch(entry, batch.tasks, none, prepared.status(), {dequeued, failed, failed, failed});
     return;
   }
+  if (!entry->model->UsesDevice()) {
+    RunInline(entry, batch.tasks, *std::move(prepared), std::move(memory), dequeued);
+    return;
+  }
   std::unique_ptr<PipelineJob> job = std::make_unique<BatchJob>(
       this, entry, std::move(batch.tasks), *std::move(prepared), std::move(memory), dequeued);
   if (absl::Status s = pipeline_->Submit(&job); !s.ok()) {
     job->Complete(std::move(s));  // refused (shutting down): still ours to answer
     job->Respond();
   }
+}
+
+void Engine::RunInline(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
+                       std::unique_ptr<ModelBatch> batch, MemoryReservation memory,
+                       absl::Time dequeued) {
+  std::vector<InferResponse> responses(tasks.size());
+  std::vector<InferResponse*> ptrs;
+  ptrs.reserve(responses.size());
+  for (InferResponse& r : responses) ptrs.push_back(&r);
+  const absl::Time start = clock_->Now();
+  const absl::Status status = Guarded([&] { return RunPrepared(*batch, nullptr, nullptr, ptrs); });
+  batch.reset();
+  memory.Release();  // release, then answer
+  const absl::Time done = clock_->Now();
+  FinishBatch(entry, tasks, responses, status, {dequeued, start, done, done});
 }
 
 void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,

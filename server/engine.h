@@ -241,6 +241,10 @@ class Engine {
   // Answers the batcher's dropped tasks, prepares the batch and hands it to
   // the device pipeline (blocking while the pipeline is full).
   void ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch batch);
+  // A prepared batch of a model without device work (Model::UsesDevice),
+  // run and answered on the calling (batcher) thread.
+  void RunInline(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
+                 std::unique_ptr<ModelBatch> batch, MemoryReservation memory, absl::Time dequeued);
   // After a batch ran out of device memory: runs its requests again in
   // halves, recursively; a request that fails alone keeps the error.
   void RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
