@@ -2,9 +2,10 @@
 // [-1, -1] comes back as `output_ids` INT64 of the same shape and values. It
 // does no device work (its batch stages only pass the data along on the
 // host), so serving it measures what the server itself costs per request:
-// protocol decoding and encoding, validation, queueing, dynamic batching and
-// the pipeline's hand-offs. bench/frontend_overhead.py sets it against a
-// bare gRPC echo server.
+// protocol decoding and encoding, validation, queueing and dynamic
+// batching (its batches run inline on the batcher's thread: UsesDevice is
+// false). bench/frontend_overhead.py sets it against a bare gRPC echo
+// server.
 //
 // Thread-safety: see Model.
 #ifndef INFER_MODELS_IDENTITY_H_

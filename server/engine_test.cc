@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/embed_pool.h"
+#include "models/identity.h"
 #include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
@@ -345,6 +347,33 @@ TEST(EngineTest, ReturnsOnlyRequestedOutputsInRequestOrder) {
   EXPECT_EQ(out->outputs[0].name, "unused");
   out = engine->Infer(Ids("flaky", {1}));
   ASSERT_EQ(out->outputs.size(), 2u);
+}
+
+// A model without device work runs inline on its batcher's thread: it is
+// answered while another model's batch holds the whole pipeline.
+TEST(EngineTest, AModelWithoutDeviceWorkDoesNotWaitForThePipeline) {
+  auto engine = CpuEngine(/*max_in_flight=*/1);
+  ProbeModel::Options slow;
+  slow.compute_time = absl::Seconds(2);
+  ASSERT_THAT(
+      engine->AddModel(std::make_unique<ProbeModel>(slow), Batching(1, absl::ZeroDuration())),
+      IsOk());
+  ASSERT_THAT(
+      engine->AddModel(std::make_unique<IdentityModel>("echo"), Batching(4, absl::ZeroDuration())),
+      IsOk());
+  std::promise<absl::Time> probe_done;
+  engine->Submit(Probe("slow"), [&](absl::StatusOr<InferResponse> r) {
+    EXPECT_THAT(r, IsOk());
+    probe_done.set_value(absl::Now());
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // the probe holds the only pipeline slot
+  InferRequest echo = Probe("echo");
+  echo.model_name = "echo";
+  auto answer = engine->Infer(std::move(echo));
+  const absl::Time echoed = absl::Now();
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_EQ(answer->outputs.at(0).name, "output_ids");
+  EXPECT_LT(echoed, probe_done.get_future().get()) << "answered after the pipeline's batch";
 }
 
 TEST(EngineTest, ShutdownAnswersQueuedRequestsAndRefusesNewOnes) {
