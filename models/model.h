@@ -4,7 +4,8 @@
 // Ownership: a Model owns its weights on the device it was created for; the
 // Device is borrowed and outlives the model (the Engine guarantees it).
 // Thread-safety: spec() and ValidateRequest() are thread-safe; Prepare() is
-// never called concurrently on one model (the engine serializes it), and the
+// never called concurrently on one model (the engine holds a per-model lock
+// around it: its batcher and its out-of-memory retries both prepare), and the
 // ModelBatch objects it returns are independent of each other.
 #ifndef INFER_MODELS_MODEL_H_
 #define INFER_MODELS_MODEL_H_

@@ -11,6 +11,7 @@
 #include "batching/dynamic_batcher.h"
 #include "runtime/status_macros.h"
 #include "server/request_split.h"
+#include "server/serial_worker.h"
 
 namespace infer {
 
@@ -67,6 +68,9 @@ struct Engine::ModelEntry {
   QueueOptions batching;
   RequestLimits limits;
   std::unique_ptr<ModelMemoryGate> gate;
+  // Held around Model::Prepare: the batcher and the retry worker both
+  // prepare batches, and Prepare is never concurrent on one model.
+  std::mutex prepare_mu;
 
   mutable std::mutex stats_mu;
   ModelStats stats ABSL_GUARDED_BY(stats_mu);
@@ -151,6 +155,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                                             std::move(pipeline), options.clock));
   engine->admission_ = std::make_unique<MemoryAdmission>(
       budget, static_cast<int64_t>(static_cast<double>(budget) * options.memory_headroom_fraction));
+  engine->retry_worker_ = std::make_unique<SerialWorker>();
   INFER_ASSIGN_OR_RETURN(engine->retry_stream_,
                          ComputeStream::Create(engine->device_.get(), engine->allocator_.get()));
   // The compute streams' GEMM workspaces are held for good: not for batches.
@@ -434,8 +439,9 @@ class Engine::BatchJob final : public PipelineJob {
     batch_.reset();  // the device work is done: release its buffers now
     if (status.code() == absl::StatusCode::kResourceExhausted && tasks_.size() > 1) {
       // Out of memory despite admission: run the requests again in halves,
-      // within this batch's reservation, before giving up on any of them.
-      engine_->RetryInHalves(entry_, std::move(tasks_), dequeued_);
+      // within this batch's reservation, before giving up on any of them;
+      // on the retry worker, so this thread goes on completing batches.
+      engine_->PostRetry(entry_, std::move(tasks_), std::move(memory_), dequeued_);
       tasks_.clear();
     }
     status_ = std::move(status);
@@ -516,6 +522,7 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
       Guarded([&]() -> absl::StatusOr<std::unique_ptr<ModelBatch>> {
         // A lost device runs nothing more: answer without trying.
         if (absl::Status lost = DeviceLostStatus(); !lost.ok()) return lost;
+        std::lock_guard<std::mutex> lock(entry->prepare_mu);
         return entry->model->Prepare(requests);
       });
   if (!prepared.ok()) {
@@ -552,6 +559,20 @@ void Engine::RunInline(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>
   FinishBatch(entry, tasks, responses, status, {dequeued, start, done, done});
 }
 
+void Engine::PostRetry(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
+                       MemoryReservation memory, absl::Time dequeued) {
+  // std::function needs a copyable callable: the job travels in a shared_ptr.
+  struct Job {
+    std::vector<std::unique_ptr<InferTask>> tasks;
+    MemoryReservation memory;
+  };
+  auto job = std::make_shared<Job>(Job{std::move(tasks), std::move(memory)});
+  retry_worker_->Post([this, entry, job, dequeued] {
+    RetryInHalves(entry, std::move(job->tasks), dequeued);
+    job->memory.Release();  // the retries ran within the batch's reservation
+  });
+}
+
 void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
                            absl::Time dequeued) {
   {
@@ -567,11 +588,17 @@ void Engine::RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferT
     std::vector<InferResponse> responses(half.size());
     std::vector<InferResponse*> ptrs;
     for (InferResponse& r : responses) ptrs.push_back(&r);
-    // Serially on the engine's own stream: this runs on the pipeline's
-    // completion thread, which must not wait for pipeline space.
+    // Serially on the engine's own stream, on the retry worker: outside the
+    // pipeline, which may be full.
     const absl::Time run_start = clock_->Now();
-    const absl::Status status = Guarded([&] {
-      return RunBatch(*entry->model, device_.get(), retry_stream_.get(), requests, ptrs);
+    const absl::Status status = Guarded([&]() -> absl::Status {
+      absl::StatusOr<std::unique_ptr<ModelBatch>> batch;
+      {
+        std::lock_guard<std::mutex> lock(entry->prepare_mu);
+        batch = entry->model->Prepare(requests);
+      }
+      if (!batch.ok()) return batch.status();
+      return RunPrepared(**batch, device_.get(), retry_stream_.get(), ptrs);
     });
     if (status.code() == absl::StatusCode::kResourceExhausted && half.size() > 1) {
       RetryInHalves(entry, std::move(half), dequeued);
@@ -772,6 +799,7 @@ void Engine::Shutdown() {
   // pipeline (which answers them).
   for (const auto& entry : entries) entry->batcher->Shutdown();
   pipeline_->Shutdown();
+  if (retry_worker_) retry_worker_->Shutdown();  // after the pipeline: its last batches may retry
 }
 
 }  // namespace infer

@@ -49,6 +49,7 @@
 #include "server/histogram.h"
 #include "server/memory_admission.h"
 #include "server/request_limits.h"
+#include "server/serial_worker.h"
 
 namespace infer {
 
@@ -245,6 +246,10 @@ class Engine {
   // run and answered on the calling (batcher) thread.
   void RunInline(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                  std::unique_ptr<ModelBatch> batch, MemoryReservation memory, absl::Time dequeued);
+  // Hands a batch that ran out of device memory, with its reservation, to
+  // the retry worker (RetryInHalves there, then the reservation returned).
+  void PostRetry(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
+                 MemoryReservation memory, absl::Time dequeued);
   // After a batch ran out of device memory: runs its requests again in
   // halves, recursively; a request that fails alone keeps the error.
   void RetryInHalves(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>> tasks,
@@ -289,7 +294,9 @@ class Engine {
   // Drained by Shutdown before the model entries are destroyed.
   const std::unique_ptr<DevicePipeline> pipeline_;
   std::unique_ptr<MemoryAdmission> admission_;  // set in Create
-  ComputeStream retry_stream_;                  // set in Create; completion thread only
+  ComputeStream retry_stream_;                  // set in Create; driven by the retry worker alone
+  // Runs RetryInHalves; shut down after the pipeline. Set in Create.
+  std::unique_ptr<SerialWorker> retry_worker_;
   std::function<void(const absl::Status&)> on_device_lost_;  // set in Create
   Clock* const clock_;
 
