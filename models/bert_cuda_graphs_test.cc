@@ -18,12 +18,14 @@
 #include "models/bert_cuda.h"
 #include "models/bert_gen.h"
 #include "runtime/compute_stream.h"
+#include "tests/testing/cuda_arrays.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_device.h"
 
 namespace infer {
 namespace {
 
+using ::infer::testing::DeviceArray;
 using ::infer::testing::IsOk;
 using ::infer::testing::TestDevice;
 
@@ -60,17 +62,17 @@ class DeviceBatch {
     host_ = std::make_unique<PackedSequences>(ids.data(), mask.data(), rows, seq);
     const PackedSequencesView h = host_->view();
     const PackedLayout layout{h.rows, h.tokens};
-    ok_ = cudaMalloc(&input_, layout.bytes()) == cudaSuccess &&
-          cudaMemcpy(input_, h.ids, layout.bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
-    view_ = layout.View(static_cast<const int32_t*>(input_), h.host_offsets, h.longest, h.width);
+    // The packed buffer is contiguous from h.ids: ids, positions, offsets.
+    input_ = std::make_unique<DeviceArray<int32_t>>(layout.bytes() / sizeof(int32_t));
+    ok_ = input_->Upload(std::vector<int32_t>(h.ids, h.ids + input_->size())) == cudaSuccess;
+    view_ = layout.View(input_->get(), h.host_offsets, h.longest, h.width);
   }
-  ~DeviceBatch() { cudaFree(input_); }
   bool ok() const { return ok_; }
   const PackedSequencesView& view() const { return view_; }
 
  private:
   std::unique_ptr<PackedSequences> host_;
-  void* input_ = nullptr;
+  std::unique_ptr<DeviceArray<int32_t>> input_;
   bool ok_ = false;
   PackedSequencesView view_;
 };
@@ -78,8 +80,7 @@ class DeviceBatch {
 class BertCudaGraphsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const CudaAvailability cuda = ProbeCuda();
-    if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
+    INFER_SKIP_WITHOUT_GPU();
     auto d = TestDevice::Create("cuda:0");
     ASSERT_THAT(d, IsOk());
     device_ = *std::move(d);
@@ -117,13 +118,11 @@ class BertCudaGraphsTest : public ::testing::Test {
 
   // Enqueues `batch` on `stream` through `encoder` into a new output buffer.
   float* Enqueue(const BertEncoder& encoder, const DeviceBatch& batch, Stream* stream) {
-    void* out = nullptr;
-    EXPECT_EQ(cudaMalloc(&out, std::max<int64_t>(1, batch.view().rows * hidden_) * 4), cudaSuccess);
-    outputs_.push_back(out);
-    EXPECT_THAT(
-        encoder.Encode(stream, batch.view(), BertPooling::kMean, true, static_cast<float*>(out)),
-        IsOk());
-    return static_cast<float*>(out);
+    outputs_.push_back(std::make_unique<DeviceArray<float>>(batch.view().rows * hidden_));
+    float* out = outputs_.back()->get();
+    EXPECT_EQ(outputs_.back()->status(), cudaSuccess);
+    EXPECT_THAT(encoder.Encode(stream, batch.view(), BertPooling::kMean, true, out), IsOk());
+    return out;
   }
 
   std::vector<float> Download(const float* out, int64_t rows) {
@@ -146,17 +145,13 @@ class BertCudaGraphsTest : public ::testing::Test {
     }
   }
 
-  void TearDown() override {
-    for (void* p : outputs_) cudaFree(p);
-  }
-
   static constexpr int64_t kMaxTokens = 256;
   std::unique_ptr<TestDevice> device_;
   std::string dir_;
   int64_t hidden_ = 0, vocab_ = 0;
   std::unique_ptr<BertEncoder> eager_, graphed_;
   ComputeStream a_, b_;
-  std::vector<void*> outputs_;
+  std::vector<std::unique_ptr<DeviceArray<float>>> outputs_;
 };
 
 TEST_F(BertCudaGraphsTest, ReplaysMatchKernelByKernelForEveryClassAndBeyond) {

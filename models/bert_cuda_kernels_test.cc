@@ -30,22 +30,12 @@
 
 #include "models/half.h"
 #include "runtime/device.h"
+#include "tests/testing/cuda_arrays.h"
 
 namespace infer {
 namespace {
 
-#define INFER_ASSERT_CUDA(expr)                                    \
-  do {                                                             \
-    const cudaError_t infer_cuda_error_ = (expr);                  \
-    ASSERT_EQ(infer_cuda_error_, cudaSuccess)                      \
-        << #expr << ": " << cudaGetErrorString(infer_cuda_error_); \
-  } while (0)
-
-#define INFER_SKIP_WITHOUT_GPU()                                             \
-  do {                                                                       \
-    const CudaAvailability cuda_ = ProbeCuda();                              \
-    if (cuda_.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda_.reason; \
-  } while (0)
+using ::infer::testing::DeviceArray;
 
 constexpr double kRelTolerance = 2e-3;
 constexpr double kAbsTolerance = 1e-4;
@@ -53,38 +43,6 @@ constexpr double kAbsTolerance = 1e-4;
 constexpr uint16_t kSentinel = 0xC000;
 constexpr int64_t kGuard = 16;  // sentinel elements after (and, where used, before) an output
 constexpr float kEps = 1e-12f;  // BERT's layer_norm_eps
-
-// Device memory owned by a test, freed on destruction. Not copyable.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    status_ = cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T));
-    if (status_ != cudaSuccess) ptr_ = nullptr;
-  }
-  ~DeviceArray() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  cudaError_t status() const { return status_; }
-  T* get() const { return ptr_; }
-  cudaError_t Upload(const std::vector<T>& host) {
-    if (status_ != cudaSuccess) return status_;
-    return cudaMemcpy(ptr_, host.data(), std::min(host.size(), n_) * sizeof(T),
-                      cudaMemcpyHostToDevice);
-  }
-  cudaError_t Download(std::vector<T>* host) const {
-    host->resize(n_);
-    return cudaMemcpy(host->data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
-  }
-
- private:
-  size_t n_;
-  T* ptr_ = nullptr;
-  cudaError_t status_ = cudaSuccess;
-};
 
 __half* AsHalf(uint16_t* p) { return reinterpret_cast<__half*>(p); }
 const __half* AsHalf(const uint16_t* p) { return reinterpret_cast<const __half*>(p); }

@@ -18,50 +18,15 @@
 
 #include "models/half.h"
 #include "runtime/device.h"
+#include "tests/testing/cuda_arrays.h"
 
 namespace infer {
 namespace {
 
-#define INFER_ASSERT_CUDA(expr)                                    \
-  do {                                                             \
-    const cudaError_t infer_cuda_error_ = (expr);                  \
-    ASSERT_EQ(infer_cuda_error_, cudaSuccess)                      \
-        << #expr << ": " << cudaGetErrorString(infer_cuda_error_); \
-  } while (0)
+using ::infer::testing::DeviceArray;
 
 constexpr uint16_t kSentinel = 0xFFFF;  // an FP16 NaN: marks what the kernel must not write
 constexpr double kTolerance = 2e-3;     // absolute, for outputs of magnitude ~1
-
-// Device memory owned by a test, freed on destruction. Not copyable.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) {
-    status_ = cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T));
-    if (status_ != cudaSuccess) ptr_ = nullptr;
-  }
-  ~DeviceArray() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  cudaError_t status() const { return status_; }
-  T* get() const { return ptr_; }
-  cudaError_t Upload(const std::vector<T>& host) {
-    return cudaMemcpy(ptr_, host.data(), std::min(host.size(), n_) * sizeof(T),
-                      cudaMemcpyHostToDevice);
-  }
-  cudaError_t Download(std::vector<T>* host) const {
-    host->resize(n_);
-    return cudaMemcpy(host->data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
-  }
-
- private:
-  size_t n_;
-  T* ptr_ = nullptr;
-  cudaError_t status_ = cudaSuccess;
-};
 
 // One packed batch: inputs in host memory.
 struct Batch {
@@ -202,12 +167,6 @@ void RunAndCheck(const Batch& b, int64_t max_len) {
     ASSERT_EQ(got[i], kSentinel) << "wrote past the last token at column " << i % hidden;
   }
 }
-
-#define INFER_SKIP_WITHOUT_GPU()                                             \
-  do {                                                                       \
-    const CudaAvailability cuda_ = ProbeCuda();                              \
-    if (cuda_.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda_.reason; \
-  } while (0)
 
 TEST(PackedAttentionTest, SupportsHeadDims32To128) {
   EXPECT_TRUE(cuda::PackedAttentionSupports(32));
