@@ -34,8 +34,13 @@
 //   "unfit" (the caller answers RESOURCE_EXHAUSTED) rather than waiting
 //   forever.
 // - Deadlines and cancellation: tasks past their deadline or cancelled are
-//   removed when a batch is formed and handed back separately, never
-//   computed.
+//   handed back separately by PopBatch, never computed: expired ones from a
+//   deadline heap as their deadline passes, cancelled ones when a batch is
+//   planned over them or when a bounded sweep (kSweepPerPop tasks a call,
+//   round the queue) reaches them.
+// - Cost per call is independent of the number of tasks waiting (the tasks
+//   a batch could take, the buckets, the priority levels, a log factor):
+//   see bucket_fifo.h for how the order is kept without sorting.
 // - Every task pushed leaves exactly once: in a batch, or as expired,
 //   cancelled or unfit, or through TakeAll.
 //
@@ -45,7 +50,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -56,6 +60,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "batching/batch_shape.h"
+#include "batching/bucket_fifo.h"
 
 namespace infer {
 
@@ -137,9 +142,11 @@ class BatchQueue {
 
   // `gate` may be null (no memory limit); borrowed.
   explicit BatchQueue(QueueOptions options, MemoryGate* gate = nullptr)
-      : options_(std::move(options)),
-        gate_(gate),
-        buckets_(std::max<size_t>(1, options_.length_buckets.size())) {}
+      : options_(std::move(options)), gate_(gate) {
+    const size_t n = std::max<size_t>(1, options_.length_buckets.size());
+    buckets_.reserve(n);
+    for (size_t b = 0; b < n; ++b) buckets_.emplace_back(options_.priority_levels);
+  }
 
   // The bucket for a sequence of `length` tokens, or -1 when it is longer
   // than the last bucket.
@@ -165,17 +172,27 @@ class BatchQueue {
       return absl::InvalidArgumentError(absl::StrCat("priority ", t.priority(), " is outside [1, ",
                                                      options_.priority_levels, "]"));
     }
-    Bucket& bucket = buckets_[b];
-    if (static_cast<int64_t>(bucket.entries.size()) >= options_.max_queue_size) {
+    Fifo& bucket = buckets_[b];
+    if (static_cast<int64_t>(bucket.live()) >= options_.max_queue_size) {
       return absl::UnavailableError(absl::StrCat(
-          "queue is full: ", bucket.entries.size(), " requests waiting",
+          "queue is full: ", bucket.live(), " requests waiting",
           options_.length_buckets.empty()
               ? std::string()
               : absl::StrCat(" for sequences up to ", options_.length_buckets[b], " tokens"),
           " (max_queue_size ", options_.max_queue_size, "); retry later"));
     }
-    bucket.entries.push_back(Entry{std::move(*task), now, next_seq_++});
+    // Arrival times never go back, so a FIFO stays sorted by them.
+    last_enqueued_ = std::max(last_enqueued_, now);
+    const uint64_t seq = next_seq_++;
+    const absl::Time deadline = t.deadline();
+    const int level = t.priority();
+    const typename Fifo::Handle handle = bucket.Push(std::move(*task), level, last_enqueued_, seq);
     ++size_;
+    if (deadline != absl::InfiniteFuture()) {
+      if (deadlines_.size() > 2 * size_ + 64) RebuildDeadlines();
+      deadlines_.push_back(DeadlineEntry{deadline, seq, handle, static_cast<uint32_t>(b), level});
+      std::push_heap(deadlines_.begin(), deadlines_.end(), Later);
+    }
     return absl::OkStatus();
   }
 
@@ -184,40 +201,42 @@ class BatchQueue {
   // the device has no room for another batch: tasks then keep waiting, and
   // keep expiring), and collects tasks that expired, were cancelled or can
   // never fit. The result is empty when nothing is to be done yet.
+  //
+  // Cost: independent of how many tasks wait. Deadlines come off a heap;
+  // cancellations are found by a sweep of at most kSweepPerPop tasks per
+  // call (and wherever a batch is planned), so a cancelled task deep in a
+  // queue of n leaves within n / kSweepPerPop calls; a batch is planned by
+  // walking only the tasks it could take.
   Batch PopBatch(absl::Time now, bool flush, bool launch = true) {
     Batch out;
-    for (Bucket& bucket : buckets_) RemoveDead(bucket, now, &out);
-    if (!launch) return out;
+    ExpireDue(now, &out);
+    SweepCancelled(&out);
+    if (!launch) {
+      for (Fifo& bucket : buckets_) bucket.Trim();
+      return out;
+    }
     // The most urgent ready bucket.
     int best = -1;
     std::pair<int, uint64_t> best_key{0, 0};
     Plan best_plan;
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      Bucket& bucket = buckets_[b];
-      if (bucket.entries.empty()) continue;
-      SortByUrgency(bucket, now);
-      Plan plan = PlanBatch(bucket);
+      Fifo& bucket = buckets_[b];
+      if (bucket.empty()) continue;
+      Plan plan = PlanBatch(bucket, now, &out);
       // A first task that alone can never fit the memory goes back to the
       // caller (answered RESOURCE_EXHAUSTED) instead of blocking the bucket.
-      while (plan.count == 0 && gate_ != nullptr && !bucket.entries.empty() &&
+      while (plan.count == 0 && gate_ != nullptr && plan.first != nullptr &&
              plan.first_peak > gate_->CapacityBytes()) {
-        out.unfit.push_back(std::move(bucket.entries.front().task));
-        bucket.entries.pop_front();
+        out.unfit.push_back(bucket.Take(plan.first_level, plan.first));
         --size_;
-        plan = PlanBatch(bucket);
+        plan = PlanBatch(bucket, now, &out);
       }
+      bucket.Trim();
       // Nothing fits the memory available now: wait for batches in flight.
-      if (bucket.entries.empty() || plan.count == 0) continue;
-      // Without priorities the bucket is in arrival order already.
-      const Entry& oldest =
-          options_.priority_levels <= 1
-              ? bucket.entries.front()
-              : *std::min_element(bucket.entries.begin(), bucket.entries.end(),
-                                  [](const Entry& x, const Entry& y) { return x.seq < y.seq; });
-      const bool expired = now - oldest.enqueued >= options_.max_queue_delay;
+      if (bucket.empty() || plan.count == 0) continue;
+      const bool expired = now - bucket.Oldest()->enqueued >= options_.max_queue_delay;
       if (!(plan.full || expired || flush)) continue;
-      const std::pair<int, uint64_t> key{Urgency(bucket.entries.front(), now),
-                                         bucket.entries.front().seq};
+      const std::pair<int, uint64_t> key{plan.first_urgency, plan.first_seq};
       if (best < 0 || key < best_key) {
         best = static_cast<int>(b);
         best_key = key;
@@ -225,7 +244,7 @@ class BatchQueue {
       }
     }
     if (best < 0) return out;
-    Bucket& bucket = buckets_[best];
+    Fifo& bucket = buckets_[best];
     const Plan& plan = best_plan;  // the bucket has not changed since
     if (gate_ != nullptr && !gate_->TryReserve(plan.peak)) return out;
     out.bucket = static_cast<size_t>(best);
@@ -234,11 +253,14 @@ class BatchQueue {
     out.tokens = plan.shape.tokens;
     out.computed_tokens = Computed(plan.shape);
     out.peak_bytes = gate_ != nullptr ? plan.peak : 0;
-    for (size_t i = 0; i < plan.count; ++i) {
-      out.tasks.push_back(std::move(bucket.entries.front().task));
-      bucket.entries.pop_front();
+    typename Fifo::Cursor cursor(&bucket, now, options_.priority_aging);
+    typename Fifo::Entry* e = nullptr;
+    int level = 0, urgency = 0;
+    for (size_t i = 0; i < plan.count && cursor.Next(&e, &level, &urgency); ++i) {
+      out.tasks.push_back(bucket.Take(level, e));
     }
     size_ -= plan.count;
+    bucket.Trim();
     return out;
   }
 
@@ -246,91 +268,173 @@ class BatchQueue {
   // Push: a bucket's delay running out, a deadline passing, or aging.
   // InfiniteFuture when nothing is pending. (A bucket that is ready but
   // waits for memory changes only when memory is released; the owner is
-  // notified of that separately.)
+  // notified of that separately.) Cost: O(buckets × levels × log n).
   absl::Time NextDeadline(absl::Time now) const {
     absl::Time next = absl::InfiniteFuture();
     auto consider = [&](absl::Time t) {
       if (t > now) next = std::min(next, t);
     };
-    for (const Bucket& bucket : buckets_) {
-      for (const Entry& e : bucket.entries) {
-        consider(e.enqueued + options_.max_queue_delay);
-        consider(e.task->deadline());
-        if (options_.priority_levels > 1) consider(e.enqueued + options_.priority_aging);
+    for (const Fifo& bucket : buckets_) {
+      if (bucket.empty()) continue;
+      consider(bucket.Oldest()->enqueued + options_.max_queue_delay);
+      if (options_.priority_levels <= 1) continue;
+      for (int l = 1; l <= bucket.levels(); ++l) {  // the next task to age
+        const size_t i = bucket.PeekAgedEnd(l, now, options_.priority_aging);
+        if (i < bucket.fifo(l).size()) {
+          consider(bucket.fifo(l)[i].enqueued + options_.priority_aging);
+        }
       }
     }
+    // The top may belong to a task that has left: an early wake, no more.
+    if (!deadlines_.empty()) consider(deadlines_.front().deadline);
     return next;
   }
 
   // Removes every task (used when the consumer is gone).
   std::vector<std::unique_ptr<TaskT>> TakeAll() {
     std::vector<std::unique_ptr<TaskT>> all;
-    for (Bucket& bucket : buckets_) {
-      for (Entry& e : bucket.entries) all.push_back(std::move(e.task));
-      bucket.entries.clear();
-    }
+    for (Fifo& bucket : buckets_) bucket.TakeAll(&all);
+    deadlines_.clear();
     size_ = 0;
     return all;
   }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  size_t bucket_size(size_t b) const { return buckets_[b].entries.size(); }
+  size_t bucket_size(size_t b) const { return buckets_[b].live(); }
   size_t num_buckets() const { return buckets_.size(); }
   const QueueOptions& options() const { return options_; }
 
+  // Tasks examined per PopBatch for cancellation: each costs a look at the
+  // task (a likely cache miss in a deep queue), so few.
+  static constexpr size_t kSweepPerPop = 16;
+
  private:
-  struct Entry {
-    std::unique_ptr<TaskT> task;
-    absl::Time enqueued;
-    uint64_t seq;  // arrival order
-  };
-  struct Bucket {
-    std::deque<Entry> entries;
-  };
+  using Fifo = BucketFifo<TaskT>;
+  using Entry = typename Fifo::Entry;
+
   struct Plan {
-    size_t count = 0;  // tasks from the front of the sorted bucket
+    size_t count = 0;  // tasks from the front, in urgency order
     BatchShape shape;
     int64_t peak = 0;
+    Entry* first = nullptr;  // the first task in urgency order
+    int first_level = 0;
+    int first_urgency = 0;
+    uint64_t first_seq = 0;
     int64_t first_peak = 0;  // the first task alone
     bool full = false;       // a next task exists and does not fit
   };
 
-  int Urgency(const Entry& e, absl::Time now) const {
-    if (options_.priority_levels > 1 && now - e.enqueued >= options_.priority_aging) return 0;
-    return e.task->priority();
+  struct DeadlineEntry {
+    absl::Time deadline;
+    uint64_t seq;
+    typename Fifo::Handle handle;
+    uint32_t bucket;
+    int level;
+  };
+  // Heap order: the earliest deadline on top.
+  static bool Later(const DeadlineEntry& x, const DeadlineEntry& y) {
+    return x.deadline != y.deadline ? x.deadline > y.deadline : x.seq > y.seq;
   }
 
-  void SortByUrgency(Bucket& bucket, absl::Time now) const {
-    if (options_.priority_levels <= 1) return;  // arrival order already
-    std::stable_sort(bucket.entries.begin(), bucket.entries.end(),
-                     [&](const Entry& x, const Entry& y) {
-                       const int ux = Urgency(x, now), uy = Urgency(y, now);
-                       return ux != uy ? ux < uy : x.seq < y.seq;
-                     });
+  // Takes the live task of `e` as cancelled or expired (a cancellation wins).
+  void RemoveDead(Fifo& bucket, int level, Entry* e, Batch* out) {
+    const bool cancelled = e->task->cancelled();
+    auto task = bucket.Take(level, e);
+    --size_;
+    (cancelled ? out->cancelled : out->expired).push_back(std::move(task));
   }
 
-  // The longest prefix of the (sorted) bucket within the row, token and
-  // memory limits.
-  Plan PlanBatch(const Bucket& bucket) const {
+  static bool Dead(const TaskT& t, absl::Time now) { return t.cancelled() || t.deadline() <= now; }
+
+  // Every task whose deadline has passed, off the heap; stale entries (tasks
+  // that have left) are dropped as they surface.
+  void ExpireDue(absl::Time now, Batch* out) {
+    while (!deadlines_.empty()) {
+      const DeadlineEntry top = deadlines_.front();
+      Entry* e = buckets_[top.bucket].Find(top.level, top.seq, top.handle);
+      if (e != nullptr && top.deadline > now) break;
+      std::pop_heap(deadlines_.begin(), deadlines_.end(), Later);
+      deadlines_.pop_back();
+      if (e != nullptr) RemoveDead(buckets_[top.bucket], top.level, e, out);
+    }
+  }
+
+  // The heap again from the tasks still waiting: once stale entries make up
+  // more than half of it, so each costs O(1) amortised.
+  void RebuildDeadlines() {
+    deadlines_.clear();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      for (int l = 1; l <= buckets_[b].levels(); ++l) {
+        const auto& fifo = buckets_[b].fifo(l);
+        for (size_t i = 0; i < fifo.size(); ++i) {
+          const Entry& e = fifo[i];
+          if (e.task == nullptr || e.task->deadline() == absl::InfiniteFuture()) continue;
+          deadlines_.push_back(DeadlineEntry{e.task->deadline(), e.seq, buckets_[b].handle(l, i),
+                                             static_cast<uint32_t>(b), l});
+        }
+      }
+    }
+    std::make_heap(deadlines_.begin(), deadlines_.end(), Later);
+  }
+
+  // Examines up to kSweepPerPop waiting tasks, resuming where the last call
+  // stopped and going round every FIFO, and takes those cancelled.
+  void SweepCancelled(Batch* out) {
+    const int levels = options_.priority_levels;
+    const size_t fifos = buckets_.size() * static_cast<size_t>(levels);
+    size_t budget = kSweepPerPop;
+    for (size_t visited = 0; budget > 0 && size_ > 0 && visited <= fifos; ++visited) {
+      Fifo& bucket = buckets_[sweep_bucket_];
+      const size_t n = bucket.fifo(sweep_level_).size();
+      size_t& i = bucket.sweep_position(sweep_level_);
+      for (; i < n && budget > 0; ++i, --budget) {
+        Entry& e = bucket.at(sweep_level_, i);
+        if (e.task != nullptr && e.task->cancelled()) RemoveDead(bucket, sweep_level_, &e, out);
+      }
+      if (i < n) return;
+      i = 0;  // this FIFO is done: the next one, from where it stopped
+      if (++sweep_level_ > levels) {
+        sweep_level_ = 1;
+        sweep_bucket_ = (sweep_bucket_ + 1) % buckets_.size();
+      }
+    }
+  }
+
+  // The longest run of the bucket, in urgency order, within the row, token
+  // and memory limits. Dead tasks met on the way leave (into `out`).
+  Plan PlanBatch(Fifo& bucket, absl::Time now, Batch* out) {
     Plan p;
     const int64_t available =
         gate_ != nullptr ? gate_->AvailableBytes() : std::numeric_limits<int64_t>::max();
-    for (size_t i = 0; i < bucket.entries.size(); ++i) {
-      const TaskT& t = *bucket.entries[i].task;
+    typename Fifo::Cursor cursor(&bucket, now, options_.priority_aging);
+    Entry* e = nullptr;
+    int level = 0, urgency = 0;
+    while (cursor.Next(&e, &level, &urgency)) {
+      const TaskT& t = *e->task;
+      if (Dead(t, now)) {
+        RemoveDead(bucket, level, e, out);
+        continue;
+      }
       const BatchShape shape{p.shape.rows + t.size(), p.shape.tokens + t.tokens(),
                              std::max(p.shape.length, t.length())};
       const int64_t peak = gate_ != nullptr ? gate_->PeakBytes(shape) : 0;
-      if (i == 0) p.first_peak = peak;
+      if (p.first == nullptr) {
+        p.first = e;
+        p.first_level = level;
+        p.first_urgency = urgency;
+        p.first_seq = e->seq;
+        p.first_peak = peak;
+      }
       const bool fits = shape.rows <= options_.max_batch_size &&
-                        (options_.max_batch_tokens == 0 || i == 0 ||
+                        (options_.max_batch_tokens == 0 || p.count == 0 ||
                          Computed(shape) <= options_.max_batch_tokens) &&
                         peak <= available;
       if (!fits) {
         p.full = true;
         break;
       }
-      p.count = i + 1;
+      ++p.count;
       p.shape = shape;
       p.peak = peak;
     }
@@ -342,27 +446,18 @@ class BatchQueue {
     return gate_ != nullptr ? gate_->ComputedTokens(shape) : shape.padded_tokens();
   }
 
-  void RemoveDead(Bucket& bucket, absl::Time now, Batch* out) {
-    for (auto it = bucket.entries.begin(); it != bucket.entries.end();) {
-      TaskT& t = *it->task;
-      if (t.cancelled()) {
-        out->cancelled.push_back(std::move(it->task));
-      } else if (t.deadline() <= now) {
-        out->expired.push_back(std::move(it->task));
-      } else {
-        ++it;
-        continue;
-      }
-      it = bucket.entries.erase(it);
-      --size_;
-    }
-  }
-
   const QueueOptions options_;
   MemoryGate* const gate_;
-  std::vector<Bucket> buckets_;
+  std::vector<Fifo> buckets_;
+  // Tasks with a deadline, earliest on top; entries of tasks that have left
+  // stay until they surface or the heap is rebuilt.
+  std::vector<DeadlineEntry> deadlines_;
   size_t size_ = 0;
   uint64_t next_seq_ = 0;
+  absl::Time last_enqueued_ = absl::InfinitePast();
+  // Where the cancellation sweep resumes.
+  size_t sweep_bucket_ = 0;
+  int sweep_level_ = 1;
 };
 
 }  // namespace infer

@@ -335,6 +335,51 @@ TEST(BatchQueueTest, HigherPriorityFirstAndAgingBoundsTheWait) {
   EXPECT_LT(served.front(), 1000) << "urgent requests go first";
 }
 
+// Deep queues: deadlines leave through the heap whatever their position;
+// the tombstones they leave are compacted away without disturbing the
+// order of the rest; a cancellation deep in the queue is found by the
+// bounded sweep within size / kSweepPerPop calls.
+TEST(BatchQueueTest, DeepQueuesExpireCancelAndKeepTheirOrder) {
+  FakeClock clock;
+  QueueOptions o = Options(4, 1000000, 5000);
+  o.priority_levels = 2;
+  o.priority_aging = absl::Seconds(100);
+  BatchQueue<Task> q(o);
+  std::vector<Task*> raw;
+  for (int i = 0; i < 3000; ++i) {
+    auto t = MakeTask(i, 1, 1, 1 + i % 2);
+    // Two of every three expire at 1 ms, in the middle of both FIFOs.
+    if (i % 3 != 0) t->due = clock.Now() + absl::Milliseconds(1);
+    raw.push_back(t.get());
+    ASSERT_THAT(q.Push(&t, clock.Now()), IsOk());
+  }
+  clock.Advance(absl::Milliseconds(1));
+  auto out = q.PopBatch(clock.Now(), false, /*launch=*/false);
+  EXPECT_EQ(out.expired.size(), 2000u);
+  EXPECT_EQ(q.size(), 1000u);
+  // A cancellation near the back is found without a batch being formed.
+  raw[2997]->gone = true;
+  int calls = 0;
+  while (out = q.PopBatch(clock.Now(), false, false), out.cancelled.empty()) {
+    ASSERT_LT(++calls, 1000 / static_cast<int>(BatchQueue<Task>::kSweepPerPop) + 4);
+  }
+  EXPECT_EQ(Ids(out.cancelled), std::vector<int>{2997});
+  // The rest leaves level 1 first (even ids), then level 2, each by arrival.
+  std::vector<int> order;
+  while (!q.empty()) {
+    auto b = q.PopBatch(clock.Now(), true);
+    ASSERT_FALSE(b.tasks.empty());
+    for (int id : Ids(b)) order.push_back(id);
+  }
+  std::vector<int> want;
+  for (int i = 0; i < 3000; i += 6) want.push_back(i);
+  for (int i = 3; i < 3000; i += 6) {
+    if (i != 2997) want.push_back(i);
+  }
+  EXPECT_EQ(order, want);
+  EXPECT_EQ(q.NextDeadline(clock.Now()), absl::InfiniteFuture());
+}
+
 // Property: over random arrivals (sizes, lengths, priorities, deadlines,
 // cancellations) with a memory gate and batches completing at random, every
 // task pushed leaves exactly once (in a batch or as expired / cancelled /
@@ -345,7 +390,10 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
   std::mt19937 rng(1234);
   for (int round = 0; round < 40; ++round) {
     FakeClock clock;
-    QueueOptions o = Options(1 + rng() % 16, rng() % 500, 1 + rng() % 40);
+    // Odd rounds keep queues short; even ones let them grow deep enough for
+    // tombstones to be compacted under the deadline heap's handles.
+    const bool deep = round % 2 == 0;
+    QueueOptions o = Options(1 + rng() % 16, rng() % 500, 1 + rng() % (deep ? 400 : 40));
     if (rng() % 2) o.length_buckets = {8, 32, 128};
     if (rng() % 2) o.max_batch_tokens = 64 + rng() % 512;
     o.priority_levels = 1 + rng() % 3;
@@ -365,11 +413,11 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
       }
     };
     for (int step = 0; step < 300; ++step) {
-      for (int i = rng() % 4; i > 0; --i) {
+      for (int i = rng() % (deep ? 12 : 4); i > 0; --i) {
         auto t = MakeTask(next_id++, 1 + rng() % o.max_batch_size, 1 + rng() % 128,
                           1 + rng() % o.priority_levels);
         t->real = t->rows + rng() % (t->rows * (t->len - 1) + 1);  // a row has 1..len tokens
-        if (rng() % 10 == 0) t->due = clock.Now() + absl::Microseconds(rng() % 400);
+        if (rng() % (deep ? 2 : 10) == 0) t->due = clock.Now() + absl::Microseconds(rng() % 400);
         const int id = t->id;
         Task* raw = t.get();
         if (q.Push(&t, clock.Now()).ok()) {
