@@ -72,6 +72,10 @@ struct InferRequest {
   absl::Duration timeout = absl::ZeroDuration();
   // Polled while queued; true drops the request (CANCELLED). Optional.
   std::function<bool()> is_cancelled;
+  // Set by a front end that has checked the request limits on the shapes
+  // the client declared, before decoding (Engine::CheckDeclared), so that
+  // admission does not check them again (server/request_admission.h).
+  bool declared_limits_checked = false;
 };
 
 struct InferResponse {

@@ -48,6 +48,7 @@
 #include "runtime/staging_pool.h"
 #include "server/histogram.h"
 #include "server/memory_admission.h"
+#include "server/model_stats.h"
 #include "server/request_limits.h"
 #include "server/serial_worker.h"
 
@@ -78,79 +79,6 @@ struct EngineOptions {
   // answers everything with UNAVAILABLE from then on; the process should
   // drain and exit non-zero so its supervisor restarts it. Must not block.
   std::function<void(const absl::Status&)> on_device_lost;
-};
-
-// Cumulative count and total duration of one kind of event.
-struct DurationStat {
-  uint64_t count = 0;
-  uint64_t ns = 0;
-  void Add(absl::Duration d) {
-    ++count;
-    // Negative only if the wall clock stepped back; counted as zero.
-    ns += static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(d)));
-  }
-};
-
-// Distributions of one length bucket of a model (the series of the
-// Prometheus histograms, see server/metrics.h).
-struct LengthBucketStats {
-  // The bucket's upper bound in tokens; 0 when the model has one bucket.
-  int64_t max_length = 0;
-  Histogram request_seconds{LatencyBoundsSeconds()};  // arrival → answer, successful requests
-  Histogram queue_seconds{LatencyBoundsSeconds()};    // ModelStats::queue, successful requests
-  Histogram compute_seconds{LatencyBoundsSeconds()};  // one execution (all phases), per batch
-  Histogram batch_rows{BatchSizeBounds()};            // rows per executed batch
-  // Real / computed tokens per batch: below 1 only for a model that pads
-  // sequences to the batch's longest (Model::ComputedTokens).
-  Histogram padding_efficiency{RatioBounds()};
-};
-
-// Per-model statistics, with the meaning of KServe/Triton ModelStatistics.
-struct ModelStats {
-  uint64_t inference_count = 0;    // batch rows answered successfully
-  uint64_t execution_count = 0;    // batches executed
-  uint64_t last_inference_ms = 0;  // wall time of the last answer, ms since epoch
-  // Per client request, each counted once however it was split (Triton's
-  // meaning): end-to-end durations of successes and of failures (refusals
-  // included); and, for successful requests, the time queued (arrival until
-  // its batch left the queue; for a split request, its longest-waiting
-  // piece) and the compute phases of the batches it ran in (summed over its
-  // pieces): compute_input (staging the batch's inputs on the host, and
-  // waiting for room in the device pipeline), compute_infer (upload, model
-  // execution, download), compute_output (splitting the outputs). For a
-  // request run in one batch, queue + compute_* = its end-to-end time but for
-  // the last step of handing its answer back.
-  DurationStat success;
-  DurationStat fail;
-  DurationStat queue;
-  DurationStat compute_input;
-  DurationStat compute_infer;
-  DurationStat compute_output;
-  // Executions by batch size (rows): count and time of each phase.
-  struct BatchPhases {
-    DurationStat compute_input, compute_infer, compute_output;
-  };
-  std::map<uint64_t, BatchPhases> batch_stats;
-  // Requests answered, by status code (each client request once, however it
-  // was split).
-  std::map<absl::StatusCode, uint64_t> requests_by_code;
-  // One entry per length bucket, in bucket order.
-  std::vector<LengthBucketStats> buckets;
-  // Tokens of the requests executed (Model::RealTokens), and tokens computed
-  // (Model::ComputedTokens: the same for a model that packs sequences, rows ×
-  // longest for one that pads): real / computed is the padding efficiency.
-  int64_t real_tokens = 0;
-  int64_t computed_tokens = 0;
-  // Refusals by reason (each client request once), and recovery.
-  uint64_t rejected_queue_full = 0;  // UNAVAILABLE
-  uint64_t rejected_deadline = 0;    // DEADLINE_EXCEEDED (before or while queued)
-  uint64_t rejected_memory = 0;      // RESOURCE_EXHAUSTED at admission
-  uint64_t rejected_invalid = 0;     // INVALID_ARGUMENT (malformed)
-  uint64_t rejected_over_limit = 0;  // INVALID_ARGUMENT (over a RequestLimits bound)
-  uint64_t rejected_shutdown = 0;    // UNAVAILABLE (the server is draining)
-  uint64_t cancelled = 0;            // dropped from the queue (CANCELLED)
-  uint64_t request_splits = 0;       // requests over max_batch_size, split
-  uint64_t oom_batch_splits = 0;     // batches split after running out of memory
 };
 
 class Engine {
@@ -227,8 +155,9 @@ class Engine {
   void Shutdown();
 
  private:
+  // Defined in engine_internal.h; the batch execution members (ExecuteBatch
+  // to FinishBatch) are in batch_execution.cc.
   struct ModelEntry;
-  struct RequestAccount;
   struct InferTask;
   class BatchJob;
 
@@ -237,8 +166,11 @@ class Engine {
          std::unique_ptr<DevicePipeline> pipeline, Clock* clock);
   std::shared_ptr<ModelEntry> Find(const std::string& name) const;
   absl::Status NotFound(const std::string& name) const;
-  // Queues a validated task (answering it if the queue refuses).
+  // Queues an admitted task (answering it if the queue refuses).
   void Schedule(ModelEntry* entry, std::unique_ptr<InferTask> task);
+  // An admitted request over max_batch_size: queued as pieces, answered
+  // once with the pieces joined.
+  void SubmitSplit(ModelEntry* entry, std::unique_ptr<InferTask> task);
   // Answers the batcher's dropped tasks, prepares the batch and hands it to
   // the device pipeline (blocking while the pipeline is full).
   void ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch batch);
@@ -256,30 +188,12 @@ class Engine {
                      absl::Time dequeued);
   // Wakes every model's batcher (memory or pipeline room was freed).
   void NotifyBatchers();
-  // Counts a request refused before it was accepted (never queued): failed
-  // after `spent`, under `reason`, by code.
-  void RecordRefusal(ModelEntry* entry, const absl::Status& status, uint64_t ModelStats::*reason,
-                     absl::Duration spent);
-  // Records a request's answer in its model's statistics: by code; a
-  // failure's duration and refusal reason; a success's end-to-end time and
-  // the queue and compute times its account gathered.
-  void RecordAnswer(ModelEntry* entry, RequestAccount& account, absl::Time arrival, int bucket,
-                    const absl::Status& status);
-  // Answers every task of a finished batch and records its statistics. The
-  // phases: compute_input = start − dequeued (staging the inputs, waiting for
-  // room in the pipeline), compute_infer = downloaded − start (upload,
-  // compute, download), compute_output = end − downloaded (splitting the
-  // outputs); queue = dequeued − arrival.
-  struct BatchTiming {
-    absl::Time dequeued;    // the batch was taken from the queue
-    absl::Time start;       // the batch reached the device
-    absl::Time downloaded;  // its outputs are back on the host
-    absl::Time end;         // split into responses
-  };
   // Records a lost device (first call: turns not ready, calls
   // on_device_lost); DeviceLostStatus is its error, OK while the device works.
   void NoteDeviceLost(const absl::Status& status);
   absl::Status DeviceLostStatus() const;
+  // Answers every task of a finished batch (responses[i] for tasks[i]) and
+  // records its statistics (the phases: BatchTiming, server/model_stats.h).
   void FinishBatch(ModelEntry* entry, std::vector<std::unique_ptr<InferTask>>& tasks,
                    std::vector<InferResponse>& responses, absl::Status status,
                    const BatchTiming& timing);

@@ -70,7 +70,11 @@ absl::StatusOr<InferRequest> DecodeInferRequest(Engine& engine, inference::Model
   }
   INFER_RETURN_IF_ERROR(CheckDeclaredLimits(engine, *req));  // counted by the engine
   absl::StatusOr<InferRequest> converted = RequestFromProto(req);
-  if (!converted.ok()) engine.RecordRefused(req->model_name(), converted.status());
+  if (!converted.ok()) {
+    engine.RecordRefused(req->model_name(), converted.status());
+  } else {
+    converted->declared_limits_checked = true;  // admission need not check them again
+  }
   return converted;
 }
 

@@ -1,0 +1,139 @@
+#include "server/request_admission.h"
+
+#include <atomic>
+
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+
+// input_ids INT64 [-1, -1]; 1000 bytes of device memory per token; counts
+// Preprocess calls.
+class CountingModel final : public Model {
+ public:
+  CountingModel() {
+    spec_.name = "m";
+    spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
+    spec_.outputs = {{"output_ids", DataType::kInt64, {-1, -1}}};
+  }
+  const ModelSpec& spec() const override { return spec_; }
+  absl::Status Preprocess(InferRequest*) const override {
+    ++preprocessed;
+    return absl::OkStatus();
+  }
+  int64_t PeakBytes(const BatchShape& shape) const override { return shape.tokens * 1000; }
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const>) override {
+    return absl::UnimplementedError("not run here");
+  }
+  mutable std::atomic<int> preprocessed{0};
+
+ private:
+  ModelSpec spec_;
+};
+
+InferRequest Ids(int64_t rows, int64_t length) {
+  InferRequest r;
+  r.model_name = "m";
+  Tensor t;
+  t.name = "input_ids";
+  t.dtype = DataType::kInt64;
+  t.shape = {rows, length};
+  t.data.assign(static_cast<size_t>(rows * length) * sizeof(int64_t), '\0');
+  r.inputs.push_back(std::move(t));
+  return r;
+}
+
+class AdmissionTest : public ::testing::Test {
+ protected:
+  AdmissionTest() : memory_(/*budget=*/1'000'000, /*headroom=*/0) {
+    batching_.max_batch_size = 4;
+    batching_.length_buckets = {16, 64};
+    batching_.priority_levels = 3;
+    batching_.default_timeout = absl::Seconds(5);
+    limits_.max_tensor_elements = 512;
+    limits_.max_input_length = 64;
+  }
+  AdmissionPolicy Policy() { return {&model_, &batching_, &limits_, &memory_}; }
+  absl::Status Admit(InferRequest r, AdmittedRequest* out = nullptr) {
+    AdmittedRequest ignored;
+    return AdmitRequest(Policy(), arrival_, &r, out ? out : &ignored, &reason_);
+  }
+
+  CountingModel model_;
+  QueueOptions batching_;
+  RequestLimits limits_;
+  MemoryAdmission memory_;
+  const absl::Time arrival_ = absl::FromUnixSeconds(1000);
+  RefusalReason reason_ = RefusalReason::kShutdown;
+};
+
+TEST_F(AdmissionTest, ClassifiesAnAdmittedRequest) {
+  AdmittedRequest a;
+  InferRequest r = Ids(6, 20);
+  r.priority = 2;
+  ASSERT_THAT(Admit(std::move(r), &a), IsOk());
+  EXPECT_EQ(a.rows, 6);
+  EXPECT_EQ(a.seq_length, 20);
+  EXPECT_EQ(a.real_tokens, 120);
+  EXPECT_EQ(a.bucket, 1) << "20 tokens: the 64-token class";
+  EXPECT_EQ(a.level, 2);
+  EXPECT_EQ(a.due, arrival_ + absl::Seconds(5)) << "the model's default timeout";
+  ASSERT_THAT(Admit(Ids(1, 3), &a), IsOk());
+  EXPECT_EQ(a.level, 3) << "no priority: the lowest level";
+  EXPECT_EQ(a.bucket, 0);
+}
+
+TEST_F(AdmissionTest, EachRefusalHasItsStatusAndReason) {
+  EXPECT_THAT(Admit(Ids(1, 600)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "max_tensor_elements"));
+  EXPECT_EQ(reason_, RefusalReason::kOverLimit);
+  EXPECT_EQ(model_.preprocessed, 0) << "limits come before any work";
+
+  InferRequest wrong_type = Ids(1, 4);
+  wrong_type.inputs[0].dtype = DataType::kFp32;
+  EXPECT_THAT(Admit(std::move(wrong_type)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "input_ids"));
+  EXPECT_EQ(reason_, RefusalReason::kInvalid);
+
+  EXPECT_THAT(Admit(Ids(2, 65)), StatusIs(absl::StatusCode::kInvalidArgument, "64"));
+  EXPECT_EQ(reason_, RefusalReason::kOverLimit);
+
+  InferRequest urgent = Ids(1, 4);
+  urgent.priority = 4;
+  EXPECT_THAT(Admit(std::move(urgent)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "priority 4 is outside [1, 3]"));
+  EXPECT_EQ(reason_, RefusalReason::kInvalid);
+
+  InferRequest late = Ids(1, 4);
+  late.deadline = arrival_;
+  EXPECT_THAT(Admit(std::move(late)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "deadline passed"));
+  EXPECT_EQ(reason_, RefusalReason::kDeadline);
+
+  // A request over max_batch_size is split: its largest piece is 4 rows of
+  // 64 tokens, 256,000 bytes, which must fit with nothing else in flight.
+  EXPECT_THAT(Admit(Ids(8, 64)), IsOk());
+  memory_.AddWeights(900'000);
+  EXPECT_THAT(Admit(Ids(8, 64)),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       "request needs 256000 bytes of device memory (4 sequences of 64 tokens)"));
+  EXPECT_EQ(reason_, RefusalReason::kMemory);
+}
+
+// A front end that checked the declared limits on the wire form says so,
+// and they are not checked again; the in-process API gets them here.
+TEST_F(AdmissionTest, DeclaredLimitsAreCheckedOnce) {
+  InferRequest big = Ids(1, 600);
+  EXPECT_THAT(Admit(big), StatusIs(absl::StatusCode::kInvalidArgument, "max_tensor_elements"));
+  big.declared_limits_checked = true;
+  // Step 1 is skipped; the length limit (step 3) still holds.
+  EXPECT_THAT(Admit(big), StatusIs(absl::StatusCode::kInvalidArgument, "max_input_length"));
+  EXPECT_EQ(model_.preprocessed, 1) << "it got as far as preprocessing";
+}
+
+}  // namespace
+}  // namespace infer
