@@ -10,6 +10,13 @@
 //   including at Shutdown, which stops accepting (UNAVAILABLE), flushes what
 //   is queued regardless of max_queue_delay, and joins the workers.
 // - `process` runs without the lock held and may take as long as it needs.
+// - At most num_workers batches are processed at once. With
+//   run_on_caller, a Schedule that finds a batch ready at once (e.g.
+//   max_queue_delay 0) while fewer than num_workers are being processed
+//   processes it on the calling thread instead of waking a worker: one
+//   thread hand-off less per batch, for processing cheap enough to run on
+//   the caller's thread (the engine uses it for models without device
+//   work).
 //
 // Thread-safe. (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built with ThreadSanitizer, which then cannot see absl::Mutex at all.)
@@ -41,6 +48,9 @@ struct BatcherOptions {
   Clock* clock = nullptr;
   // Device-memory admission; nullptr: none. Borrowed: must outlive the batcher.
   MemoryGate* memory = nullptr;
+  // Process a batch that is ready at Schedule on the calling thread when a
+  // worker is free (see the design notes).
+  bool run_on_caller = false;
   // Whether the device can take another batch now; empty: always. Batches
   // are formed only then, so requests wait (and batch up, expire, or are
   // cancelled) in the queue rather than in a full pipeline. Call Notify()
@@ -73,13 +83,22 @@ class DynamicBatcher {
   // Ownership of *task is transferred iff OK; otherwise the caller still owns
   // it (to answer it). UNAVAILABLE when the queue is full or shutting down.
   absl::Status Schedule(std::unique_ptr<TaskT>* task) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) {
       return absl::UnavailableError("the server is shutting down");
     }
-    absl::Status s = queue_.Push(task, clock_->Now());
-    if (s.ok()) cv_.notify_all();
-    return s;
+    const absl::Time now = clock_->Now();
+    absl::Status s = queue_.Push(task, now);
+    if (!s.ok()) return s;
+    if (run_on_caller_ && active_ < num_workers_) {
+      Batch batch = queue_.PopBatch(now, false, !can_launch_ || can_launch_());
+      if (!batch.empty()) {
+        ProcessLocked(lock, std::move(batch));
+        return absl::OkStatus();
+      }
+    }
+    cv_.notify_one();  // one worker is enough: it wakes another if more is ready
+    return absl::OkStatus();
   }
 
   // Stops accepting, processes everything queued, joins the workers.
@@ -93,6 +112,9 @@ class DynamicBatcher {
     for (std::thread& t : workers_) {
       if (t.joinable()) t.join();
     }
+    // And the batches callers are processing (run_on_caller).
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return active_ == 0; });
   }
 
   // Wakes the workers to look again (e.g. device memory was released).
@@ -121,6 +143,8 @@ class DynamicBatcher {
       : clock_(options.clock != nullptr ? options.clock : RealClock()),
         process_(std::move(process)),
         can_launch_(options.can_launch),
+        run_on_caller_(options.run_on_caller),
+        num_workers_(options.num_workers),
         queue_(options.queue, options.memory) {
     workers_.reserve(options.num_workers);
     for (int i = 0; i < options.num_workers; ++i) {
@@ -128,18 +152,32 @@ class DynamicBatcher {
     }
   }
 
+  // Processes `batch` without the lock, counted in active_.
+  void ProcessLocked(std::unique_lock<std::mutex>& lock, Batch batch) {
+    ++active_;
+    // More may be ready for another idle worker.
+    if (!queue_.empty()) cv_.notify_one();
+    lock.unlock();
+    process_(std::move(batch));
+    lock.lock();
+    --active_;
+    // A worker that found every slot taken may go on now; Shutdown may be
+    // waiting for the last batch.
+    if (!queue_.empty() || stopping_) cv_.notify_all();
+  }
+
   void WorkerLoop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       if (stopping_ && queue_.empty()) break;
+      if (active_ >= num_workers_) {  // the callers hold every slot
+        cv_.wait(lock);
+        continue;
+      }
       const absl::Time now = clock_->Now();
       Batch batch = queue_.PopBatch(now, stopping_, !can_launch_ || can_launch_());
       if (!batch.empty()) {
-        // More may be ready for another idle worker.
-        if (!queue_.empty()) cv_.notify_one();
-        lock.unlock();
-        process_(std::move(batch));
-        lock.lock();
+        ProcessLocked(lock, std::move(batch));
         continue;
       }
       const absl::Time deadline = queue_.NextDeadline(now);
@@ -155,12 +193,15 @@ class DynamicBatcher {
   Clock* const clock_;
   const ProcessFn process_;
   const std::function<bool()> can_launch_;
+  const bool run_on_caller_;
+  const int num_workers_;
   std::vector<std::thread> workers_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   BatchQueue<TaskT> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int active_ ABSL_GUARDED_BY(mu_) = 0;  // batches being processed
 };
 
 }  // namespace infer

@@ -120,5 +120,57 @@ TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
               StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
 }
 
+// run_on_caller: a batch ready at Schedule runs on the scheduling thread
+// while a worker slot is free; while the only slot is taken (here by a
+// caller blocked in process), the next ready batch waits for it instead,
+// and is processed by the worker once the slot is free.
+TEST(DynamicBatcherTest, ReadyBatchesRunOnTheCallerWhileASlotIsFree) {
+  ::infer::testing::Notification entered, release;
+  std::mutex mu;
+  std::vector<std::pair<int, std::thread::id>> ran;  // task id, thread
+  BatcherOptions o = Options(1, absl::ZeroDuration(), 10);
+  o.run_on_caller = true;
+  auto batcher = DynamicBatcher<Task>::Create(o, [&](Batch b) {
+    const int id = b.tasks.at(0)->id;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ran.emplace_back(id, std::this_thread::get_id());
+    }
+    if (id == 1) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+  });
+  ASSERT_TRUE(batcher.ok());
+  auto first = std::make_unique<Task>();
+  first->id = 0;
+  ASSERT_THAT((*batcher)->Schedule(&first), IsOk());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(ran.size(), 1u) << "processed before Schedule returned";
+    EXPECT_EQ(ran[0].second, std::this_thread::get_id());
+  }
+  std::thread blocker([&] {
+    auto t = std::make_unique<Task>();
+    t->id = 1;
+    ASSERT_THAT((*batcher)->Schedule(&t), IsOk());  // blocks in process
+  });
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  auto third = std::make_unique<Task>();
+  third->id = 2;
+  ASSERT_THAT((*batcher)->Schedule(&third), IsOk());  // returns: the slot is taken
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(ran.size(), 2u) << "one batch at a time (num_workers 1)";
+  }
+  release.Notify();
+  blocker.join();
+  (*batcher)->Shutdown();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(ran.size(), 3u);
+  EXPECT_EQ(ran[2].first, 2);
+  EXPECT_NE(ran[2].second, std::this_thread::get_id()) << "the worker ran it";
+}
+
 }  // namespace
 }  // namespace infer

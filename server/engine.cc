@@ -84,8 +84,13 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   options.queue = batching;
   options.clock = clock_;
   options.memory = entry->gate.get();
-  // A model without device work runs inline (ExecuteBatch): no pipeline room needed.
-  if (entry->model->UsesDevice()) options.can_launch = [this] { return pipeline_->HasRoom(); };
+  if (entry->model->UsesDevice()) {
+    options.can_launch = [this] { return pipeline_->HasRoom(); };
+  } else {
+    // Runs inline (ExecuteBatch): no pipeline room needed, and a batch
+    // ready at once runs on the submitting thread (no hand-off at all).
+    options.run_on_caller = true;
+  }
   ModelEntry* raw = entry.get();
   // The batcher is owned by the entry and joined before the entry dies, so
   // `this` and `raw` outlive every call of the process function.
