@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "absl/synchronization/mutex.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace {
@@ -43,6 +44,10 @@ class EchoService final : public inference::GRPCInferenceService::CallbackServic
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As infer-server does (see server/main.cc): Debian's Abseil leaves
+  // absl::Mutex deadlock detection on; both servers turn it off, so the
+  // baseline pays no cost the server does not.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string address = "127.0.0.1:0";
   CLI::App app{"echo-server: a bare KServe v2 ModelInfer echo, the front-end baseline"};
   app.add_option("--grpc-address", address, "host:port (port 0 picks a free port)")
