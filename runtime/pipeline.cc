@@ -44,14 +44,14 @@ absl::StatusOr<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(
   }
   std::unique_ptr<DevicePipeline> p(new DevicePipeline(device, options.max_in_flight));
   p->on_room_ = options.on_room;
-  if (absl::Status s = p->Init(options.allocator); !s.ok()) return s;
+  if (absl::Status s = p->Init(options.allocator, options.fuse_stages); !s.ok()) return s;
   return p;
 }
 
 DevicePipeline::DevicePipeline(Device* device, int max_in_flight)
     : device_(device), max_in_flight_(max_in_flight) {}
 
-absl::Status DevicePipeline::Init(CachingAllocator* allocator) {
+absl::Status DevicePipeline::Init(CachingAllocator* allocator, bool fuse_stages) {
   for (std::unique_ptr<Stream>* s : {&h2d_, &d2h_}) {
     absl::StatusOr<std::unique_ptr<Stream>> stream = device_->CreateStream(StreamKind::kCopy);
     if (!stream.ok()) return stream.status();
@@ -68,9 +68,13 @@ absl::Status DevicePipeline::Init(CachingAllocator* allocator) {
       spare_events_.push_back(*std::move(event));
     }
   }
-  threads_.emplace_back([this] { StageLoop(0, h2d_.get(), &upload_in_, &compute_in_); });
-  threads_.emplace_back([this] { StageLoop(1, compute_.get(), &compute_in_, &download_in_); });
-  threads_.emplace_back([this] { StageLoop(2, d2h_.get(), &download_in_, &complete_in_); });
+  if (fuse_stages) {
+    threads_.emplace_back([this] { StageLoop(0, 2, &upload_in_, &complete_in_); });
+  } else {
+    threads_.emplace_back([this] { StageLoop(0, 0, &upload_in_, &compute_in_); });
+    threads_.emplace_back([this] { StageLoop(1, 1, &compute_in_, &download_in_); });
+    threads_.emplace_back([this] { StageLoop(2, 2, &download_in_, &complete_in_); });
+  }
   threads_.emplace_back([this] { CompleteLoop(); });
   return absl::OkStatus();
 }
@@ -95,9 +99,11 @@ absl::Status DevicePipeline::Submit(std::unique_ptr<PipelineJob>* job) {
   return absl::OkStatus();
 }
 
-void DevicePipeline::StageLoop(int stage, Stream* stream, Channel* in, Channel* out) {
+void DevicePipeline::StageLoop(int first, int last, Channel* in, Channel* out) {
+  Stream* const streams[3] = {h2d_.get(), compute_.get(), d2h_.get()};
   while (std::unique_ptr<Item> item = in->Pop()) {
-    if (item->status.ok()) {
+    for (int stage = first; stage <= last && item->status.ok(); ++stage) {
+      Stream* stream = streams[stage];
       absl::Status s;
       if (item->recorded) s = device_->StreamWaitEvent(stream, item->event.get());
       if (s.ok()) {

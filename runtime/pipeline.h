@@ -11,10 +11,10 @@
 //
 // Design notes and invariants
 // - Overlap: while batch N computes, batch N+1 uploads and batch N−1
-//   downloads. On a GPU the stage threads only enqueue work; the copy engines
-//   and the SMs run it concurrently. On the CPU every enqueued operation runs
-//   in the calling stage thread, so the same overlap happens between threads,
-//   and the ordering logic is exercised without a GPU.
+//   downloads (unless fuse_stages: see below). On a GPU the stage threads only enqueue work; the
+//   copy engines and the SMs run it concurrently. On the CPU every enqueued operation runs in the
+//   calling stage thread, so the same overlap happens between threads, and the ordering logic is
+//   exercised without a GPU.
 // - Ordering is by events, never by device-wide synchronisation: each stage
 //   records an event on its stream after enqueuing; the next stage's stream
 //   waits for that event before its own work (cudaStreamWaitEvent). Of the
@@ -42,6 +42,13 @@
 // - Release, then answer: Complete releases what the job holds; the
 //   pipeline then frees the job's slot (on_room) before calling Respond, so
 //   sending the answers never delays the next batch's launch.
+//
+// - fuse_stages: one thread runs upload, compute and download of a job in
+//   turn (each on its own stream, ordered by the same events), then hands
+//   the job to the completion thread: two thread hand-offs less per batch,
+//   no overlap between one job's copies and another's compute. For the CPU
+//   device, where copies are memcpy on the cores that compute and the
+//   stages could not overlap usefully anyway (the engine sets it there).
 //
 // Thread-safe.
 #ifndef INFER_RUNTIME_PIPELINE_H_
@@ -90,6 +97,9 @@ struct PipelineOptions {
   // outlive the pipeline). Null: no workspace is set (the GEMM library's
   // own default applies).
   CachingAllocator* allocator = nullptr;
+  // Upload, compute and download of a job on one thread (see the design
+  // notes); false: a thread each.
+  bool fuse_stages = false;
 };
 
 struct PipelineStats {
@@ -143,10 +153,12 @@ class DevicePipeline {
   };
 
   DevicePipeline(Device* device, int max_in_flight);
-  absl::Status Init(CachingAllocator* allocator);
+  absl::Status Init(CachingAllocator* allocator, bool fuse_stages);
   // Runs one stage: waits on the previous stage's event, calls `work`,
   // records this stage's event, and hands the item on.
-  void StageLoop(int stage, Stream* stream, Channel* in, Channel* out);
+  // Runs stages first..last (0 upload, 1 compute, 2 download) of each job
+  // from `in`, then passes it to `out`.
+  void StageLoop(int first, int last, Channel* in, Channel* out);
   void CompleteLoop();
 
   // Constant after Init.

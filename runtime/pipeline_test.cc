@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -93,6 +94,51 @@ TEST(PipelineTest, StagesRunInOrderAndJobsStayFifo) {
   EXPECT_EQ(s.completed, static_cast<uint64_t>(kJobs));
   EXPECT_EQ(s.in_flight, 0);
   EXPECT_LE(s.peak_in_flight, 3);
+}
+
+// fuse_stages: one thread runs each job's upload, compute and download, in
+// order; jobs stay FIFO; a failed stage still skips the rest.
+TEST(PipelineTest, FusedStagesRunOnOneThreadInOrder) {
+  auto cpu = CreateCpuDevice(1);
+  Log log;
+  PipelineOptions o;
+  o.fuse_stages = true;
+  auto pipeline = DevicePipeline::Create(cpu.get(), o);
+  ASSERT_THAT(pipeline, IsOk());
+  std::mutex mu;
+  std::set<std::thread::id> stage_threads;
+  auto note = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    stage_threads.insert(std::this_thread::get_id());
+    return absl::OkStatus();
+  };
+  constexpr int kJobs = 20;
+  for (int i = 0; i < kJobs; ++i) {
+    auto job = std::make_unique<TestJob>(i, &log);
+    job->on_upload = note;
+    job->on_compute =
+        i == 7 ? std::function<absl::Status()>([] { return absl::InternalError("kernel failed"); })
+               : std::function<absl::Status()>(note);
+    job->on_download = note;
+    std::unique_ptr<PipelineJob> j = std::move(job);
+    ASSERT_THAT((*pipeline)->Submit(&j), IsOk());
+  }
+  (*pipeline)->Shutdown();
+  std::map<int, std::string> by_job;
+  std::vector<int> completed;
+  for (auto [job, stage] : log.entries) {
+    by_job[job].push_back(stage);
+    if (stage == 'X') completed.push_back(job);
+  }
+  for (const auto& [job, stages] : by_job) {
+    EXPECT_EQ(stages, job == 7 ? "UCXR" : "UCDXR") << job;
+  }
+  std::vector<int> expected(kJobs);
+  for (int i = 0; i < kJobs; ++i) expected[i] = i;
+  EXPECT_EQ(completed, expected);
+  EXPECT_EQ(stage_threads.size(), 1u) << "every stage on the one stage thread";
+  EXPECT_THAT(log.completions[7], StatusIs(absl::StatusCode::kInternal, "kernel failed"));
+  EXPECT_EQ((*pipeline)->stats().failed, 1u);
 }
 
 // Counts arrivals; Arrive blocks until `parties` have arrived (or times out).
