@@ -4,16 +4,15 @@
 #ifndef INFER_SERVER_ENGINE_INTERNAL_H_
 #define INFER_SERVER_ENGINE_INTERNAL_H_
 
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "batching/dynamic_batcher.h"
 #include "server/engine.h"
+#include "server/guarded.h"
 #include "server/memory_admission.h"
 #include "server/model_stats.h"
 #include "server/request_admission.h"
@@ -56,16 +55,6 @@ struct Engine::ModelEntry {
   // Declared last so it is destroyed (drained and joined) first.
   std::unique_ptr<DynamicBatcher<InferTask>> batcher;
 };
-
-// A model must not take the process down: an exception fails only its batch.
-template <typename Fn>
-auto Guarded(Fn fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("exception: ", e.what()));
-  }
-}
 
 }  // namespace infer
 

@@ -1,25 +1,11 @@
 #include "server/request_admission.h"
 
 #include <algorithm>
-#include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "server/guarded.h"
 
 namespace infer {
-namespace {
-
-// A model must not take the process down: an exception refuses only its
-// request.
-template <typename Fn>
-absl::Status Guarded(Fn fn) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("exception: ", e.what()));
-  }
-}
-
-}  // namespace
 
 absl::Status CheckFitsMemory(const AdmissionPolicy& policy, const AdmittedRequest& r) {
   const int64_t chunk_rows = std::min(r.rows, policy.batching->max_batch_size);
