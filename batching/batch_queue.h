@@ -211,56 +211,10 @@ class BatchQueue {
     Batch out;
     ExpireDue(now, &out);
     SweepCancelled(&out);
-    if (!launch) {
-      for (Fifo& bucket : buckets_) bucket.Trim();
-      return out;
-    }
-    // The most urgent ready bucket.
-    int best = -1;
-    std::pair<int, uint64_t> best_key{0, 0};
-    Plan best_plan;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      Fifo& bucket = buckets_[b];
-      if (bucket.empty()) continue;
-      Plan plan = PlanBatch(bucket, now, &out);
-      // A first task that alone can never fit the memory goes back to the
-      // caller (answered RESOURCE_EXHAUSTED) instead of blocking the bucket.
-      while (plan.count == 0 && gate_ != nullptr && plan.first != nullptr &&
-             plan.first_peak > gate_->CapacityBytes()) {
-        out.unfit.push_back(bucket.Take(plan.first_level, plan.first));
-        --size_;
-        plan = PlanBatch(bucket, now, &out);
-      }
-      bucket.Trim();
-      // Nothing fits the memory available now: wait for batches in flight.
-      if (bucket.empty() || plan.count == 0) continue;
-      const bool expired = now - bucket.Oldest()->enqueued >= options_.max_queue_delay;
-      if (!(plan.full || expired || flush)) continue;
-      const std::pair<int, uint64_t> key{plan.first_urgency, plan.first_seq};
-      if (best < 0 || key < best_key) {
-        best = static_cast<int>(b);
-        best_key = key;
-        best_plan = plan;
-      }
-    }
-    if (best < 0) return out;
-    Fifo& bucket = buckets_[best];
-    const Plan& plan = best_plan;  // the bucket has not changed since
-    if (gate_ != nullptr && !gate_->TryReserve(plan.peak)) return out;
-    out.bucket = static_cast<size_t>(best);
-    out.rows = plan.shape.rows;
-    out.length = plan.shape.length;
-    out.tokens = plan.shape.tokens;
-    out.computed_tokens = Computed(plan.shape);
-    out.peak_bytes = gate_ != nullptr ? plan.peak : 0;
-    typename Fifo::Cursor cursor(&bucket, now, options_.priority_aging);
-    typename Fifo::Entry* e = nullptr;
-    int level = 0, urgency = 0;
-    for (size_t i = 0; i < plan.count && cursor.Next(&e, &level, &urgency); ++i) {
-      out.tasks.push_back(bucket.Take(level, e));
-    }
-    size_ -= plan.count;
-    bucket.Trim();
+    if (launch) TakeReadyBatch(now, flush, &out);
+    // The one place tombstones are popped (and compacted): outside PopBatch
+    // every FIFO's front is live.
+    for (Fifo& bucket : buckets_) bucket.Trim();
     return out;
   }
 
@@ -337,6 +291,55 @@ class BatchQueue {
     return x.deadline != y.deadline ? x.deadline > y.deadline : x.seq > y.seq;
   }
 
+  // PopBatch's batch: the most urgent ready bucket's, if its memory can be
+  // reserved; and the unfit tasks met on the way.
+  void TakeReadyBatch(absl::Time now, bool flush, Batch* out) {
+    int best = -1;
+    std::pair<int, uint64_t> best_key{0, 0};
+    Plan best_plan;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      Fifo& bucket = buckets_[b];
+      if (bucket.empty()) continue;
+      Plan plan = PlanBatch(bucket, now, out);
+      // A first task that alone can never fit the memory goes back to the
+      // caller (answered RESOURCE_EXHAUSTED) instead of blocking the bucket.
+      while (plan.count == 0 && gate_ != nullptr && plan.first != nullptr &&
+             plan.first_peak > gate_->CapacityBytes()) {
+        out->unfit.push_back(bucket.Take(plan.first_level, plan.first));
+        --size_;
+        plan = PlanBatch(bucket, now, out);
+      }
+      // Nothing fits the memory available now: wait for batches in flight.
+      if (bucket.empty() || plan.count == 0) continue;
+      const bool expired = now - bucket.Oldest()->enqueued >= options_.max_queue_delay;
+      if (!(plan.full || expired || flush)) continue;
+      const std::pair<int, uint64_t> key{plan.first_urgency, plan.first_seq};
+      if (best < 0 || key < best_key) {
+        best = static_cast<int>(b);
+        best_key = key;
+        best_plan = plan;
+      }
+    }
+    if (best < 0) return;
+    Fifo& bucket = buckets_[best];
+    const Plan& plan = best_plan;  // the bucket has not changed since
+    if (gate_ != nullptr && !gate_->TryReserve(plan.peak)) return;
+    out->bucket = static_cast<size_t>(best);
+    out->rows = plan.shape.rows;
+    out->length = plan.shape.length;
+    out->tokens = plan.shape.tokens;
+    out->computed_tokens = Computed(plan.shape);
+    out->peak_bytes = gate_ != nullptr ? plan.peak : 0;
+    // The same walk as the plan's (nothing was pushed or trimmed since).
+    typename Fifo::Cursor cursor(&bucket, now, options_.priority_aging);
+    Entry* e = nullptr;
+    int level = 0, urgency = 0;
+    for (size_t i = 0; i < plan.count && cursor.Next(&e, &level, &urgency); ++i) {
+      out->tasks.push_back(bucket.Take(level, e));
+    }
+    size_ -= plan.count;
+  }
+
   // Takes the live task of `e` as cancelled or expired (a cancellation wins).
   void RemoveDead(Fifo& bucket, int level, Entry* e, Batch* out) {
     const bool cancelled = e->task->cancelled();
@@ -344,8 +347,6 @@ class BatchQueue {
     --size_;
     (cancelled ? out->cancelled : out->expired).push_back(std::move(task));
   }
-
-  static bool Dead(const TaskT& t, absl::Time now) { return t.cancelled() || t.deadline() <= now; }
 
   // Every task whose deadline has passed, off the heap; stale entries (tasks
   // that have left) are dropped as they surface.
@@ -402,7 +403,8 @@ class BatchQueue {
   }
 
   // The longest run of the bucket, in urgency order, within the row, token
-  // and memory limits. Dead tasks met on the way leave (into `out`).
+  // and memory limits. Cancelled tasks met on the way leave (into `out`);
+  // expired ones have already left (ExpireDue, at the same `now`).
   Plan PlanBatch(Fifo& bucket, absl::Time now, Batch* out) {
     Plan p;
     const int64_t available =
@@ -412,7 +414,7 @@ class BatchQueue {
     int level = 0, urgency = 0;
     while (cursor.Next(&e, &level, &urgency)) {
       const TaskT& t = *e->task;
-      if (Dead(t, now)) {
+      if (t.cancelled()) {
         RemoveDead(bucket, level, e, out);
         continue;
       }

@@ -136,14 +136,16 @@ class BucketFifo {
     }
   }
 
-  // The earliest arrival still waiting (null when empty). Expects trimmed
-  // fronts.
+  // The earliest arrival still waiting (null when empty). Tombstones at the
+  // fronts (only inside BatchQueue::PopBatch) are stepped over.
   const Entry* Oldest() const {
     const Entry* oldest = nullptr;
     for (const Level& l : fifos_) {
-      if (l.entries.empty()) continue;
-      const Entry& e = l.entries.front();
-      if (oldest == nullptr || e.seq < oldest->seq) oldest = &e;
+      for (const Entry& e : l.entries) {
+        if (e.task == nullptr) continue;
+        if (oldest == nullptr || e.seq < oldest->seq) oldest = &e;
+        break;
+      }
     }
     return oldest;
   }
