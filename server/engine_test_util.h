@@ -30,12 +30,7 @@ using ::infer::testing::StatusIs;
 inline InferRequest Ids(const std::string& model, std::vector<int64_t> ids, int64_t rows = 1) {
   InferRequest r;
   r.model_name = model;
-  Tensor t;
-  t.name = "input_ids";
-  t.dtype = DataType::kInt64;
-  t.shape = {rows, static_cast<int64_t>(ids.size()) / rows};
-  t.data.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
-  r.inputs.push_back(std::move(t));
+  r.inputs.push_back(testing::Int64Matrix("input_ids", ids, rows));
   return r;
 }
 
@@ -167,15 +162,8 @@ class ProbeModel final : public Model {
 };
 
 inline InferRequest Probe(const std::string& id, int64_t rows = 1, int64_t len = 3) {
-  InferRequest r;
-  r.model_name = "probe";
+  InferRequest r = testing::IdsRequest("probe", rows, len);
   r.id = id;
-  Tensor t;
-  t.name = "input_ids";
-  t.dtype = DataType::kInt64;
-  t.shape = {rows, len};
-  t.data.assign(rows * len * sizeof(int64_t), '\0');
-  r.inputs.push_back(std::move(t));
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/nvml_telemetry.h"
 #include "server/gpu_metrics.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
 
 namespace infer {
 namespace {
@@ -26,16 +27,7 @@ using ::infer::loadgen::SumOf;
 using ::infer::testing::IsOk;
 
 InferRequest Ids(int64_t rows, int64_t len) {
-  InferRequest r;
-  r.model_name = "embed_pool";
-  Tensor t;
-  t.name = "input_ids";
-  t.dtype = DataType::kInt64;
-  t.shape = {rows, len};
-  std::vector<int64_t> ids(static_cast<size_t>(rows * len), 7);
-  t.data.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
-  r.inputs.push_back(std::move(t));
-  return r;
+  return testing::IdsRequest("embed_pool", rows, len, 7);
 }
 
 class MetricsTest : public ::testing::Test {

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
 
 namespace infer {
 namespace {
@@ -35,17 +36,7 @@ class CountingModel final : public Model {
   ModelSpec spec_;
 };
 
-InferRequest Ids(int64_t rows, int64_t length) {
-  InferRequest r;
-  r.model_name = "m";
-  Tensor t;
-  t.name = "input_ids";
-  t.dtype = DataType::kInt64;
-  t.shape = {rows, length};
-  t.data.assign(static_cast<size_t>(rows * length) * sizeof(int64_t), '\0');
-  r.inputs.push_back(std::move(t));
-  return r;
-}
+InferRequest Ids(int64_t rows, int64_t length) { return testing::IdsRequest("m", rows, length); }
 
 class AdmissionTest : public ::testing::Test {
  protected:

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "models/model.h"
 #include "runtime/tensor.h"
 
 namespace infer::testing {
@@ -18,6 +20,26 @@ inline Tensor Int64Scalar(std::string name, int64_t value) {
   t.shape = {1};
   t.data.assign(reinterpret_cast<const char*>(&value), sizeof(int64_t));
   return t;
+}
+
+// An INT64 tensor of shape [rows, values.size() / rows] holding `values`.
+inline Tensor Int64Matrix(std::string name, const std::vector<int64_t>& values, int64_t rows) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = DataType::kInt64;
+  t.shape = {rows, static_cast<int64_t>(values.size()) / rows};
+  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+  return t;
+}
+
+// A request for `model` with one input, `input_ids`: INT64 [rows, length],
+// every id `value`.
+inline InferRequest IdsRequest(std::string model, int64_t rows, int64_t length, int64_t value = 0) {
+  InferRequest r;
+  r.model_name = std::move(model);
+  r.inputs.push_back(Int64Matrix(
+      "input_ids", std::vector<int64_t>(static_cast<size_t>(rows * length), value), rows));
+  return r;
 }
 
 }  // namespace infer::testing
