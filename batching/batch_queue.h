@@ -28,8 +28,10 @@
 //   that arrived before it — at most the tasks queued ahead of it, which are
 //   bounded by max_queue_size per bucket. No bucket and no priority level
 //   starves.
-// - Memory: a batch launches only if the gate reserves its estimated peak
-//   (TryReserve); the owner releases it when the batch is done. A task whose
+// - Memory: a batch leaves only with its estimated peak reserved through the
+//   gate, in the same PopBatch (MemoryReservation, memory_gate.h): the batch
+//   carries the reservation and its holder returns it when the batch is
+//   done. This is the one side effect of PopBatch outside the queue. A task whose
 //   peak alone exceeds what the gate can ever give is handed back as
 //   "unfit" (the caller answers RESOURCE_EXHAUSTED) rather than waiting
 //   forever.
@@ -52,6 +54,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -61,6 +64,7 @@
 #include "absl/time/time.h"
 #include "batching/batch_shape.h"
 #include "batching/bucket_fifo.h"
+#include "batching/memory_gate.h"
 
 namespace infer {
 
@@ -96,26 +100,6 @@ absl::Status ValidateQueueOptions(const QueueOptions& options);
 // bound holds it; 0 without buckets; -1 when it is longer than the last.
 int LengthBucket(const QueueOptions& options, int64_t length);
 
-// What the queue asks about a batch's cost: the device memory it needs and
-// the tokens it computes. Implementations are owned by the caller and
-// outlive the queue.
-class MemoryGate {
- public:
-  virtual ~MemoryGate() = default;
-  // Estimated peak device bytes of a batch of this shape.
-  virtual int64_t PeakBytes(const BatchShape& shape) const = 0;
-  // Tokens the model computes for a batch of this shape (what
-  // max_batch_tokens limits): by default rows × length, as for a model that
-  // pads every sequence to the longest.
-  virtual int64_t ComputedTokens(const BatchShape& shape) const { return shape.padded_tokens(); }
-  // Bytes a new batch could use now, and at most (with nothing in flight).
-  virtual int64_t AvailableBytes() const = 0;
-  virtual int64_t CapacityBytes() const = 0;
-  // Reserves `bytes` for a batch about to launch; false if they are not
-  // available (any more).
-  virtual bool TryReserve(int64_t bytes) = 0;
-};
-
 // TaskT provides: int64_t size() (rows), int64_t length() (its longest
 // sequence, which chooses the bucket), int64_t tokens() (its real tokens),
 // int priority() (1..levels), absl::Time deadline(), bool cancelled().
@@ -129,7 +113,9 @@ class BatchQueue {
     int64_t length = 0;           // longest sequence in the batch
     int64_t tokens = 0;           // real tokens of its tasks
     int64_t computed_tokens = 0;  // what the model computes (ComputedTokens)
-    int64_t peak_bytes = 0;       // reserved through the gate (0 without one)
+    // The batch's estimated peak, reserved through the gate (empty without
+    // one): the batch's holder owns it and returns it when the batch is done.
+    MemoryReservation memory;
     BatchShape shape() const { return {rows, tokens, length}; }
     // Removed without execution, to be answered by the caller.
     std::vector<std::unique_ptr<TaskT>> expired;
@@ -323,13 +309,14 @@ class BatchQueue {
     if (best < 0) return;
     Fifo& bucket = buckets_[best];
     const Plan& plan = best_plan;  // the bucket has not changed since
-    if (gate_ != nullptr && !gate_->TryReserve(plan.peak)) return;
+    std::optional<MemoryReservation> memory = MemoryReservation::TryTake(gate_, plan.peak);
+    if (!memory.has_value()) return;  // taken meanwhile by another model's batch
+    out->memory = *std::move(memory);
     out->bucket = static_cast<size_t>(best);
     out->rows = plan.shape.rows;
     out->length = plan.shape.length;
     out->tokens = plan.shape.tokens;
     out->computed_tokens = Computed(plan.shape);
-    out->peak_bytes = gate_ != nullptr ? plan.peak : 0;
     // The same walk as the plan's (nothing was pushed or trimmed since).
     typename Fifo::Cursor cursor(&bucket, now, options_.priority_aging);
     Entry* e = nullptr;

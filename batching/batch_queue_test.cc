@@ -56,16 +56,22 @@ class FakeGate final : public MemoryGate {
   }
   int64_t AvailableBytes() const override { return available_; }
   int64_t CapacityBytes() const override { return capacity_; }
+  int64_t releases() const { return releases_; }
+
+ private:
   bool TryReserve(int64_t bytes) override {
     if (bytes > available_) return false;
     available_ -= bytes;
     return true;
   }
-  void Release(int64_t bytes) { available_ += bytes; }
+  void Release(int64_t bytes) override {
+    available_ += bytes;
+    ++releases_;
+  }
 
- private:
   int64_t capacity_, available_, per_token_;
   bool packs_;
+  int64_t releases_ = 0;
 };
 
 QueueOptions Options(int64_t max_batch, int64_t delay_us, int64_t max_queue) {
@@ -250,7 +256,7 @@ TEST(BatchQueueTest, PackingModelsAreLimitedByRealTokens) {
   EXPECT_EQ(b.tokens, 60);
   EXPECT_EQ(b.computed_tokens, 60);
   EXPECT_EQ(b.length, 30);
-  EXPECT_EQ(b.peak_bytes, 600);
+  EXPECT_EQ(b.memory.bytes(), 600);
 }
 
 TEST(BatchQueueTest, BatchesFitTheMemoryThatIsAvailable) {
@@ -263,13 +269,22 @@ TEST(BatchQueueTest, BatchesFitTheMemoryThatIsAvailable) {
   }
   auto a = q.PopBatch(clock.Now(), false);  // full by memory: 5 rows
   EXPECT_EQ(Ids(a), (std::vector<int>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(a.peak_bytes, 5000);
+  EXPECT_EQ(a.memory.bytes(), 5000);
+  EXPECT_EQ(gate.AvailableBytes(), 0) << "the batch holds its peak";
   clock.Advance(absl::Milliseconds(5));
   EXPECT_TRUE(q.PopBatch(clock.Now(), true).tasks.empty()) << "no memory until a batch is done";
-  gate.Release(a.peak_bytes);
-  auto b = q.PopBatch(clock.Now(), false);
-  EXPECT_EQ(Ids(b), (std::vector<int>{5, 6, 7}));
-  EXPECT_LE(b.peak_bytes, gate.CapacityBytes());
+  a.memory.Release();
+  a.memory.Release();  // once only
+  EXPECT_EQ(gate.AvailableBytes(), 5000);
+  EXPECT_EQ(gate.releases(), 1);
+  {
+    auto b = q.PopBatch(clock.Now(), false);
+    EXPECT_EQ(Ids(b), (std::vector<int>{5, 6, 7}));
+    EXPECT_LE(b.memory.bytes(), gate.CapacityBytes());
+    EXPECT_EQ(gate.AvailableBytes(), 5000 - b.memory.bytes());
+  }  // a batch dropped unreleased returns its memory
+  EXPECT_EQ(gate.AvailableBytes(), 5000);
+  EXPECT_EQ(gate.releases(), 2);
 }
 
 TEST(BatchQueueTest, ATaskThatCanNeverFitIsHandedBack) {
@@ -403,7 +418,7 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
     std::map<int, absl::Time> pushed;
     std::map<int, Task*> live;
     std::set<int> left;
-    std::deque<int64_t> in_flight;  // reserved bytes of running batches
+    std::deque<MemoryReservation> in_flight;  // the reservations of running batches
     int next_id = 0;
     auto leave = [&](const std::vector<std::unique_ptr<Task>>& tasks) {
       for (const auto& t : tasks) {
@@ -429,7 +444,6 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
         std::next(live.begin(), rng() % live.size())->second->gone = true;
       clock.Advance(absl::Microseconds(rng() % 200));
       while (!in_flight.empty() && rng() % 2) {
-        gate.Release(in_flight.front());
         in_flight.pop_front();
       }
       while (true) {
@@ -451,8 +465,8 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
         ASSERT_EQ(b.computed_tokens, gate.ComputedTokens(shape));
         if (o.max_batch_tokens > 0 && b.tasks.size() > 1)
           ASSERT_LE(gate.ComputedTokens(shape), o.max_batch_tokens);
-        ASSERT_EQ(b.peak_bytes, gate.PeakBytes(shape));
-        in_flight.push_back(b.peak_bytes);
+        ASSERT_EQ(b.memory.bytes(), gate.PeakBytes(shape));
+        in_flight.push_back(std::move(b.memory));
         leave(b.tasks);
       }
       if (in_flight.empty()) {  // nothing holds memory: every ready task had its turn
@@ -463,8 +477,7 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
       }
       if (step == 299) {
         while (!in_flight.empty()) {
-          gate.Release(in_flight.front());
-          in_flight.pop_front();
+          in_flight.pop_front();  // the batch is done: its memory returns
         }
         for (int i = 0; i < 1000 && !q.empty(); ++i) {
           auto b = q.PopBatch(clock.Now(), true);
@@ -472,7 +485,7 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
           leave(b.cancelled);
           leave(b.unfit);
           leave(b.tasks);
-          if (!b.tasks.empty()) gate.Release(b.peak_bytes);
+          b.memory.Release();
         }
       }
     }

@@ -36,7 +36,10 @@ class FullGate final : public infer::MemoryGate {
   int64_t PeakBytes(const infer::BatchShape& shape) const override { return shape.rows * 1024; }
   int64_t AvailableBytes() const override { return 0; }
   int64_t CapacityBytes() const override { return int64_t{1} << 40; }
+
+ private:
   bool TryReserve(int64_t) override { return false; }
+  void Release(int64_t) override {}
 };
 
 // ns per arrival with `depth` requests already queued.

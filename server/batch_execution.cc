@@ -1,6 +1,6 @@
 // Batch execution, the engine's part that runs what the batchers form:
-// answers the tasks a batch dropped (expired, cancelled, unfit), adopts the
-// batch's memory reservation, prepares the batch under the model's prepare
+// answers the tasks a batch dropped (expired, cancelled, unfit), takes over
+// the batch's memory reservation, prepares the batch under the model's prepare
 // lock, and then either runs it inline (a model without device work) or
 // hands it to the device pipeline (upload → compute → download →
 // complete); a batch that runs out of device memory is retried in halves
@@ -132,10 +132,10 @@ void Engine::ExecuteBatch(ModelEntry* entry, DynamicBatcher<InferTask>::Batch ba
             " bytes of device memory; model '", name, "' may use ", admission_->Describe()));
       },
       RefusalReason::kMemory);
-  // The queue reserved the batch's peak when it formed the batch: from here
-  // the batch owns it, and every path below returns it exactly once.
-  MemoryReservation memory =
-      MemoryReservation::Adopt(admission_.get(), batch.peak_bytes, [this] { NotifyBatchers(); });
+  // The queue reserved the batch's peak when it formed the batch; every path
+  // below returns it exactly once (before answering), and it returns itself
+  // if a path forgets.
+  MemoryReservation memory = std::move(batch.memory);
   if (batch.tasks.empty()) return;
 
   entry->stats.RecordBatchFormed(batch.bucket, batch.rows, batch.tokens, batch.computed_tokens);

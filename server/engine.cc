@@ -82,7 +82,9 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   INFER_RETURN_IF_ERROR(ValidateQueueOptions(batching));
   INFER_RETURN_IF_ERROR(ValidateRequestLimits(limits));
   auto entry = std::make_shared<ModelEntry>(std::move(model), batching, limits);
-  entry->gate = std::make_unique<ModelMemoryGate>(entry->model.get(), admission_.get());
+  // Released memory may let any model's waiting batch launch.
+  entry->gate = std::make_unique<ModelMemoryGate>(entry->model.get(), admission_.get(),
+                                                  [this] { NotifyBatchers(); });
   BatcherOptions options;
   options.queue = batching;
   options.clock = clock_;

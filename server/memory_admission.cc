@@ -55,33 +55,4 @@ int64_t MemoryAdmission::CapacityLocked() const {
   return std::max<int64_t>(0, budget_ - headroom_ - weights_ - workspaces_);
 }
 
-MemoryReservation MemoryReservation::Adopt(MemoryAdmission* admission, int64_t bytes,
-                                           std::function<void()> on_release) {
-  MemoryReservation r;
-  if (admission == nullptr || bytes == 0) return r;
-  r.admission_ = admission;
-  r.bytes_ = bytes;
-  r.on_release_ = std::move(on_release);
-  return r;
-}
-
-MemoryReservation& MemoryReservation::operator=(MemoryReservation&& other) noexcept {
-  if (this != &other) {
-    Release();
-    admission_ = std::exchange(other.admission_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-    on_release_ = std::move(other.on_release_);
-    other.on_release_ = nullptr;
-  }
-  return *this;
-}
-
-void MemoryReservation::Release() {
-  if (admission_ == nullptr) return;
-  admission_->Release(bytes_);
-  admission_ = nullptr;
-  bytes_ = 0;
-  if (on_release_) std::exchange(on_release_, nullptr)();
-}
-
 }  // namespace infer

@@ -3,15 +3,15 @@
 // MemoryAdmission is the budget left for batches: the allocator's budget
 // less headroom, the models' resident bytes (weights, graph buffers) and the
 // compute streams' GEMM workspaces. A batch launches only once its estimated
-// peak (Model::PeakBytes) is reserved; a model's queue reserves through its
-// ModelMemoryGate when it forms the batch (batching/batch_queue.h), and the
-// engine hands the bytes at once to a MemoryReservation that the batch owns,
-// so they are returned exactly once on every path (success, failure, retry,
+// peak (Model::PeakBytes) is reserved: a model's queue reserves it through
+// the model's ModelMemoryGate when it forms the batch, as a
+// MemoryReservation (batching/memory_gate.h) that the batch owns, so the
+// bytes are returned exactly once on every path (success, failure, retry,
 // shutdown) when it is released or destroyed. The admission is the policy;
 // the caching allocator's hard budget is the backstop.
 //
-// Thread-safe: MemoryAdmission and ModelMemoryGate lock internally; a
-// MemoryReservation is owned by one batch at a time (movable, not copyable).
+// Thread-safe: MemoryAdmission locks internally; ModelMemoryGate adds no
+// state of its own.
 #ifndef INFER_SERVER_MEMORY_ADMISSION_H_
 #define INFER_SERVER_MEMORY_ADMISSION_H_
 
@@ -19,9 +19,10 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "batching/batch_queue.h"
+#include "batching/memory_gate.h"
 #include "models/model.h"
 
 namespace infer {
@@ -45,7 +46,7 @@ class MemoryAdmission {
   int64_t Available() const;
   // Reserves `bytes` if they are available now.
   bool TryReserve(int64_t bytes);
-  // Returns reserved bytes (MemoryReservation does this).
+  // Returns reserved bytes (a MemoryReservation does this, through a gate).
   void Release(int64_t bytes);
   MemoryAdmissionStats Stats() const;
   // "budget B - headroom H - weights W [- GEMM workspaces G] = C bytes", for
@@ -62,50 +63,32 @@ class MemoryAdmission {
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Bytes reserved for one batch, returned to the admission exactly once: by
-// Release or, failing that, the destructor. Empty when default-made.
-class MemoryReservation {
- public:
-  MemoryReservation() = default;
-  // Takes over `bytes` already reserved from `admission` (by TryReserve,
-  // through a gate); `on_release` runs each time bytes are returned (to wake
-  // whoever waits for memory). A null admission or 0 bytes holds nothing.
-  static MemoryReservation Adopt(MemoryAdmission* admission, int64_t bytes,
-                                 std::function<void()> on_release);
-  ~MemoryReservation() { Release(); }
-  MemoryReservation(MemoryReservation&& other) noexcept { *this = std::move(other); }
-  MemoryReservation& operator=(MemoryReservation&& other) noexcept;
-  MemoryReservation(const MemoryReservation&) = delete;
-  MemoryReservation& operator=(const MemoryReservation&) = delete;
-
-  // Returns the bytes now; later calls do nothing.
-  void Release();
-  int64_t bytes() const { return bytes_; }
-
- private:
-  MemoryAdmission* admission_ = nullptr;
-  int64_t bytes_ = 0;
-  std::function<void()> on_release_;
-};
-
 // One model's view of the admission: its memory model over the shared
 // budget, as its batch queue asks.
 class ModelMemoryGate final : public MemoryGate {
  public:
-  // Both borrowed; they outlive the gate.
-  ModelMemoryGate(const Model* model, MemoryAdmission* admission)
-      : model_(model), admission_(admission) {}
+  // Both borrowed; they outlive the gate. `on_release` runs after each
+  // release (to wake the queues that wait for memory); may be null.
+  ModelMemoryGate(const Model* model, MemoryAdmission* admission,
+                  std::function<void()> on_release = nullptr)
+      : model_(model), admission_(admission), on_release_(std::move(on_release)) {}
   int64_t PeakBytes(const BatchShape& shape) const override { return model_->PeakBytes(shape); }
   int64_t ComputedTokens(const BatchShape& shape) const override {
     return model_->ComputedTokens(shape);
   }
   int64_t AvailableBytes() const override { return admission_->Available(); }
   int64_t CapacityBytes() const override { return admission_->Capacity(); }
-  bool TryReserve(int64_t bytes) override { return admission_->TryReserve(bytes); }
 
  private:
+  bool TryReserve(int64_t bytes) override { return admission_->TryReserve(bytes); }
+  void Release(int64_t bytes) override {
+    admission_->Release(bytes);
+    if (on_release_) on_release_();
+  }
+
   const Model* const model_;
   MemoryAdmission* const admission_;
+  const std::function<void()> on_release_;
 };
 
 }  // namespace infer

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <utility>
+
+#include "models/identity.h"
 
 namespace infer {
 namespace {
@@ -24,15 +27,21 @@ TEST(MemoryAdmissionTest, CapacityIsTheBudgetLessHeadroomWeightsAndWorkspaces) {
   EXPECT_EQ(s.workspace_bytes, 50);
 }
 
-// A reservation returns its bytes exactly once, whichever of Release, a
-// move or the destructor comes first, and says so each time it does.
+// A reservation taken through a model's gate returns its bytes exactly
+// once, whichever of Release, a move or the destructor comes first, and the
+// gate says so (to wake waiting queues) each time it does.
 TEST(MemoryAdmissionTest, AReservationIsReturnedExactlyOnce) {
   MemoryAdmission a(1000, 0);
+  IdentityModel model("m");
   int woken = 0;
-  auto wake = [&] { ++woken; };
+  ModelMemoryGate gate(&model, &a, [&] { ++woken; });
+  auto take = [&](int64_t bytes) {
+    std::optional<MemoryReservation> r = MemoryReservation::TryTake(&gate, bytes);
+    EXPECT_TRUE(r.has_value());
+    return r.has_value() ? *std::move(r) : MemoryReservation();
+  };
   {
-    ASSERT_TRUE(a.TryReserve(300));
-    MemoryReservation r = MemoryReservation::Adopt(&a, 300, wake);
+    MemoryReservation r = take(300);
     EXPECT_EQ(r.bytes(), 300);
     EXPECT_EQ(a.Stats().in_flight_bytes, 300);
     r.Release();
@@ -43,10 +52,9 @@ TEST(MemoryAdmissionTest, AReservationIsReturnedExactlyOnce) {
   EXPECT_EQ(a.Stats().in_flight_bytes, 0);
   EXPECT_EQ(woken, 1);
   {
-    ASSERT_TRUE(a.TryReserve(200));
     MemoryReservation moved;
     {
-      MemoryReservation r = MemoryReservation::Adopt(&a, 200, wake);
+      MemoryReservation r = take(200);
       moved = std::move(r);
     }  // the moved-from one returns nothing
     EXPECT_EQ(a.Stats().in_flight_bytes, 200);
@@ -55,18 +63,21 @@ TEST(MemoryAdmissionTest, AReservationIsReturnedExactlyOnce) {
   EXPECT_EQ(a.Stats().in_flight_bytes, 0);
   EXPECT_EQ(woken, 2);
   {
-    ASSERT_TRUE(a.TryReserve(100));
-    ASSERT_TRUE(a.TryReserve(100));
-    MemoryReservation first = MemoryReservation::Adopt(&a, 100, wake);
-    MemoryReservation second = MemoryReservation::Adopt(&a, 100, wake);
+    MemoryReservation first = take(100);
+    MemoryReservation second = take(100);
     first = std::move(second);  // assigning over a held reservation returns it
     EXPECT_EQ(a.Stats().in_flight_bytes, 100);
     EXPECT_EQ(woken, 3);
   }
   EXPECT_EQ(a.Stats().in_flight_bytes, 0);
   EXPECT_EQ(woken, 4);
-  MemoryReservation none = MemoryReservation::Adopt(&a, 0, wake);  // holds nothing
-  none.Release();
+  // Not available: nothing is taken; 0 bytes or no gate: an empty one.
+  EXPECT_FALSE(MemoryReservation::TryTake(&gate, 1001).has_value());
+  EXPECT_EQ(a.Stats().in_flight_bytes, 0);
+  std::optional<MemoryReservation> none = MemoryReservation::TryTake(&gate, 0);
+  ASSERT_TRUE(none.has_value());
+  none->Release();
+  EXPECT_TRUE(MemoryReservation::TryTake(nullptr, 50).has_value());
   EXPECT_EQ(woken, 4);
 }
 
