@@ -16,7 +16,8 @@
 //   processes it on the calling thread instead of waking a worker: one
 //   thread hand-off less per batch, for processing cheap enough to run on
 //   the caller's thread (the engine uses it for models without device
-//   work).
+//   work). A Schedule that finds every slot busy wakes no one: the thread
+//   that frees a slot wakes one worker if anything waits.
 //
 // Thread-safe. (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built with ThreadSanitizer, which then cannot see absl::Mutex at all.)
@@ -90,7 +91,10 @@ class DynamicBatcher {
     const absl::Time now = clock_->Now();
     absl::Status s = queue_.Push(task, now);
     if (!s.ok()) return s;
-    if (run_on_caller_ && active_ < num_workers_) {
+    if (run_on_caller_) {
+      // Every slot busy: the thread that frees one looks at the queue then
+      // (ProcessLocked), so waking a worker now would be a wasted switch.
+      if (active_ >= num_workers_) return absl::OkStatus();
       Batch batch = queue_.PopBatch(now, false, !can_launch_ || can_launch_());
       if (!batch.empty()) {
         ProcessLocked(lock, std::move(batch));
@@ -155,15 +159,17 @@ class DynamicBatcher {
   // Processes `batch` without the lock, counted in active_.
   void ProcessLocked(std::unique_lock<std::mutex>& lock, Batch batch) {
     ++active_;
-    // More may be ready for another idle worker.
-    if (!queue_.empty()) cv_.notify_one();
+    // More may be ready for another idle worker, if a slot is left for it.
+    if (!queue_.empty() && active_ < num_workers_) cv_.notify_one();
     lock.unlock();
     process_(std::move(batch));
     lock.lock();
     --active_;
-    // A worker that found every slot taken may go on now; Shutdown may be
-    // waiting for the last batch.
-    if (!queue_.empty() || stopping_) cv_.notify_all();
+    if (stopping_) {
+      cv_.notify_all();  // Shutdown may be waiting for the last batch
+    } else if (!queue_.empty()) {
+      cv_.notify_one();  // the slot freed: a worker looks at what waits
+    }
   }
 
   void WorkerLoop() {
