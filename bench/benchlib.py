@@ -106,7 +106,8 @@ def start_infer_server(repo, *extra):
     log = tempfile.mktemp(prefix="infer_server_", suffix=".log")
     return Process([os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
                     "--metrics-address", "127.0.0.1:0", "--log-summary-interval-s", "0",
-                    "--model-repository", repo, *extra], "infer-server listening", log)
+                    "--drain-grace-s", "0", "--model-repository", repo, *extra],
+                   "infer-server listening", log)
 
 
 def start_echo_server():

@@ -138,7 +138,7 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
     entry->stats.RecordRefusal(status, reason, clock_->Now() - arrival);
     done(std::move(status));
   };
-  if (!Ready()) {
+  if (!Accepting()) {
     const absl::Status lost = DeviceLostStatus();
     return refuse(absl::UnavailableError(
                       lost.ok() ? "the server is shutting down and accepts no new requests"
@@ -226,7 +226,7 @@ void Engine::Schedule(ModelEntry* entry, std::unique_ptr<InferTask> task) {
   if (status.ok()) return;
   // Still ours: the batcher refused it.
   if (status.code() == absl::StatusCode::kUnavailable) {
-    task->account->Refused(Ready() ? RefusalReason::kQueueFull : RefusalReason::kShutdown);
+    task->account->Refused(Accepting() ? RefusalReason::kQueueFull : RefusalReason::kShutdown);
   }
   task->done(std::move(status));
 }
@@ -304,10 +304,14 @@ std::vector<std::string> Engine::ModelNames() const {
 
 bool Engine::ModelReady(const std::string& name) const { return Ready() && Find(name) != nullptr; }
 
-bool Engine::Ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !shutting_down_ && !device_lost_;
+bool Engine::Ready() const { return !draining_.load(std::memory_order_acquire) && Accepting(); }
+
+bool Engine::Accepting() const {
+  return !shutting_down_.load(std::memory_order_acquire) &&
+         !device_lost_.load(std::memory_order_acquire);
 }
+
+void Engine::BeginDrain() { draining_.store(true, std::memory_order_release); }
 
 void Engine::NoteDeviceLost(const absl::Status& status) {
   bool first = false;

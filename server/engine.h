@@ -135,8 +135,16 @@ class Engine {
   absl::StatusOr<std::vector<int64_t>> GetQueueDepths(const std::string& name) const;
   std::vector<std::string> ModelNames() const;
   bool ModelReady(const std::string& name) const;
-  // True until Shutdown begins or the device is lost.
+  // True until a drain or Shutdown begins or the device is lost: what
+  // health checks, ServerReady and the ready metric report.
   bool Ready() const;
+  // True until Shutdown begins or the device is lost: whether Submit takes
+  // requests. Differs from Ready() during a drain's grace period.
+  bool Accepting() const;
+  // Begins a drain: Ready() turns false (health NOT_SERVING) while the
+  // engine still accepts and serves requests, so load balancers move
+  // traffic away before anything is refused; Shutdown follows. Idempotent.
+  void BeginDrain();
   // Whether the device was lost, and how many batches failed for it.
   struct DeviceHealth {
     bool lost = false;
@@ -216,7 +224,10 @@ class Engine {
 
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ModelEntry>> models_ ABSL_GUARDED_BY(mu_);
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Set under mu_ (Shutdown also checks it there); read without it on the
+  // hot path.
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> draining_{false};
   // Written under mu_ (with the message); read without it on the hot path.
   std::atomic<bool> device_lost_{false};
   uint64_t device_errors_ ABSL_GUARDED_BY(mu_) = 0;

@@ -213,5 +213,24 @@ TEST(EngineTest, ShutdownAnswersQueuedRequestsAndRefusesNewOnes) {
               StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
 }
 
+// A drain's grace period: probes say not ready while requests are still
+// taken and answered, so load balancers move traffic away first.
+TEST(EngineTest, ADrainTurnsNotReadyButKeepsServingUntilShutdown) {
+  auto engine = CpuEngine();
+  ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(0), Batching(4, absl::ZeroDuration())),
+              IsOk());
+  ASSERT_TRUE(engine->Ready());
+  engine->BeginDrain();
+  engine->BeginDrain();  // idempotent
+  EXPECT_FALSE(engine->Ready());
+  EXPECT_FALSE(engine->ModelReady("flaky"));
+  EXPECT_TRUE(engine->Accepting());
+  EXPECT_THAT(engine->Infer(Ids("flaky", {1})), IsOk());
+  engine->Shutdown();
+  EXPECT_FALSE(engine->Accepting());
+  EXPECT_THAT(engine->Infer(Ids("flaky", {1})),
+              StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
+}
+
 }  // namespace
 }  // namespace infer

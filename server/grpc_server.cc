@@ -4,31 +4,25 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "runtime/build_config.h"
 #include "runtime/status_macros.h"
+#include "server/grpc_decode.h"
+#include "server/health_service.h"
 #include "server/proto_codec.h"
 #include "server/status_map.h"
+#include "server/stream_infer.h"
 
 namespace infer {
 namespace {
-
-constexpr char kServiceName[] = "inference.GRPCInferenceService";
-constexpr char kModelVersion[] = "1";
-
-// Every model has one version, "1"; an empty version means the latest.
-absl::Status CheckVersion(const std::string& model, const std::string& version) {
-  if (version.empty() || version == kModelVersion) return absl::OkStatus();
-  return absl::NotFoundError(
-      absl::StrCat("model '", model, "' has no version '", version, "'; available versions: 1"));
-}
 
 void FillTensorMetadata(const TensorSpec& spec,
                         inference::ModelMetadataResponse::TensorMetadata* out) {
@@ -37,199 +31,17 @@ void FillTensorMetadata(const TensorSpec& spec,
   for (int64_t d : spec.shape) out->add_shape(d);
 }
 
-// The request limits that need only the declared shapes, checked on the
-// protobuf before RequestFromProto copies any contents (typed contents
-// can be a few times larger decoded than on the wire). An unknown model
-// passes: the engine names it.
-absl::Status CheckDeclaredLimits(Engine& engine, const inference::ModelInferRequest& req) {
-  std::vector<DeclaredInput> inputs;
-  inputs.reserve(static_cast<size_t>(req.inputs_size()));
-  int64_t text_bytes = 0;
-  for (int i = 0; i < req.inputs_size(); ++i) {
-    const auto& in = req.inputs(i);
-    inputs.push_back({in.name(), absl::MakeConstSpan(in.shape().data(), in.shape().size())});
-    if (in.datatype() != "BYTES") continue;
-    if (i < req.raw_input_contents_size()) {
-      text_bytes += static_cast<int64_t>(req.raw_input_contents(i).size());
-    }
-    for (const std::string& b : in.contents().bytes_contents()) {
-      text_bytes += 4 + static_cast<int64_t>(b.size());  // as in the raw layout
-    }
-  }
-  return engine.CheckDeclared(req.model_name(), inputs, text_bytes);
-}
-
-// The front end's part of a ModelInfer request, before it is submitted: the
-// model version, the limits on the declared shapes, then decoding (which
-// moves the raw payloads out of `req`). A refusal is counted in the model's
-// statistics when the model is loaded.
-absl::StatusOr<InferRequest> DecodeInferRequest(Engine& engine, inference::ModelInferRequest* req) {
-  if (absl::Status s = CheckVersion(req->model_name(), req->model_version()); !s.ok()) {
-    engine.RecordRefused(req->model_name(), s);
-    return s;
-  }
-  INFER_RETURN_IF_ERROR(CheckDeclaredLimits(engine, *req));  // counted by the engine
-  absl::StatusOr<InferRequest> converted = RequestFromProto(req);
-  if (!converted.ok()) {
-    engine.RecordRefused(req->model_name(), converted.status());
-  } else {
-    converted->declared_limits_checked = true;  // admission need not check them again
-  }
-  return converted;
-}
-
 void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
   out->set_count(d.count);
   out->set_ns(d.ns);
 }
 
-// ModelStreamInfer: each request read from the stream is submitted to the
-// engine at once; answers are written as they complete (not necessarily in
-// request order: clients match them by id, as with Triton), one write at a
-// time. A request's error is an answer with error_message set; the stream
-// ends OK once the client has closed its side and every request is
-// answered. At most kMaxInFlight requests of one stream are unanswered or
-// unwritten at once: beyond that the reactor stops reading, so a client that
-// sends without reading cannot grow the server's memory. Deletes itself when
-// gRPC is done with it, which cannot happen before the last engine callback
-// (Finish waits for them).
-class StreamInferReactor final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
-                                     inference::ModelStreamInferResponse> {
- public:
-  static constexpr int64_t kMaxInFlight = 256;
-
-  StreamInferReactor(Engine* engine, grpc::CallbackServerContext* ctx)
-      : engine_(engine), ctx_(ctx) {
-    reading_ = true;
-    StartRead(&request_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the client closed its side (or the stream broke)
-      bool finish = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        reading_ = false;
-        reads_done_ = true;
-        finish = ShouldFinishLocked();
-      }
-      if (finish) Finish(grpc::Status::OK);  // may delete this
-      return;
-    }
-    const std::string id = request_.id();
-    const std::string model = request_.model_name();
-    absl::StatusOr<InferRequest> converted = DecodeInferRequest(*engine_, &request_);
-    request_.Clear();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++pending_;
-      reading_ = false;
-      ReadMoreLocked();  // read ahead while this one runs
-    }
-    if (!converted.ok()) {
-      Answer(converted.status(), id, model);
-      return;
-    }
-    if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) {
-      converted->deadline = absl::FromChrono(ctx_->deadline());
-    }
-    grpc::CallbackServerContext* ctx = ctx_;
-    converted->is_cancelled = [ctx] { return ctx->IsCancelled(); };
-    engine_->Submit(*std::move(converted), [this, id, model](absl::StatusOr<InferResponse> result) {
-      Answer(std::move(result), id, model);
-    });
-  }
-
-  void OnWriteDone(bool ok) override {
-    bool finish = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.pop_front();
-      if (!ok) {
-        broken_ = true;  // the client is gone: drop what is left
-        queue_.clear();
-      }
-      if (!queue_.empty()) {
-        StartWrite(&queue_.front());
-      } else {
-        writing_ = false;
-      }
-      ReadMoreLocked();
-      finish = ShouldFinishLocked();
-    }
-    if (finish) Finish(grpc::Status::OK);  // may delete this
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void Answer(absl::StatusOr<InferResponse> result, const std::string& id,
-              const std::string& model) {
-    inference::ModelStreamInferResponse out;
-    if (result.ok()) {
-      ResponseToProto(*std::move(result), out.mutable_infer_response());
-    } else {
-      out.set_error_message(absl::StrCat(absl::StatusCodeToString(result.status().code()), ": ",
-                                         result.status().message()));
-      out.mutable_infer_response()->set_id(id);
-      out.mutable_infer_response()->set_model_name(model);
-    }
-    bool finish = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --pending_;
-      if (!broken_) {
-        queue_.push_back(std::move(out));
-        if (!writing_) {
-          writing_ = true;
-          StartWrite(&queue_.front());
-        }
-      }
-      finish = ShouldFinishLocked();
-    }
-    if (finish) Finish(grpc::Status::OK);  // may delete this
-  }
-
-  // Starts the next read unless one is outstanding, the client has closed
-  // its side, the stream broke, or too many requests are in flight.
-  void ReadMoreLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (reading_ || reads_done_ || broken_ || finished_) return;
-    if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
-    reading_ = true;
-    StartRead(&request_);
-  }
-
-  // True once (and only once) the stream is done: the client closed its
-  // side or broke, and every request is answered and written. The caller
-  // calls Finish() after releasing mu_ and touches nothing of this after it:
-  // gRPC may run OnDone (delete this) on another thread as soon as Finish
-  // is called, which must not happen while mu_ is held.
-  bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || reading_ || !(reads_done_ || broken_) || pending_ > 0 || writing_) {
-      return false;
-    }
-    finished_ = true;
-    return true;
-  }
-
-  Engine* const engine_;
-  grpc::CallbackServerContext* const ctx_;
-  inference::ModelInferRequest request_;  // the read in progress
-
-  std::mutex mu_;
-  std::deque<inference::ModelStreamInferResponse> queue_ ABSL_GUARDED_BY(mu_);  // front: writing
-  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet answered
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-};
-
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit InferenceService(Engine* engine) : engine_(engine) {}
+  explicit InferenceService(Engine* engine) : engine_(engine), streams_(engine) {}
+
+  // Ends the open streams (see InferStreams::EndAll).
+  void EndStreams() { streams_.EndAll(); }
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
                                        const inference::ServerLiveRequest*,
@@ -325,7 +137,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
   ModelStreamInfer(grpc::CallbackServerContext* ctx) override {
-    return new StreamInferReactor(engine_, ctx);
+    return streams_.Open(ctx);
   }
 
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
@@ -389,31 +201,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   }
 
   Engine* const engine_;  // borrowed; outlives the server
-};
-
-class HealthService final : public grpc::health::v1::Health::CallbackService {
- public:
-  explicit HealthService(Engine* engine) : engine_(engine) {}
-
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
-                                  const grpc::health::v1::HealthCheckRequest* request,
-                                  grpc::health::v1::HealthCheckResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!request->service().empty() && request->service() != kServiceName) {
-      reactor->Finish(
-          grpc::Status(grpc::StatusCode::NOT_FOUND,
-                       absl::StrCat("unknown service '", request->service(), "'; this server has '",
-                                    kServiceName, "' (or '' for the whole server)")));
-      return reactor;
-    }
-    response->set_status(engine_->Ready() ? grpc::health::v1::HealthCheckResponse::SERVING
-                                          : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-
- private:
-  Engine* const engine_;  // borrowed; outlives the server
+  InferStreams streams_;
 };
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
@@ -466,13 +254,19 @@ class GrpcServer::Impl {
   HealthService health_;
   std::unique_ptr<grpc::Server> server_;
   std::mutex mu_;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::condition_variable cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // StopAccepting was called
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;   // gRPC's Shutdown returned
+  std::thread stopper_;                         // runs gRPC's Shutdown
 };
 
 GrpcServer::GrpcServer(std::unique_ptr<Impl> impl, int port)
     : impl_(std::move(impl)), port_(port) {}
 
-GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
+GrpcServer::~GrpcServer() {
+  Shutdown(absl::ZeroDuration());
+  if (impl_->stopper_.joinable()) impl_->stopper_.join();
+}
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
                                                               Engine* engine) {
@@ -500,15 +294,41 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl), port));
 }
 
-void GrpcServer::Shutdown(absl::Duration grace) {
+void GrpcServer::RefreshHealth() { impl_->health_.Refresh(); }
+
+void GrpcServer::StopAccepting(absl::Duration grace) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu_);
-    if (impl_->shut_down_) return;
-    impl_->shut_down_ = true;
+    if (impl_->stopping_) return;
+    impl_->stopping_ = true;
   }
-  impl_->server_->Shutdown(std::chrono::system_clock::now() +
-                           absl::ToChronoNanoseconds(std::max(grace, absl::ZeroDuration())));
-  impl_->server_->Wait();
+  // Idle streams and health watches would otherwise hold the shutdown until
+  // its deadline.
+  impl_->inference_.EndStreams();
+  impl_->health_.EndAll();
+  const auto deadline = std::chrono::system_clock::now() +
+                        absl::ToChronoNanoseconds(std::max(grace, absl::ZeroDuration()));
+  Impl* impl = impl_.get();
+  impl_->stopper_ = std::thread([impl, deadline] {
+    impl->server_->Shutdown(deadline);
+    impl->server_->Wait();
+    std::lock_guard<std::mutex> lock(impl->mu_);
+    impl->stopped_ = true;
+    impl->cv_.notify_all();
+  });
+}
+
+bool GrpcServer::WaitStopped(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mu_);
+  return impl_->cv_.wait_for(lock,
+                             absl::ToChronoNanoseconds(std::max(timeout, absl::ZeroDuration())),
+                             [this] { return impl_->stopped_; });
+}
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  StopAccepting(grace);
+  std::unique_lock<std::mutex> lock(impl_->mu_);
+  impl_->cv_.wait(lock, [this] { return impl_->stopped_; });
 }
 
 }  // namespace infer

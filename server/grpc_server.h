@@ -1,7 +1,6 @@
 // GrpcServer: the KServe v2 gRPC front end (inference.GRPCInferenceService)
-// plus grpc.health.v1.Health, over an Engine. Built on gRPC's callback API:
-// no thread is held per request; ModelInfer answers from the engine's
-// completion callback.
+// plus grpc.health.v1.Health (server/health_service.h), over an Engine. Built on gRPC's callback
+// API: no thread is held per request; ModelInfer answers from the engine's completion callback.
 //
 // Ownership: the Engine is borrowed and must outlive the server.
 // Thread-safe.
@@ -45,8 +44,25 @@ class GrpcServer {
   // The port actually bound.
   int port() const { return port_; }
 
-  // Stops accepting RPCs, lets in-flight RPCs finish for up to `grace`, then
-  // cancels the rest. Idempotent.
+  // Sends the health status to the health watchers (Health.Watch) if it
+  // changed: call after anything that changes Engine::Ready() (a drain
+  // begins, the device is lost).
+  void RefreshHealth();
+
+  // Stops accepting RPCs (gRPC's Shutdown: GOAWAY to every connection, the
+  // listener closed), ends the health watches and the open ModelStreamInfer
+  // streams (each once what it read is answered: UNAVAILABLE, "open a new
+  // stream"), and lets in-flight RPCs finish for up to `grace`, then
+  // cancels the rest. Returns at once; gRPC's Shutdown runs on a thread of
+  // its own. Idempotent.
+  void StopAccepting(absl::Duration grace);
+  // Waits up to `timeout` for that Shutdown to return: every call done and
+  // every connection closed. gRPC also waits for clients to close their
+  // idle connections after GOAWAY, which some take seconds to do (or, after
+  // some refused calls, until the deadline), so a caller that knows every
+  // call was answered may stop waiting before then.
+  bool WaitStopped(absl::Duration timeout);
+  // StopAccepting(grace), then waits until gRPC's Shutdown returns.
   void Shutdown(absl::Duration grace);
 
  private:

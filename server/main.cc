@@ -13,6 +13,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "models/embed_pool.h"
@@ -30,7 +31,8 @@ struct Flags {
   std::string device;
   std::string model_repository;
   int64_t max_receive_message_bytes = 64 << 20;
-  double drain_timeout_s = 30.0;
+  double drain_grace_s = 5.0;
+  double drain_timeout_s = 20.0;
   std::string metrics_address = "127.0.0.1:8002";
   double log_summary_interval_s = 10.0;
   std::string tls_cert_file;
@@ -189,18 +191,54 @@ int Run(Flags flags, const sigset_t& signals) {
     if (sig != SIGUSR1 || (*engine)->GetDeviceHealth().lost) break;
   }
   const bool device_lost = sig == SIGUSR1;
-  // Drain: health and ServerReady turn NOT_SERVING, new requests get
-  // UNAVAILABLE, every accepted request is answered; all within the drain
-  // timeout. A second signal stops at once.
-  const absl::Time deadline = absl::Now() + absl::Seconds(flags.drain_timeout_s);
-  spdlog::info("received signal {}; draining (at most {} s; a second signal stops at once)", sig,
-               flags.drain_timeout_s);
-  std::promise<void> drained;
-  std::future<void> drained_future = drained.get_future();
+  if (device_lost) (*server)->RefreshHealth();
   infer::Engine* raw_engine = engine->get();
-  std::thread drainer([raw_engine, &drained] {
+  // The drain, in three steps (README, "Running more than one"):
+  // 1. Grace: health, ServerReady and the ready metric say not ready, but
+  //    requests are still taken and answered for --drain-grace-s, so health
+  //    checks and endpoint removal move traffic away before anything is
+  //    refused. Skipped after a lost device (nothing could be served).
+  if (!device_lost && flags.drain_grace_s > 0) {
+    raw_engine->BeginDrain();
+    (*server)->RefreshHealth();  // health watchers hear it at once
+    spdlog::info(
+        "received signal {}; health is NOT_SERVING, still serving for {} s (--drain-grace-s) so "
+        "load balancers move traffic away; a second signal stops at once",
+        sig, flags.drain_grace_s);
+    if (const int again = WaitForSignal(signals, absl::Seconds(flags.drain_grace_s)); again != 0) {
+      spdlog::warn("received signal {} during the drain's grace period; stopping now", again);
+      spdlog::shutdown();
+      std::_Exit(1);
+    }
+  }
+  // 2. Stop accepting: gRPC's Shutdown sends GOAWAY, so proxies and clients
+  //    open new streams elsewhere; the calls already accepted run on.
+  // 3. Answer them all, then exit 0, within --drain-timeout-s; open
+  //    ModelStreamInfer streams end once what they read is answered, so an
+  //    idle one cannot hold the exit. A drain that does not finish in time
+  //    exits 1 at the deadline.
+  const absl::Duration timeout = absl::Seconds(flags.drain_timeout_s);
+  const absl::Time deadline = absl::Now() + timeout;
+  spdlog::info(
+      "{}draining: accepting no new calls (GOAWAY), answering the accepted ones (at most {} s; "
+      "a second signal stops at once)",
+      device_lost || flags.drain_grace_s <= 0 ? absl::StrCat("received signal ", sig, "; ") : "",
+      flags.drain_timeout_s);
+  // The value: whether gRPC's Shutdown also returned (every connection
+  // closed), not only every request answered.
+  std::promise<bool> drained;
+  std::future<bool> drained_future = drained.get_future();
+  infer::GrpcServer* raw_server = server->get();
+  std::thread drainer([raw_engine, raw_server, timeout, deadline, &drained] {
+    raw_server->StopAccepting(timeout);
+    // Runs what is queued at once and returns when every request it took is
+    // answered. (A call that reaches the engine in the moment before gRPC's
+    // Shutdown takes effect is refused UNAVAILABLE: in the grace period the
+    // load balancers moved traffic away.)
     raw_engine->Shutdown();
-    drained.set_value();
+    // Up to 2 s for gRPC to send the last answers and see the clients close
+    // their connections.
+    drained.set_value(raw_server->WaitStopped(std::min(absl::Seconds(2), deadline - absl::Now())));
   });
   while (drained_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
     const absl::Duration left = deadline - absl::Now();
@@ -223,20 +261,26 @@ int Run(Flags flags, const sigset_t& signals) {
         "drain timed out after {} s with {} requests still queued (and batches running); "
         "stopping without answering them",
         flags.drain_timeout_s, queued);
-    // No gRPC Shutdown here: it waits for every callback reactor to finish,
-    // and the calls still open finish only when the engine answers them —
-    // which is what did not happen in time. The process ends; the kernel
-    // closes the connections, and clients see UNAVAILABLE.
+    // gRPC's Shutdown waits for every callback reactor to finish, and the
+    // calls still open finish only when the engine answers them, which is
+    // what did not happen in time. The process ends; the kernel closes the
+    // connections, and clients see UNAVAILABLE.
     spdlog::shutdown();
     std::_Exit(1);
   }
   drainer.join();
-  // Every accepted request is answered; give gRPC up to 2 s (within the
-  // drain timeout) to send the last responses, then cancel whatever the
-  // engine never saw (e.g. a call refused mid-message for its size, which
-  // gRPC otherwise keeps open for seconds).
-  (*server)->Shutdown(
-      std::clamp(deadline - absl::Now(), absl::Milliseconds(100), absl::Seconds(2)));
+  if (!drained_future.get()) {
+    // Every request is answered and its answer handed to gRPC 2 s ago; what
+    // gRPC still waits for is clients closing idle connections.
+    spdlog::info("every accepted request is answered; not waiting for idle client connections");
+    if (device_lost) {
+      spdlog::critical("stopped after the device was lost; exit status 1");
+    } else {
+      spdlog::info("stopped");
+    }
+    spdlog::shutdown();
+    std::_Exit(device_lost ? 1 : 0);
+  }
   // Everything that borrows the engine goes before it.
   server->reset();
   reporter.reset();
@@ -306,10 +350,19 @@ int main(int argc, char** argv) {
   app.add_option("--device-lock-dir", flags.device_lock_dir,
                  "directory for the per-GPU ownership lock files (default: $INFER_LOCK_DIR, "
                  "else /run/lock, else /tmp)");
+  app.add_option("--drain-grace-s", flags.drain_grace_s,
+                 "on SIGTERM/SIGINT: health turns NOT_SERVING at once, but requests are still "
+                 "accepted and served for this many seconds, so load balancers and endpoint "
+                 "removal move traffic away first; then the drain (--drain-timeout-s). 0: "
+                 "refuse new calls at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--drain-timeout-s", flags.drain_timeout_s,
-                 "on SIGTERM/SIGINT: health turns NOT_SERVING, new requests get UNAVAILABLE, "
-                 "every accepted request is answered, then the server exits 0; if that takes "
-                 "longer than this many seconds it stops anyway and exits 1")
+                 "after the grace period: stop accepting (GOAWAY, so clients and proxies go "
+                 "elsewhere), answer every accepted request, exit 0; if that takes longer than "
+                 "this many seconds, stop anyway and exit 1. Grace plus timeout must stay below "
+                 "the supervisor's kill timeout (Kubernetes: terminationGracePeriodSeconds, "
+                 "30 by default)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--metrics-address", flags.metrics_address,

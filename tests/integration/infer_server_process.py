@@ -14,7 +14,8 @@ class InferServer:
     def __init__(self, repo, *extra_args):
         self.proc = subprocess.Popen(
             [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
-             "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--model-repository", repo,
+             "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--drain-grace-s", "0",
+             "--model-repository", repo,
              *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log = []

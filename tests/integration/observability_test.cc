@@ -1,6 +1,6 @@
 // End-to-end tests of the operational side of infer-server over loopback:
 // request-size limits and their codes, the Prometheus endpoint, ModelStatistics,
-// ModelStreamInfer, the config file, the graceful drain on SIGTERM, and TLS /
+// ModelStreamInfer, the config file, and TLS /
 // mutual TLS with certificates made by the test. The real binary is started
 // by each test (or suite) and stopped with a signal.
 #include <grpcpp/grpcpp.h>
@@ -34,29 +34,13 @@ using ::infer::loadgen::Sample;
 using ::infer::loadgen::SumOf;
 using ::infer::testing::Concurrent;
 using ::infer::testing::IdsRequest;
+using ::infer::testing::Infer;
+using ::infer::testing::Rows;
 using ::infer::testing::ServerBinary;
 using ::infer::testing::ServerProcess;
 using ::infer::testing::Stats;
+using ::infer::testing::TempDir;
 using inference::GRPCInferenceService;
-
-// A temporary folder removed with the object.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag)
-      : path_(fs::temp_directory_path() / absl::StrCat("infer_obs_", tag, "_", getpid())) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-  void AddModel(const std::string& name, const std::string& config) const {
-    fs::create_directories(path_ / name);
-    std::ofstream(path_ / name / "config.pbtxt") << config;
-  }
-
- private:
-  fs::path path_;
-};
 
 constexpr char kLimitedConfig[] = R"(
   backend: "embed_pool"
@@ -71,18 +55,6 @@ constexpr char kLimitedConfig[] = R"(
 std::unique_ptr<GRPCInferenceService::Stub> Stub(const ServerProcess& server) {
   return GRPCInferenceService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-}
-
-grpc::Status Infer(GRPCInferenceService::Stub* stub, const inference::ModelInferRequest& req,
-                   inference::ModelInferResponse* resp = nullptr) {
-  inference::ModelInferResponse ignored;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  return stub->ModelInfer(&ctx, req, resp != nullptr ? resp : &ignored);
-}
-
-std::vector<std::vector<int64_t>> Rows(int rows, int length) {
-  return std::vector<std::vector<int64_t>>(rows, std::vector<int64_t>(length, 7));
 }
 
 class ObservabilityTest : public ::testing::Test {
@@ -364,101 +336,6 @@ TEST(ServerConfigTest, ConfigFileSetsOptionsAndTheCommandLineWins) {
   EXPECT_NE(misspelt.status().message().find("unknown option 'max-recieve-message-bytes'"),
             std::string::npos)
       << misspelt.status();
-}
-
-// A model slow enough on the CPU (~0.1-0.2 s per request of 4 x 512 tokens on
-// two cores) that a queue of such requests is still draining while the test
-// looks at the server.
-constexpr char kSlowConfig[] = R"(
-  backend: "embed_pool"
-  max_batch_size: 4
-  dynamic_batching { max_queue_delay_microseconds: 0 }
-  parameters { key: "vocab_size" value { string_value: "1000" } }
-  parameters { key: "hidden_size" value { string_value: "2048" } }
-  parameters { key: "embedding_size" value { string_value: "2048" } }
-)";
-
-TEST(DrainTest, SigtermAnswersAcceptedRequestsRefusesNewOnesAndExitsZero) {
-  TempDir repo("drain");
-  repo.AddModel("slow", kSlowConfig);
-  auto server = ServerProcess::Start(
-      ServerBinary(),
-      {"--device", "cpu", "--model-repository", repo.path().string(), "--drain-timeout-s", "120"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-  auto stub = GRPCInferenceService::NewStub(channel);
-  auto health = grpc::health::v1::Health::NewStub(channel);
-
-  // 24 requests in flight; the first answer shows they are all accepted.
-  constexpr int kInFlight = 24;
-  std::vector<StatusCode> codes(kInFlight, StatusCode::UNKNOWN);
-  std::atomic<int> bad{0};
-  std::thread sender(
-      [&] { codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad); });
-  for (int i = 0; i < 600 && Stats(stub.get(), "slow").execution_count() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GT(Stats(stub.get(), "slow").execution_count(), 0u);
-  // SIGTERM while most of them still wait.
-  std::thread stopper([&] {
-    absl::StatusOr<int> code = server->Stop(SIGTERM, absl::Seconds(120));
-    ASSERT_TRUE(code.ok()) << code.status();
-    EXPECT_EQ(*code, 0) << server->log();
-  });
-  // Draining: not serving, and a new request is refused with UNAVAILABLE.
-  bool saw_not_serving = false;
-  for (int i = 0; i < 200 && !saw_not_serving; ++i) {
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckResponse h;
-    const grpc::Status s = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &h);
-    saw_not_serving = s.ok() && h.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
-    if (!saw_not_serving) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_TRUE(saw_not_serving) << "health must say NOT_SERVING while draining";
-  {
-    grpc::ClientContext ctx;
-    inference::ServerReadyResponse ready;
-    ASSERT_TRUE(stub->ServerReady(&ctx, inference::ServerReadyRequest(), &ready).ok());
-    EXPECT_FALSE(ready.ready());
-  }
-  const grpc::Status late = Infer(stub.get(), IdsRequest("slow", Rows(1, 4)));
-  EXPECT_EQ(late.error_code(), StatusCode::UNAVAILABLE) << late.error_message();
-  EXPECT_NE(late.error_message().find("shutting down"), std::string::npos) << late.error_message();
-  sender.join();
-  stopper.join();
-  for (int i = 0; i < kInFlight; ++i) EXPECT_EQ(codes[i], StatusCode::OK) << "request " << i;
-  EXPECT_EQ(bad.load(), 0);
-}
-
-TEST(DrainTest, ADrainPastItsTimeoutExitsOneWithoutWaitingForTheRest) {
-  TempDir repo("drain_timeout");
-  repo.AddModel("slow", kSlowConfig);
-  auto server = ServerProcess::Start(
-      ServerBinary(),
-      {"--device", "cpu", "--model-repository", repo.path().string(), "--drain-timeout-s", "1"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-  auto stub = GRPCInferenceService::NewStub(channel);
-  // 64 slow requests: several seconds of work, far more than the 1 s allowed.
-  constexpr int kInFlight = 64;
-  std::atomic<int> bad{0};
-  std::vector<StatusCode> codes;
-  std::thread sender(
-      [&] { codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad); });
-  for (int i = 0; i < 600 && Stats(stub.get(), "slow").execution_count() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GT(Stats(stub.get(), "slow").execution_count(), 0u);
-  const absl::Time signalled = absl::Now();
-  absl::StatusOr<int> code = server->Stop(SIGTERM, absl::Seconds(30));
-  ASSERT_TRUE(code.ok()) << code.status();
-  EXPECT_EQ(*code, 1) << server->log();
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10)) << "the timeout bounds the exit";
-  EXPECT_NE(server->log().find("drain timed out"), std::string::npos) << server->log();
-  sender.join();
-  int unanswered = 0;
-  for (StatusCode c : codes) unanswered += c != StatusCode::OK;
-  EXPECT_GT(unanswered, 0) << "some requests were cut off (the timeout was real)";
 }
 
 // Runs openssl to make a CA, a server certificate for 127.0.0.1 and a

@@ -1,9 +1,12 @@
 #include "tests/testing/kserve.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -14,6 +17,32 @@ using inference::GRPCInferenceService;
 std::string ServerBinary() {
   const char* env = std::getenv("INFER_SERVER_BINARY");
   return env != nullptr && *env != '\0' ? env : INFER_SERVER_BINARY;
+}
+
+TempDir::TempDir(const std::string& tag)
+    : path_(std::filesystem::temp_directory_path() /
+            ("infer_test_" + tag + "_" + std::to_string(getpid()))) {
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() { std::filesystem::remove_all(path_); }
+
+void TempDir::AddModel(const std::string& name, const std::string& config) const {
+  std::filesystem::create_directories(path_ / name);
+  std::ofstream(path_ / name / "config.pbtxt") << config;
+}
+
+std::vector<std::vector<int64_t>> Rows(int rows, int length) {
+  return std::vector<std::vector<int64_t>>(rows, std::vector<int64_t>(length, 7));
+}
+
+grpc::Status Infer(GRPCInferenceService::Stub* stub, const inference::ModelInferRequest& req,
+                   inference::ModelInferResponse* resp) {
+  inference::ModelInferResponse ignored;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return stub->ModelInfer(&ctx, req, resp != nullptr ? resp : &ignored);
 }
 
 inference::ModelInferRequest IdsRequest(const std::string& model,

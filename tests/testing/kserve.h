@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,29 @@ namespace infer::testing {
 // The server binary: $INFER_SERVER_BINARY if set (e.g. when the tests run
 // from a copied bundle), else the one this build produced.
 std::string ServerBinary();
+
+// A temporary folder (under the system's temp dir, named by `tag` and the
+// pid) removed with the object; AddModel writes a model repository entry.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  void AddModel(const std::string& name, const std::string& config) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// `rows` rows of `length` ids (all 7).
+std::vector<std::vector<int64_t>> Rows(int rows, int length);
+
+// One ModelInfer call with a 30 s deadline.
+grpc::Status Infer(inference::GRPCInferenceService::Stub* stub,
+                   const inference::ModelInferRequest& req,
+                   inference::ModelInferResponse* resp = nullptr);
 
 // An INT64 input_ids request of the given rows (all of one length).
 inference::ModelInferRequest IdsRequest(const std::string& model,

@@ -22,8 +22,13 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
   char templ[] = "/tmp/infer_server_log_XXXXXX";
   const int log_fd = mkstemp(templ);
   if (log_fd < 0) return absl::InternalError("mkstemp failed");
-  std::vector<std::string> argv = {binary, "--grpc-address", "127.0.0.1:0", "--metrics-address",
-                                   "127.0.0.1:0"};
+  std::vector<std::string> argv = {binary,
+                                   "--grpc-address",
+                                   "127.0.0.1:0",
+                                   "--metrics-address",
+                                   "127.0.0.1:0",
+                                   "--drain-grace-s",
+                                   "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");

@@ -17,8 +17,9 @@ namespace infer::testing {
 class ServerProcess {
  public:
   // Starts `binary` with --grpc-address 127.0.0.1:0 --metrics-address
-  // 127.0.0.1:0 and then `args` (which may override them). Output goes to a
-  // log file (see log()).
+  // 127.0.0.1:0 --drain-grace-s 0 (a test stops at once unless it tests the
+  // grace period) and then `args` (which may override them). Output goes to
+  // a log file (see log()).
   static absl::StatusOr<ServerProcess> Start(const std::string& binary,
                                              const std::vector<std::string>& args,
                                              absl::Duration timeout = absl::Seconds(60));

@@ -1,0 +1,174 @@
+#include "server/health_service.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace infer {
+namespace {
+
+using grpc::health::v1::HealthCheckResponse;
+
+constexpr char kServiceName[] = "inference.GRPCInferenceService";
+
+bool KnownService(const std::string& service) { return service.empty() || service == kServiceName; }
+
+}  // namespace
+
+class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheckResponse> {
+ public:
+  Watcher(HealthService* service, bool known) : service_(service), known_(known) {}
+
+  // Sends the first status, or ends at once when the server is stopping.
+  // Called once, with no lock held; may delete this.
+  void Start(HealthCheckResponse::ServingStatus status, bool ending) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;  // EndAll got here first
+      if (!ending) {
+        WriteLocked(status);
+        return;
+      }
+      finished_ = true;
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  // Sends `status` if it differs from the last one sent.
+  void Update(HealthCheckResponse::ServingStatus status) {
+    if (!known_) return;  // SERVICE_UNKNOWN does not change
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ || end_wanted_) return;
+    latest_ = status;
+    if (!writing_ && latest_ != sent_) WriteLocked(latest_);
+  }
+
+  // The server stops: true if the caller must call Finish (outside any
+  // lock); else it finishes after its write (or has finished).
+  bool End() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return false;
+    if (writing_) {
+      end_wanted_ = true;
+      return false;
+    }
+    finished_ = true;
+    return true;
+  }
+  void FinishEnded() { Finish(grpc::Status::OK); }  // may delete this
+
+  void OnWriteDone(bool ok) override {
+    grpc::Status finish_with;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (finished_) return;
+      if (ok && !end_wanted_) {
+        if (latest_ != sent_) WriteLocked(latest_);
+        return;
+      }
+      finished_ = true;
+      finish_with = ok ? grpc::Status::OK : grpc::Status::CANCELLED;
+    }
+    Finish(finish_with);  // may delete this
+  }
+
+  void OnCancel() override {  // the client went away
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    service_->Closed(this);
+    delete this;
+  }
+
+ private:
+  void WriteLocked(HealthCheckResponse::ServingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    response_.set_status(known_ ? status : HealthCheckResponse::SERVICE_UNKNOWN);
+    sent_ = latest_ = status;
+    writing_ = true;
+    StartWrite(&response_);
+  }
+
+  HealthService* const service_;
+  const bool known_;  // an unknown service is always SERVICE_UNKNOWN
+  std::mutex mu_;
+  HealthCheckResponse response_ ABSL_GUARDED_BY(mu_);  // the write in progress
+  HealthCheckResponse::ServingStatus sent_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
+  HealthCheckResponse::ServingStatus latest_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool end_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+HealthCheckResponse::ServingStatus HealthService::Status() const {
+  return engine_->Ready() ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+}
+
+grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
+                                               const grpc::health::v1::HealthCheckRequest* request,
+                                               HealthCheckResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!KnownService(request->service())) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::NOT_FOUND,
+                     absl::StrCat("unknown service '", request->service(), "'; this server has '",
+                                  kServiceName, "' (or '' for the whole server)")));
+    return reactor;
+  }
+  response->set_status(Status());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
+    grpc::CallbackServerContext*, const grpc::health::v1::HealthCheckRequest* request) {
+  auto* watcher = new Watcher(this, KnownService(request->service()));
+  bool ending = false;
+  {
+    // Registered before it can finish, so OnDone's Closed finds it.
+    std::lock_guard<std::mutex> lock(mu_);
+    ending = ending_;
+    watchers_.insert(watcher);
+  }
+  watcher->Start(Status(), ending);  // may finish and delete it: not touched after
+  return watcher;
+}
+
+void HealthService::Refresh() {
+  const HealthCheckResponse::ServingStatus status = Status();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Watcher* w : watchers_) w->Update(status);
+}
+
+void HealthService::EndAll() {
+  std::vector<Watcher*> to_finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ending_ = true;
+    for (Watcher* w : watchers_) {
+      if (w->End()) to_finish.push_back(w);
+    }
+  }
+  // Not deleted yet: a watcher is deleted only after its Finish, and End
+  // left these to be finished here alone.
+  for (Watcher* w : to_finish) w->FinishEnded();
+}
+
+size_t HealthService::watchers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watchers_.size();
+}
+
+void HealthService::Closed(Watcher* watcher) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watchers_.erase(watcher);
+}
+
+}  // namespace infer

@@ -1,0 +1,233 @@
+#include "server/stream_infer.h"
+
+#include <chrono>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_decode.h"
+#include "server/proto_codec.h"
+
+namespace infer {
+
+class InferStreams::StreamReactor final : public InferStreams::Reactor {
+ public:
+  StreamReactor(InferStreams* streams, grpc::CallbackServerContext* ctx)
+      : streams_(streams), engine_(streams->engine_), ctx_(ctx) {}
+
+  // Starts reading, or ends the stream at once if the server drains
+  // (`ending`, or a drain that reached it since it was registered). Called
+  // once, with no lock held; may delete this.
+  void Start(bool ending) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;  // EndAll finished it already
+      if (!ending) {
+        reading_ = true;
+        StartRead(&request_);
+        return;
+      }
+      finished_ = true;
+    }
+    Finish(EndedStatus());
+  }
+
+  // The server drains: read no more; end once what was read is answered.
+  // Returns true if the caller must call FinishEnded() (outside any lock).
+  bool End() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ending_ = true;
+    return ShouldFinishLocked();
+  }
+  void FinishEnded() { Finish(FinishStatus()); }  // may delete this
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side, the stream broke, or it was finished
+      bool finish = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        reading_ = false;
+        reads_done_ = true;
+        finish = ShouldFinishLocked();
+      }
+      if (finish) Finish(FinishStatus());  // may delete this
+      return;
+    }
+    const std::string id = request_.id();
+    const std::string model = request_.model_name();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      if (finished_) {  // ended by a drain while this read completed
+        request_.Clear();
+        return;
+      }
+      ++pending_;
+    }
+    absl::StatusOr<InferRequest> converted = DecodeInferRequest(*engine_, &request_);
+    request_.Clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ReadMoreLocked();  // read ahead while this one runs
+    }
+    if (!converted.ok()) {
+      Answer(converted.status(), id, model);
+      return;
+    }
+    if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) {
+      converted->deadline = absl::FromChrono(ctx_->deadline());
+    }
+    grpc::CallbackServerContext* ctx = ctx_;
+    converted->is_cancelled = [ctx] { return ctx->IsCancelled(); };
+    engine_->Submit(*std::move(converted), [this, id, model](absl::StatusOr<InferResponse> result) {
+      Answer(std::move(result), id, model);
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      if (!ok) {
+        broken_ = true;  // the client is gone: drop what is left
+        queue_.clear();
+      }
+      if (!queue_.empty()) {
+        StartWrite(&queue_.front());
+      } else {
+        writing_ = false;
+      }
+      ReadMoreLocked();
+      finish = ShouldFinishLocked();
+    }
+    if (finish) Finish(FinishStatus());  // may delete this
+  }
+
+  void OnDone() override {
+    streams_->Closed(this);
+    delete this;
+  }
+
+ private:
+  static grpc::Status EndedStatus() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down; open a new stream (another server will "
+                        "take it)");
+  }
+
+  // OK when the client closed its side (or is gone); UNAVAILABLE when a
+  // drain ended the stream first.
+  grpc::Status FinishStatus() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reads_done_ || broken_ ? grpc::Status::OK : EndedStatus();
+  }
+
+  void Answer(absl::StatusOr<InferResponse> result, const std::string& id,
+              const std::string& model) {
+    inference::ModelStreamInferResponse out;
+    if (result.ok()) {
+      ResponseToProto(*std::move(result), out.mutable_infer_response());
+    } else {
+      out.set_error_message(absl::StrCat(absl::StatusCodeToString(result.status().code()), ": ",
+                                         result.status().message()));
+      out.mutable_infer_response()->set_id(id);
+      out.mutable_infer_response()->set_model_name(model);
+    }
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --pending_;
+      if (!broken_) {
+        queue_.push_back(std::move(out));
+        if (!writing_) {
+          writing_ = true;
+          StartWrite(&queue_.front());
+        }
+      }
+      finish = ShouldFinishLocked();
+    }
+    if (finish) Finish(FinishStatus());  // may delete this
+  }
+
+  // Starts the next read unless one is outstanding, the client has closed
+  // its side, the stream broke or is ending, or too many requests are in
+  // flight.
+  void ReadMoreLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reading_ || reads_done_ || broken_ || ending_ || finished_) return;
+    if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  // True once (and only once) the stream is done: the client closed its
+  // side or broke, or a drain ends it, and every request read is answered
+  // and written. (A read still outstanding when a drain ends the stream
+  // completes not-ok after Finish.) The caller calls Finish() after
+  // releasing mu_ and touches nothing of this after it: gRPC may run OnDone
+  // (delete this) on another thread as soon as Finish is called, which must
+  // not happen while mu_ is held.
+  bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || pending_ > 0 || writing_) return false;
+    if (!(reads_done_ || broken_ || ending_)) return false;
+    if (reading_ && !ending_) return false;
+    finished_ = true;
+    return true;
+  }
+
+  InferStreams* const streams_;
+  Engine* const engine_;
+  grpc::CallbackServerContext* const ctx_;
+  inference::ModelInferRequest request_;  // the read in progress
+
+  std::mutex mu_;
+  std::deque<inference::ModelStreamInferResponse> queue_ ABSL_GUARDED_BY(mu_);  // front: writing
+  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // read, not yet answered
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+InferStreams::Reactor* InferStreams::Open(grpc::CallbackServerContext* ctx) {
+  auto* stream = new StreamReactor(this, ctx);
+  bool ending = false;
+  {
+    // Registered before it can finish, so OnDone's Closed finds it.
+    std::lock_guard<std::mutex> lock(mu_);
+    ending = ending_;
+    open_.insert(stream);
+  }
+  stream->Start(ending);  // may finish and delete it: not touched after
+  return stream;
+}
+
+void InferStreams::EndAll() {
+  std::vector<StreamReactor*> to_finish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ending_ = true;
+    for (StreamReactor* stream : open_) {
+      if (stream->End()) to_finish.push_back(stream);
+    }
+  }
+  // Not deleted yet: a stream is deleted only after its Finish, and these
+  // are finished here alone (End marked them).
+  for (StreamReactor* stream : to_finish) stream->FinishEnded();
+}
+
+size_t InferStreams::open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.size();
+}
+
+void InferStreams::Closed(StreamReactor* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  open_.erase(stream);
+}
+
+}  // namespace infer
