@@ -57,6 +57,16 @@ struct Step {
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+json EndpointsJson(const LoadResult& r) {
+  json out = json::array();
+  for (const infer::loadgen::EndpointCounts& e : r.endpoints) {
+    json codes = json::object();
+    for (const auto& [code, n] : e.codes) codes[infer::loadgen::CodeName(code)] = n;
+    out.push_back({{"address", e.address}, {"sent", e.sent}, {"ok", e.ok}, {"codes", codes}});
+  }
+  return out;
+}
+
 json ToJson(const Step& s) {
   const LoadResult& r = s.result;
   json codes = json::object();
@@ -82,6 +92,7 @@ json ToJson(const Step& s) {
               {"p99", Ms(r.error_latency.Percentile(99))},
               {"max", Ms(r.error_latency.max())}}},
             {"codes", codes},
+            {"endpoints", EndpointsJson(r)},
             {"pacing",
              {{"issued", r.pacing.issued},
               {"late", r.pacing.late},
@@ -140,6 +151,12 @@ void PrintDetails(const Step& s) {
   if (!codes.empty()) {
     std::printf("  errors by code:%s; error latency p50 %.2f ms, p99 %.2f ms\n", codes.c_str(),
                 Ms(r.error_latency.Percentile(50)), Ms(r.error_latency.Percentile(99)));
+  }
+  for (const infer::loadgen::EndpointCounts& e : r.endpoints) {
+    if (r.endpoints.size() < 2) break;
+    std::printf("  %s: sent %lld, ok %lld, errors %lld\n", e.address.c_str(),
+                static_cast<long long>(e.sent), static_cast<long long>(e.ok),
+                static_cast<long long>(e.sent - e.ok));
   }
   if (r.pacing.issued > 0 && r.pacing.late > 0) {
     std::printf(
@@ -223,7 +240,10 @@ int main(int argc, char** argv) {
       "or text (BYTES text [batch] of length-2 words 'hello', see --text-column).",
       "infer-bench"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("-u,--url", o.address, "server host:port")->capture_default_str();
+  app.add_option("-u,--url", o.address,
+                 "server host:port, or several separated by commas (a fleet without a proxy: "
+                 "channels go round them, at least one each, and each one's answers are counted)")
+      ->capture_default_str();
   app.add_option("-m,--model", o.model, "model name")->required();
   app.add_option("-b,--batch-size", o.batch, "rows per request")
       ->capture_default_str()

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace infer::loadgen {
 
@@ -55,15 +56,19 @@ namespace {
 // Shared state of one run; answers arrive on gRPC's threads.
 class Run {
  public:
-  Run(const LoadOptions& o, LengthMix mix)
+  Run(const LoadOptions& o, LengthMix mix, const std::vector<std::string>& endpoints)
       : o_(o), mix_(std::move(mix)), pool_(o.model, o.format, o.batch) {
-    for (int i = 0; i < std::max(1, o.channels); ++i) {
+    for (const std::string& e : endpoints) result_.endpoints.push_back({e});
+    const int channels = std::max<int>(o.channels, static_cast<int>(endpoints.size()));
+    for (int i = 0; i < channels; ++i) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(-1);
       args.SetInt("grpc.use_local_subchannel_pool", 1);  // one connection per channel
       args.SetInt("infer.bench.channel", i);             // distinct channels
-      stubs_.push_back(inference::GRPCInferenceService::NewStub(
-          grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(), args)));
+      const size_t endpoint = static_cast<size_t>(i) % endpoints.size();
+      stubs_.push_back(inference::GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
+          endpoints[endpoint], grpc::InsecureChannelCredentials(), args)));
+      stub_endpoint_.push_back(endpoint);
     }
   }
 
@@ -102,17 +107,22 @@ class Run {
     auto call = std::make_shared<Call>();
     call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + o_.timeout));
     const inference::ModelInferRequest& req = pool_.Get(mix_.Sample(rng));
+    const size_t channel = next_channel_.fetch_add(1) % stubs_.size();
+    const size_t endpoint = stub_endpoint_[channel];
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++outstanding_;
-      if (measured) ++result_.sent;
+      if (measured) {
+        ++result_.sent;
+        ++result_.endpoints[endpoint].sent;
+      }
     }
     in_callbacks_.fetch_add(1);  // released as the callback's very last step
-    const size_t channel = next_channel_.fetch_add(1) % stubs_.size();
     stubs_[channel]->async()->ModelInfer(
         &call->ctx, &req, &call->resp,
-        [this, call, intended, measured, then = std::move(then)](grpc::Status status) mutable {
-          Record(status, intended, measured);
+        [this, call, intended, measured, endpoint,
+         then = std::move(then)](grpc::Status status) mutable {
+          Record(status, intended, measured, endpoint);
           if (then) then();
           // Release what the callback owns now, not when gRPC destroys it
           // after it returns: the call's context holds the last reference
@@ -176,7 +186,7 @@ class Run {
   void set_progress_origin(absl::Time t) { last_progress_ = t; }
 
  private:
-  void Record(const grpc::Status& status, absl::Time intended, bool measured) {
+  void Record(const grpc::Status& status, absl::Time intended, bool measured, size_t endpoint) {
     const absl::Time now = absl::Now();
     const int64_t ns = absl::ToInt64Nanoseconds(now - intended);
     std::lock_guard<std::mutex> lock(mu_);
@@ -188,6 +198,9 @@ class Run {
     if (!measured) return;
     last_measured_answer_ = std::max(last_measured_answer_, now);
     ++result_.codes[status.error_code()];
+    EndpointCounts& counts = result_.endpoints[endpoint];
+    ++counts.codes[status.error_code()];
+    if (status.ok()) ++counts.ok;
     if (!status.ok()) ++errors_;
     if (status.ok()) {
       ++result_.ok;
@@ -202,6 +215,7 @@ class Run {
   const LengthMix mix_;
   RequestPool pool_;
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs_;
+  std::vector<size_t> stub_endpoint_;  // each stub's endpoint
   std::atomic<size_t> next_channel_{0};
   std::atomic<int64_t> measured_sent_{0};
   std::atomic<bool> stop_{false};
@@ -226,8 +240,21 @@ class Run {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> SplitEndpoints(const std::string& address) {
+  std::vector<std::string> endpoints = absl::StrSplit(address, ',');
+  for (const std::string& e : endpoints) {
+    if (e.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "empty endpoint in '", address, "': give host:port, or several separated by commas"));
+    }
+  }
+  return endpoints;
+}
+
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("a model name is required");
+  absl::StatusOr<std::vector<std::string>> endpoints = SplitEndpoints(o.address);
+  if (!endpoints.ok()) return endpoints.status();
   if ((o.concurrency > 0) == (o.rate > 0)) {
     return absl::InvalidArgumentError(
         "choose one load: a concurrency (closed loop) or a request rate (open loop)");
@@ -251,7 +278,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
                      " makes requests over 1 GiB; the load generator keeps them in memory"));
   }
   const std::vector<int64_t> lengths = mix->Values();
-  Run run(o, *std::move(mix));
+  Run run(o, *std::move(mix), *endpoints);
   // Build the requests before the clock starts, so building them is not
   // charged to the first measured request of each length.
   int64_t total_bytes = 0;

@@ -26,6 +26,9 @@
 namespace infer::loadgen {
 
 struct LoadOptions {
+  // host:port, or several separated by commas (a fleet without a proxy):
+  // channels go round the endpoints (at least one each) and calls round the
+  // channels, and LoadResult::endpoints counts each endpoint's answers.
   std::string address = "127.0.0.1:8001";
   std::string model;
   RequestFormat format;  // what the requests carry
@@ -50,6 +53,17 @@ struct LoadOptions {
   std::function<void()> on_measure_start;
 };
 
+// One endpoint's share of the measured requests.
+struct EndpointCounts {
+  std::string address;
+  int64_t sent = 0;
+  int64_t ok = 0;
+  std::map<grpc::StatusCode, int64_t> codes;
+};
+
+// The endpoints of LoadOptions::address; INVALID_ARGUMENT for an empty one.
+absl::StatusOr<std::vector<std::string>> SplitEndpoints(const std::string& address);
+
 struct LoadResult {
   // The measured window: the duration after the warm-up; or, when the
   // request budget ran out first, from the end of the warm-up to the last
@@ -71,8 +85,9 @@ struct LoadResult {
   // these are `ok` and `rows_ok`.
   int64_t completed_ok = 0;
   int64_t completed_rows = 0;
-  OpenLoopResult pacing;       // open loop only
-  double throughput() const {  // OK answers per second
+  OpenLoopResult pacing;                  // open loop only
+  std::vector<EndpointCounts> endpoints;  // in the order given
+  double throughput() const {             // OK answers per second
     return completed_ok / std::max(1e-9, absl::ToDoubleSeconds(window));
   }
   double row_throughput() const {  // OK rows per second

@@ -220,6 +220,31 @@ TEST_F(InferBenchTest, OpenLoopLatencyCountsFromTheIntendedSendTime) {
               step["completed_ok_in_window"].get<double>() / 0.25, 1e-6);
 }
 
+// A fleet without a proxy: -u a,b spreads the channels over both servers and
+// counts each one's answers.
+TEST_F(InferBenchTest, SeveralEndpointsShareTheLoadAndAreCountedApart) {
+  auto other = ServerProcess::Start(ServerBinary(), {"--device", "cpu"});
+  ASSERT_TRUE(other.ok()) << other.status();
+  const BenchRun run =
+      RunBench({"-u", absl::StrCat(server_->address(), ",", other->address()), "-m", "embed_pool",
+                "--concurrency", "4", "--duration-s", "1", "--warmup-s", "0.2"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json& step = run.result["steps"][0];
+  ASSERT_EQ(step["endpoints"].size(), 2u) << run.output;
+  int64_t sent = 0;
+  for (int i = 0; i < 2; ++i) {
+    const json& e = step["endpoints"][i];
+    EXPECT_EQ(e["address"], i == 0 ? server_->address() : other->address());
+    EXPECT_GT(e["ok"].get<int64_t>(), 10) << "endpoint " << i << " took no share\n" << run.output;
+    EXPECT_EQ(e["ok"], e["sent"]);
+    sent += e["sent"].get<int64_t>();
+  }
+  EXPECT_EQ(sent, step["sent"].get<int64_t>());
+  EXPECT_NE(run.output.find(absl::StrCat(other->address(), ": sent")), std::string::npos)
+      << run.output;
+  EXPECT_EQ(*other->Stop(SIGTERM), 0);
+}
+
 TEST(InferBenchCliTest, BadArgumentsAreRefusedWithTheReason) {
   BenchRun run = RunBench({"-m", "x", "--concurrency", "2", "--rate", "5"});
   EXPECT_EQ(run.exit_code, 2);
@@ -233,6 +258,9 @@ TEST(InferBenchCliTest, BadArgumentsAreRefusedWithTheReason) {
   run = RunBench({"-m", "x", "--concurrency", "2", "--input", "text", "--mask-input", "m"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("goes with token ids"), std::string::npos) << run.output;
+  run = RunBench({"-u", "127.0.0.1:1,,127.0.0.1:2", "-m", "x", "--concurrency", "1"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("empty endpoint"), std::string::npos) << run.output;
 }
 
 }  // namespace
