@@ -1,7 +1,6 @@
 #include "server/health_service.h"
 
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,11 +17,14 @@ bool KnownService(const std::string& service) { return service.empty() || servic
 
 class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheckResponse> {
  public:
-  Watcher(HealthService* service, bool known) : service_(service), known_(known) {}
+  Watcher(OpenCalls<Watcher>* open, HealthCheckResponse::ServingStatus status, bool known)
+      : open_(open), known_(known), first_(status) {}
 
+  // OpenCalls' interface (server/open_calls.h).
   // Sends the first status, or ends at once when the server is stopping.
   // Called once, with no lock held; may delete this.
-  void Start(HealthCheckResponse::ServingStatus status, bool ending) {
+  void Start(bool ending) {
+    const HealthCheckResponse::ServingStatus status = first_;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) return;  // EndAll got here first
@@ -84,7 +86,7 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
   }
 
   void OnDone() override {
-    service_->Closed(this);
+    open_->Closed(this);
     delete this;
   }
 
@@ -96,8 +98,9 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
     StartWrite(&response_);
   }
 
-  HealthService* const service_;
-  const bool known_;  // an unknown service is always SERVICE_UNKNOWN
+  OpenCalls<Watcher>* const open_;
+  const bool known_;                                // an unknown service is always SERVICE_UNKNOWN
+  const HealthCheckResponse::ServingStatus first_;  // the status when it opened
   std::mutex mu_;
   HealthCheckResponse response_ ABSL_GUARDED_BY(mu_);  // the write in progress
   HealthCheckResponse::ServingStatus sent_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
@@ -129,46 +132,14 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext*, const grpc::health::v1::HealthCheckRequest* request) {
-  auto* watcher = new Watcher(this, KnownService(request->service()));
-  bool ending = false;
-  {
-    // Registered before it can finish, so OnDone's Closed finds it.
-    std::lock_guard<std::mutex> lock(mu_);
-    ending = ending_;
-    watchers_.insert(watcher);
-  }
-  watcher->Start(Status(), ending);  // may finish and delete it: not touched after
-  return watcher;
+  return watchers_.Open(new Watcher(&watchers_, Status(), KnownService(request->service())));
 }
 
 void HealthService::Refresh() {
   const HealthCheckResponse::ServingStatus status = Status();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Watcher* w : watchers_) w->Update(status);
+  watchers_.ForEach([status](Watcher* w) { w->Update(status); });
 }
 
-void HealthService::EndAll() {
-  std::vector<Watcher*> to_finish;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ending_ = true;
-    for (Watcher* w : watchers_) {
-      if (w->End()) to_finish.push_back(w);
-    }
-  }
-  // Not deleted yet: a watcher is deleted only after its Finish, and End
-  // left these to be finished here alone.
-  for (Watcher* w : to_finish) w->FinishEnded();
-}
-
-size_t HealthService::watchers() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return watchers_.size();
-}
-
-void HealthService::Closed(Watcher* watcher) {
-  std::lock_guard<std::mutex> lock(mu_);
-  watchers_.erase(watcher);
-}
+void HealthService::EndAll() { watchers_.EndAll(); }
 
 }  // namespace infer

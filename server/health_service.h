@@ -23,13 +23,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <cstddef>
-#include <mutex>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "health.grpc.pb.h"
 #include "server/engine.h"
+#include "server/open_calls.h"
 
 namespace infer {
 
@@ -49,17 +45,13 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   void Refresh();
   // Ends every watch (see above). Idempotent.
   void EndAll();
-  size_t watchers() const;
 
  private:
   class Watcher;
-  void Closed(Watcher* watcher);
   grpc::health::v1::HealthCheckResponse::ServingStatus Status() const;
 
   Engine* const engine_;
-  mutable std::mutex mu_;
-  absl::flat_hash_set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  OpenCalls<Watcher> watchers_;
 };
 
 }  // namespace infer

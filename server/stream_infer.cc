@@ -4,7 +4,6 @@
 #include <deque>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/grpc_decode.h"
@@ -14,9 +13,10 @@ namespace infer {
 
 class InferStreams::StreamReactor final : public InferStreams::Reactor {
  public:
-  StreamReactor(InferStreams* streams, grpc::CallbackServerContext* ctx)
-      : streams_(streams), engine_(streams->engine_), ctx_(ctx) {}
+  StreamReactor(OpenCalls<StreamReactor>* open, Engine* engine, grpc::CallbackServerContext* ctx)
+      : open_(open), engine_(engine), ctx_(ctx) {}
 
+  // OpenCalls' interface (server/open_calls.h).
   // Starts reading, or ends the stream at once if the server drains
   // (`ending`, or a drain that reached it since it was registered). Called
   // once, with no lock held; may delete this.
@@ -107,7 +107,7 @@ class InferStreams::StreamReactor final : public InferStreams::Reactor {
   }
 
   void OnDone() override {
-    streams_->Closed(this);
+    open_->Closed(this);
     delete this;
   }
 
@@ -177,7 +177,7 @@ class InferStreams::StreamReactor final : public InferStreams::Reactor {
     return true;
   }
 
-  InferStreams* const streams_;
+  OpenCalls<StreamReactor>* const open_;
   Engine* const engine_;
   grpc::CallbackServerContext* const ctx_;
   inference::ModelInferRequest request_;  // the read in progress
@@ -194,40 +194,9 @@ class InferStreams::StreamReactor final : public InferStreams::Reactor {
 };
 
 InferStreams::Reactor* InferStreams::Open(grpc::CallbackServerContext* ctx) {
-  auto* stream = new StreamReactor(this, ctx);
-  bool ending = false;
-  {
-    // Registered before it can finish, so OnDone's Closed finds it.
-    std::lock_guard<std::mutex> lock(mu_);
-    ending = ending_;
-    open_.insert(stream);
-  }
-  stream->Start(ending);  // may finish and delete it: not touched after
-  return stream;
+  return open_.Open(new StreamReactor(&open_, engine_, ctx));
 }
 
-void InferStreams::EndAll() {
-  std::vector<StreamReactor*> to_finish;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ending_ = true;
-    for (StreamReactor* stream : open_) {
-      if (stream->End()) to_finish.push_back(stream);
-    }
-  }
-  // Not deleted yet: a stream is deleted only after its Finish, and these
-  // are finished here alone (End marked them).
-  for (StreamReactor* stream : to_finish) stream->FinishEnded();
-}
-
-size_t InferStreams::open() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return open_.size();
-}
-
-void InferStreams::Closed(StreamReactor* stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  open_.erase(stream);
-}
+void InferStreams::EndAll() { open_.EndAll(); }
 
 }  // namespace infer

@@ -24,14 +24,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <cstddef>
 #include <cstdint>
-#include <mutex>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "grpc_service.grpc.pb.h"
 #include "server/engine.h"
+#include "server/open_calls.h"
 
 namespace infer {
 
@@ -51,17 +48,12 @@ class InferStreams {
   Reactor* Open(grpc::CallbackServerContext* ctx);
   // Ends every stream as described above. Idempotent.
   void EndAll();
-  // Streams open now.
-  size_t open() const;
 
  private:
   class StreamReactor;
-  void Closed(StreamReactor* stream);
 
   Engine* const engine_;
-  mutable std::mutex mu_;
-  absl::flat_hash_set<StreamReactor*> open_ ABSL_GUARDED_BY(mu_);
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  OpenCalls<StreamReactor> open_;
 };
 
 }  // namespace infer
