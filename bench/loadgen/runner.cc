@@ -53,6 +53,18 @@ std::string CodeName(grpc::StatusCode code) {
 
 namespace {
 
+// The endpoints of LoadOptions::address; INVALID_ARGUMENT for an empty one.
+absl::StatusOr<std::vector<std::string>> SplitEndpoints(const std::string& address) {
+  std::vector<std::string> endpoints = absl::StrSplit(address, ',');
+  for (const std::string& e : endpoints) {
+    if (e.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "empty endpoint in '", address, "': give host:port, or several separated by commas"));
+    }
+  }
+  return endpoints;
+}
+
 // Shared state of one run; answers arrive on gRPC's threads.
 class Run {
  public:
@@ -239,17 +251,6 @@ class Run {
 };
 
 }  // namespace
-
-absl::StatusOr<std::vector<std::string>> SplitEndpoints(const std::string& address) {
-  std::vector<std::string> endpoints = absl::StrSplit(address, ',');
-  for (const std::string& e : endpoints) {
-    if (e.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "empty endpoint in '", address, "': give host:port, or several separated by commas"));
-    }
-  }
-  return endpoints;
-}
 
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("a model name is required");

@@ -61,9 +61,6 @@ struct EndpointCounts {
   std::map<grpc::StatusCode, int64_t> codes;
 };
 
-// The endpoints of LoadOptions::address; INVALID_ARGUMENT for an empty one.
-absl::StatusOr<std::vector<std::string>> SplitEndpoints(const std::string& address);
-
 struct LoadResult {
   // The measured window: the duration after the warm-up; or, when the
   // request budget ran out first, from the end of the warm-up to the last

@@ -68,6 +68,15 @@ bool WaitForLog(const ServerProcess& server, const std::string& text, absl::Dura
   return true;
 }
 
+// Waits (up to 6 s) until `model` has run a batch: the requests sent before
+// are then all accepted.
+void WaitForFirstBatch(GRPCInferenceService::Stub* stub, const std::string& model) {
+  for (int i = 0; i < 600 && Stats(stub, model).execution_count() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(Stats(stub, model).execution_count(), 0u);
+}
+
 bool NotServing(grpc::health::v1::Health::Stub* health) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -94,10 +103,7 @@ TEST(DrainTest, GraceServesThenStopsAcceptingAnswersEverythingAndExitsZero) {
   std::atomic<int> bad{0};
   std::thread sender(
       [&] { codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad); });
-  for (int i = 0; i < 600 && Stats(stub.get(), "slow").execution_count() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GT(Stats(stub.get(), "slow").execution_count(), 0u);
+  ASSERT_NO_FATAL_FAILURE(WaitForFirstBatch(stub.get(), "slow"));
   const absl::Time signalled = absl::Now();
   std::thread stopper([&] {
     absl::StatusOr<int> code = server->Stop(SIGTERM, absl::Seconds(120));
@@ -215,10 +221,7 @@ TEST(DrainTest, ADrainPastItsTimeoutExitsOneWithoutWaitingForTheRest) {
   std::vector<StatusCode> codes;
   std::thread sender(
       [&] { codes = Concurrent(stub.get(), IdsRequest("slow", Rows(4, 512)), kInFlight, &bad); });
-  for (int i = 0; i < 600 && Stats(stub.get(), "slow").execution_count() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GT(Stats(stub.get(), "slow").execution_count(), 0u);
+  ASSERT_NO_FATAL_FAILURE(WaitForFirstBatch(stub.get(), "slow"));
   const absl::Time signalled = absl::Now();
   absl::StatusOr<int> code = server->Stop(SIGTERM, absl::Seconds(30));
   ASSERT_TRUE(code.ok()) << code.status();

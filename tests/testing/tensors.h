@@ -22,6 +22,16 @@ inline Tensor Int64Scalar(std::string name, int64_t value) {
   return t;
 }
 
+// For test models' ModelBatch::Finish: answers request i with an INT64
+// scalar output `name` holding values[i].
+inline absl::Status AnswerInt64Scalars(const std::string& name, const std::vector<int64_t>& values,
+                                       absl::Span<InferResponse* const> responses) {
+  for (size_t i = 0; i < responses.size(); ++i) {
+    responses[i]->outputs.push_back(Int64Scalar(name, values[i]));
+  }
+  return absl::OkStatus();
+}
+
 // An INT64 tensor of shape [rows, values.size() / rows] holding `values`.
 inline Tensor Int64Matrix(std::string name, const std::vector<int64_t>& values, int64_t rows) {
   Tensor t;
