@@ -6,9 +6,13 @@
 //    (exit 1 when it cannot be).
 // And the point of it: a client spread over two servers loses nothing while
 // one of them restarts.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -77,6 +81,24 @@ void WaitForFirstBatch(GRPCInferenceService::Stub* stub, const std::string& mode
   ASSERT_GT(Stats(stub, model).execution_count(), 0u);
 }
 
+// Waits (up to `timeout`) until a TCP connection to 127.0.0.1:`port` is
+// refused.
+bool WaitForListenerClosed(int port, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool refused = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0;
+    close(fd);
+    if (refused) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 bool NotServing(grpc::health::v1::Health::Stub* health) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -126,10 +148,18 @@ TEST(DrainTest, GraceServesThenStopsAcceptingAnswersEverythingAndExitsZero) {
   // 2. Then no new calls: the listener is closed and GOAWAY sent.
   ASSERT_TRUE(WaitForLog(*server, "accepting no new calls", absl::Seconds(30))) << server->log();
   EXPECT_GE(absl::Now() - signalled, absl::Seconds(4)) << "the grace period was cut short";
+  // Once the listener is closed (while the 24 slow requests still run), a
+  // call from a new client finds no server. (A call already on the wire
+  // when gRPC's Shutdown begins may be cancelled instead: that race is the
+  // load balancers' to avoid, in the grace period.)
+  ASSERT_TRUE(WaitForListenerClosed(server->port(), absl::Seconds(10)));
+  auto late_stub = GRPCInferenceService::NewStub(
+      grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext late_ctx;
   late_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   inference::ModelInferResponse ignored;
-  const grpc::Status late = stub->ModelInfer(&late_ctx, IdsRequest("fast", Rows(1, 4)), &ignored);
+  const grpc::Status late =
+      late_stub->ModelInfer(&late_ctx, IdsRequest("fast", Rows(1, 4)), &ignored);
   EXPECT_EQ(late.error_code(), StatusCode::UNAVAILABLE) << late.error_message();
   // 3. Everything accepted is answered; exit 0 (checked by the stopper).
   sender.join();
