@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages the project builds and tests with. Skips apt
-# entirely when everything is already installed. Uses sudo when not root.
+# Installs the Debian 12 packages the project builds with, and with --test
+# also those only the tests use. Skips apt entirely when everything is
+# already installed. Uses sudo when not root.
 # The CUDA toolkit is optional and not installed here: when nvcc is present
 # (e.g. /usr/local/cuda/bin/nvcc) the CUDA backend is built as well.
 set -euo pipefail
@@ -11,9 +12,12 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
   libdnnl-dev libcli11-dev nlohmann-json3-dev openssl
   python3 python3-venv
-  nginx-light  # the load-balancer test runs its own nginx (on a machine with systemd
-               # the package also starts one on port 80: systemctl disable --now nginx)
 )
+if [ "${1:-}" = "--test" ]; then
+  # The load-balancer test runs its own nginx. (On a machine with systemd the
+  # package also starts one on port 80: systemctl disable --now nginx.)
+  PACKAGES+=(nginx-light)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
