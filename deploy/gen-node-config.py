@@ -148,12 +148,14 @@ http {{
         client_body_timeout 300s;
         location / {{
             grpc_pass grpc://infer;
-            # A refused connection (an instance restarting), a reset (a
-            # GOAWAY race) or a gateway error goes to the next instance.
+            # A refused connection (an instance restarting), a stream the
+            # instance refused or left unprocessed by its GOAWAY
+            # (invalid_header: nginx's word for both) or a gateway error goes
+            # to the next instance.
             # Inference calls may be sent again (non_idempotent): they change
             # nothing on the server. (A gRPC status travels in trailers after
             # HTTP 200, so nginx cannot retry on UNAVAILABLE itself.)
-            grpc_next_upstream error timeout http_502 http_503 http_504 non_idempotent;
+            grpc_next_upstream error timeout invalid_header http_502 http_503 http_504 non_idempotent;
             grpc_next_upstream_tries 3;
         }}
     }}
