@@ -21,15 +21,7 @@ find build/tests -maxdepth 1 -type f -executable -exec cp {} "$STAGE/tests/" \;
 cp build/lib/*.so "$STAGE/buildlib/"
 echo "$(pwd)/build" > "$STAGE/build-dir"
 strip --strip-debug "$STAGE"/bin/* "$STAGE"/tests/*
-for f in "$STAGE"/bin/* "$STAGE"/tests/*; do
-  ldd "$f" | awk '/=> \//{print $3}'
-done | sort -u | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*) ;;
-    libcuda.so*|libcudart.so*|libcublas*.so*) ;;
-    *) cp -L "$lib" "$STAGE/lib/" ;;
-  esac
-done
+scripts/copy-shared-libs.sh "$STAGE/lib" "$STAGE"/bin/* "$STAGE"/tests/*
 rm -rf .device
 mkdir -p .device
 tar -C "$STAGE" -cJf .device/bundle.tar.xz bin tests lib buildlib build-dir minilm

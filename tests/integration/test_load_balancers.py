@@ -33,7 +33,7 @@ import time
 import unittest
 import urllib.request
 
-from infer_server_process import InferServer
+from infer_server_process import InferServer, find_binary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "..", "..", "deploy", "gen-node-config.py")
@@ -51,13 +51,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def find_binary(env, *candidates):
-    for c in (os.environ.get(env), *candidates):
-        if c and shutil.which(c):
-            return shutil.which(c)
-    raise RuntimeError(f"{env}: none of {candidates} found; scripts/test.sh installs it")
 
 
 class Backends:
@@ -212,9 +205,10 @@ class LoadBalancerTest(unittest.TestCase):
     def test_nginx_rolling_restart_fails_only_calls_crossing_a_goaway(self):
         # Open-source nginx has no active health checks: a draining backend
         # keeps getting calls until its GOAWAY, and the few that cross the
-        # GOAWAY on the wire fail: gRPC's server (Debian's 1.51) cancels them
-        # instead of refusing them, or nginx answers 502 (UNAVAILABLE) for one
-        # caught on the closing connection (measured: 0-5 per restart).
+        # GOAWAY on the wire fail: gRPC's server (Debian's 1.51) answers
+        # them CANCELLED once its Shutdown has begun, instead of refusing the
+        # stream, which nginx would retry (measured: 0-4 per restart). Keep
+        # UNAVAILABLE allowed for a call caught on the closing connection.
         # Nothing else may fail: refused connections of a restarting backend
         # go to the next one.
         # The wait between restarts outlasts fail_timeout (2 s), so nginx
@@ -248,115 +242,6 @@ class LoadBalancerTest(unittest.TestCase):
               f"(at most {CONCURRENCY} allowed)", file=sys.stderr)
         self.assertLessEqual(failed, CONCURRENCY, step["text"])
         self.assertGreater(step["ok"], 1000, "the load did not go on on the other backends")
-
-
-class DeployFilesTest(unittest.TestCase):
-    """What cannot run here (systemd) is cross-checked; what can (the proxies'
-    own validators) is run."""
-
-    def test_the_unit_passes_only_options_the_server_has(self):
-        unit = os.path.join(HERE, "..", "..", "deploy", "systemd", "infer-server@.service")
-        with open(unit) as f:
-            text = f.read().replace("\\\n", " ")
-        exec_start = next(l for l in text.splitlines() if l.startswith("ExecStart="))
-        flags = set(re.findall(r"(--[a-z][a-z0-9-]*)", exec_start))
-        self.assertIn("--device", flags)
-        help_text = subprocess.run([os.environ["INFER_SERVER_BINARY"], "--help"],
-                                   capture_output=True, text=True).stdout
-        for flag in flags:
-            self.assertIn(flag, help_text, f"{flag} in the unit is not an infer-server option")
-        # The unit's stop timeout covers grace plus drain.
-        grace = float(re.search(r"--drain-grace-s (\S+)", exec_start).group(1))
-        drain = float(re.search(r"--drain-timeout-s (\S+)", exec_start).group(1))
-        stop = float(re.search(r"^TimeoutStopSec=(\d+)", text, re.M).group(1))
-        self.assertGreater(stop, grace + drain)
-
-    def server_flags(self):
-        help_text = subprocess.run([os.environ["INFER_SERVER_BINARY"], "--help"],
-                                   capture_output=True, text=True).stdout
-        return set(re.findall(r"(--[a-z][a-z0-9-]*)", help_text))
-
-    def check_server_container(self, c, repository):
-        """Flags known to the server; probes, ports and the drain agree."""
-        args = dict(a[2:].split("=", 1) for a in c["args"])
-        flags = self.server_flags()
-        for name in args:
-            self.assertIn(f"--{name}", flags, f"--{name} is not an infer-server option")
-        grpc_port = int(args["grpc-address"].rsplit(":", 1)[1])
-        self.assertEqual(c["ports"][0]["containerPort"], grpc_port)
-        self.assertEqual(args["model-repository"], repository)
-        self.assertEqual(str(c["resources"]["limits"]["nvidia.com/gpu"]), "1")
-        drain = float(args["drain-grace-s"]) + float(args["drain-timeout-s"])
-        for probe in ("readinessProbe", "livenessProbe"):
-            p = c[probe]
-            self.assertEqual(p["grpc"]["port"], grpc_port, probe)
-            # The services the health service knows ("" or the inference one).
-            self.assertIn(p["grpc"].get("service", ""), ("", "inference.GRPCInferenceService"))
-        live = c["livenessProbe"]
-        self.assertGreaterEqual(live["periodSeconds"] * live["failureThreshold"], drain,
-                                "liveness would cut a drain short")
-        return args, drain
-
-    def test_the_kubernetes_and_kserve_files_agree_with_the_server(self):
-        import yaml  # .venv (scripts/setup-venv.sh)
-        root = os.path.join(HERE, "..", "..", "deploy")
-        with open(os.path.join(root, "kubernetes", "infer-server.yaml")) as f:
-            docs = {d["kind"]: d for d in yaml.safe_load_all(f)}
-        self.assertEqual(set(docs), {"Deployment", "Service", "PodDisruptionBudget",
-                                     "ServiceMonitor"})
-        pod = docs["Deployment"]["spec"]["template"]
-        c = pod["spec"]["containers"][0]
-        args, drain = self.check_server_container(c, "/models")
-        self.assertGreater(pod["spec"]["terminationGracePeriodSeconds"], drain)
-        metrics_port = int(args["metrics-address"].rsplit(":", 1)[1])
-        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-        self.assertEqual(ports["metrics"], metrics_port)
-        self.assertEqual(pod["metadata"]["annotations"]["prometheus.io/port"], str(metrics_port))
-        labels = pod["metadata"]["labels"]
-        for kind in ("Service", "PodDisruptionBudget"):
-            selector = docs[kind]["spec"]["selector"]
-            selector = selector.get("matchLabels", selector)
-            self.assertTrue(selector.items() <= labels.items(), f"{kind} selects no pod")
-        service_ports = {p["name"]: p for p in docs["Service"]["spec"]["ports"]}
-        for p in service_ports.values():
-            self.assertIn(p["targetPort"], ports, "the Service targets a port the pod lacks")
-        for e in docs["ServiceMonitor"]["spec"]["endpoints"]:
-            self.assertIn(e["port"], service_ports)
-        with open(os.path.join(root, "kubernetes", "hpa.yaml")) as f:
-            hpa_text = f.read()
-        hpa = yaml.safe_load(hpa_text)
-        self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"],
-                         docs["Deployment"]["metadata"]["name"])
-        metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
-        self.assertIn(f"name: {{ as: {metric} }}", hpa_text, "the adapter rule names another")
-        with open(os.path.join(root, "kserve", "cluster-serving-runtime.yaml")) as f:
-            runtime = yaml.safe_load(f)
-        self.assertEqual(runtime["kind"], "ClusterServingRuntime")
-        self.assertIn("grpc-v2", runtime["spec"]["protocolVersions"])
-        args, _ = self.check_server_container(runtime["spec"]["containers"][0], "/mnt/models")
-        self.assertEqual(runtime["spec"]["annotations"]["prometheus.kserve.io/port"],
-                         args["metrics-address"].rsplit(":", 1)[1])
-
-    def test_the_generated_configs_pass_the_proxies_own_checks(self):
-        envoy = find_binary("ENVOY_BINARY", os.path.join(os.path.dirname(sys.executable),
-                                                         "envoy"), "envoy")
-        nginx = find_binary("NGINX_BINARY", "nginx", "/usr/sbin/nginx")
-        with tempfile.TemporaryDirectory() as out:
-            for extra in ([], ["--no-retries"]):
-                subprocess.run([sys.executable, GEN, "--instances", "4", "--out", out, *extra],
-                               check=True, capture_output=True)
-                r = subprocess.run([envoy, "--mode", "validate", "-c",
-                                    os.path.join(out, "envoy.yaml")], capture_output=True,
-                                   text=True)
-                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                with open(os.path.join(out, "envoy.yaml")) as f:
-                    self.assertEqual("retry_policy" in f.read(), not extra)
-            r = subprocess.run([nginx, "-t", "-c", os.path.join(out, "nginx.conf"), "-p", out,
-                                "-e", "stderr"], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for i in range(4):
-                with open(os.path.join(out, f"instance-{i}.env")) as f:
-                    self.assertIn(f"GRPC_ADDRESS=127.0.0.1:{8101 + i}", f.read())
 
 
 if __name__ == "__main__":
