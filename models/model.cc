@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -27,7 +28,7 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
   absl::flat_hash_set<std::string> seen;
   int64_t batch = -1;
   for (const Tensor& t : request.inputs) {
-    const std::string what = absl::StrCat("input '", t.name, "'");
+    const std::string what = absl::StrCat("input ", Quote(t.name));
     const TensorSpec* s = Find(spec.inputs, t.name);
     if (s == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " for model '", spec.name,
@@ -83,12 +84,12 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
   for (const std::string& name : request.requested_outputs) {
     if (Find(spec.outputs, name) == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown output '", name, "' requested from model '", spec.name,
+          absl::StrCat("unknown output ", Quote(name), " requested from model '", spec.name,
                        "'; available outputs: ", Names(spec.outputs)));
     }
     if (!outputs.insert(name).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("output '", name, "' is requested more than once"));
+          absl::StrCat("output ", Quote(name), " is requested more than once"));
     }
   }
   return absl::OkStatus();

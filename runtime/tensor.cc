@@ -126,7 +126,9 @@ absl::StatusOr<std::vector<absl::string_view>> BytesElements(const Tensor& t, in
 }
 
 std::string ShapeToString(absl::Span<const int64_t> shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  if (shape.size() <= kShapeToStringDims) return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  return absl::StrCat("[", absl::StrJoin(shape.subspan(0, kShapeToStringDims), ","), ",…] (rank ",
+                      shape.size(), ")");
 }
 
 }  // namespace infer

@@ -51,6 +51,9 @@ absl::StatusOr<int64_t> ElementCount(absl::Span<const int64_t> shape, absl::stri
 absl::StatusOr<int64_t> ByteSize(DataType dtype, absl::Span<const int64_t> shape,
                                  absl::string_view what);
 
+// "[2,128]". A shape comes from the client, so a message must not grow with
+// its rank: past kShapeToStringDims dimensions, "[d0,...,d7,…] (rank N)".
+inline constexpr size_t kShapeToStringDims = 8;
 std::string ShapeToString(absl::Span<const int64_t> shape);
 
 // BYTES layout helpers (4-byte little-endian length, then the bytes).

@@ -45,5 +45,12 @@ TEST(ElementCountTest, DetectsOverflow) {
   EXPECT_THAT(*ByteSize(DataType::kFp32, {3, 5}, "y"), Eq(60));
 }
 
+TEST(ShapeToStringTest, AClientShapeOfAnyRankPrintsAtMostEightDimensions) {
+  EXPECT_EQ(ShapeToString({2, 128}), "[2,128]");
+  EXPECT_EQ(ShapeToString({}), "[]");
+  const std::vector<int64_t> deep(1 << 20, 7);
+  EXPECT_EQ(ShapeToString(deep), "[7,7,7,7,7,7,7,7,…] (rank 1048576)");
+}
+
 }  // namespace
 }  // namespace infer

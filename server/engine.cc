@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "batching/dynamic_batcher.h"
+#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 #include "server/engine_internal.h"
 #include "server/request_admission.h"
@@ -122,7 +123,7 @@ std::shared_ptr<Engine::ModelEntry> Engine::Find(const std::string& name) const 
 
 absl::Status Engine::NotFound(const std::string& name) const {
   std::vector<std::string> names = ModelNames();
-  return absl::NotFoundError(absl::StrCat("unknown model '", name, "'; loaded models: ",
+  return absl::NotFoundError(absl::StrCat("unknown model ", Quote(name), "; loaded models: ",
                                           names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
 }
 

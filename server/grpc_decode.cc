@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 #include "server/proto_codec.h"
 
@@ -11,8 +12,8 @@ namespace infer {
 
 absl::Status CheckVersion(const std::string& model, const std::string& version) {
   if (version.empty() || version == kModelVersion) return absl::OkStatus();
-  return absl::NotFoundError(
-      absl::StrCat("model '", model, "' has no version '", version, "'; available versions: 1"));
+  return absl::NotFoundError(absl::StrCat("model ", Quote(model), " has no version ",
+                                          Quote(version), "; available versions: 1"));
 }
 
 namespace {

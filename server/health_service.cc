@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/quote.h"
 
 namespace infer {
 namespace {
@@ -119,10 +120,10 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
                                                HealthCheckResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (!KnownService(request->service())) {
-    reactor->Finish(
-        grpc::Status(grpc::StatusCode::NOT_FOUND,
-                     absl::StrCat("unknown service '", request->service(), "'; this server has '",
-                                  kServiceName, "' (or '' for the whole server)")));
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("unknown service ", Quote(request->service()), "; this server has '",
+                     kServiceName, "' (or '' for the whole server)")));
     return reactor;
   }
   response->set_status(Status());

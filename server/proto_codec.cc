@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -112,14 +113,14 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
   request.inputs.reserve(num_inputs);
   for (int i = 0; i < num_inputs; ++i) {
     const InputProto& input = proto->inputs(i);
-    const std::string what = absl::StrCat("input '", input.name(), "'");
+    const std::string what = absl::StrCat("input ", Quote(input.name()));
     Tensor t;
     t.name = input.name();
     std::optional<DataType> dtype = DataTypeFromName(input.datatype());
     if (!dtype) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " has unknown datatype '", input.datatype(),
-                       "'; KServe v2 datatypes are BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
+          absl::StrCat(what, " has unknown datatype ", Quote(input.datatype()),
+                       "; KServe v2 datatypes are BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
                        "INT16, INT32, INT64, FP16, BF16, FP32, FP64, BYTES"));
     }
     t.dtype = *dtype;

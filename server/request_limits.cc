@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -68,13 +69,13 @@ absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string&
     if (malformed) continue;
     if (elements > limits.max_tensor_elements) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "input '", t.name, "' has shape ", ShapeToString(t.shape), ", over the limit of ",
+          "input ", Quote(t.name), " has shape ", ShapeToString(t.shape), ", over the limit of ",
           limits.max_tensor_elements, " elements per tensor of model '", model,
           "' (request_limits.max_tensor_elements)"));
     }
     if (!t.shape.empty() && t.shape[0] > limits.max_client_batch_size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "input '", t.name, "' has batch dimension ", t.shape[0], ", over the limit of ",
+          "input ", Quote(t.name), " has batch dimension ", t.shape[0], ", over the limit of ",
           limits.max_client_batch_size, " per request of model '", model,
           "' (request_limits.max_client_batch_size)"));
     }

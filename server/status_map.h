@@ -1,6 +1,7 @@
 // The one place where internal absl::Status becomes a grpc::Status. Abseil
-// and gRPC share the canonical code numbering, so the code maps one to one
-// and the message is kept verbatim.
+// and gRPC share the canonical code numbering, so the code maps one to one;
+// the message is kept verbatim up to kMaxStatusMessageBytes (a status
+// message travels in a header, which clients refuse past 16 KiB).
 #ifndef INFER_SERVER_STATUS_MAP_H_
 #define INFER_SERVER_STATUS_MAP_H_
 
@@ -9,12 +10,14 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "runtime/quote.h"
 
 namespace infer {
 
 inline grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      BoundedMessage(status.message()));
 }
 
 }  // namespace infer

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/quote.h"
 #include "server/grpc_decode.h"
 #include "server/proto_codec.h"
 
@@ -131,8 +132,8 @@ class InferStreams::StreamReactor final : public InferStreams::Reactor {
     if (result.ok()) {
       ResponseToProto(*std::move(result), out.mutable_infer_response());
     } else {
-      out.set_error_message(absl::StrCat(absl::StatusCodeToString(result.status().code()), ": ",
-                                         result.status().message()));
+      out.set_error_message(BoundedMessage(absl::StrCat(
+          absl::StatusCodeToString(result.status().code()), ": ", result.status().message())));
       out.mutable_infer_response()->set_id(id);
       out.mutable_infer_response()->set_model_name(model);
     }
