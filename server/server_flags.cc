@@ -1,0 +1,100 @@
+#include "server/server_flags.h"
+
+#include "runtime/build_config.h"
+
+namespace infer {
+
+const char kServerDescription[] =
+    "infer-server: serves models over the KServe v2 / Triton gRPC inference protocol "
+    "(inference.GRPCInferenceService) and grpc.health.v1, with dynamic batching "
+    "on a bounded queue per model.\n\n"
+    "With no --model-repository it serves ./model_repository when that folder exists "
+    "(scripts/export-demo-models.sh puts all-MiniLM-L6-v2 there as 'minilm'), else the "
+    "built-in demo model 'embed_pool' (INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).";
+
+void AddServerFlags(CLI::App* app, ServerFlags* flags) {
+  // An option given twice takes its last value (a wrapper script's defaults
+  // can be overridden by appending).
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app->add_option("--grpc-address", flags->grpc_address,
+                  "host:port to listen on (port 0 picks a free port)")
+      ->capture_default_str();
+  app->add_option("--device", flags->device,
+                  "cpu or cuda:N (default: cuda:0 when a GPU is usable, else cpu)");
+  app->add_option("--model-repository", flags->model_repository,
+                  "folder with one sub-folder per model, each holding a config.pbtxt "
+                  "(default: serve the bundled demo model)");
+  app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
+                  "largest gRPC request accepted; larger ones get RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
+  app->add_option("--memory-budget-bytes", flags->memory_budget_bytes,
+                  "hard cap on device memory reserved for weights and activations "
+                  "(0: use --memory-budget-fraction)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--memory-budget-fraction", flags->memory_budget_fraction,
+                  "when --memory-budget-bytes is 0: this fraction of the device's memory")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--memory-headroom-fraction", flags->memory_headroom_fraction,
+                  "share of the budget kept free of batches: a batch launches only if weights, "
+                  "batches in flight and its own estimated peak fit in the rest")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
+  app->add_option("--cpu-threads", flags->cpu_threads,
+                  "threads the CPU device computes on (oneDNN and the encoder's kernels share "
+                  "one OpenMP pool; 0: OMP_NUM_THREADS if set, else one per core this process "
+                  "may use, after its CPU affinity and cgroup quota)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--device-lock-dir", flags->device_lock_dir,
+                  "directory for the per-GPU ownership lock files (default: $INFER_LOCK_DIR, "
+                  "else /run/lock, else /tmp)");
+  app->add_option("--drain-grace-s", flags->drain_grace_s,
+                  "on SIGTERM/SIGINT: health turns NOT_SERVING at once, but requests are still "
+                  "accepted and served for this many seconds, so load balancers and endpoint "
+                  "removal move traffic away first; then the drain (--drain-timeout-s). 0: "
+                  "refuse new calls at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  app->add_option("--drain-timeout-s", flags->drain_timeout_s,
+                  "after the grace period: stop accepting (GOAWAY, so clients and proxies go "
+                  "elsewhere), answer every accepted request, exit 0; if that takes longer than "
+                  "this many seconds, stop anyway and exit 1. Grace plus timeout must stay below "
+                  "the supervisor's kill timeout (Kubernetes: terminationGracePeriodSeconds, "
+                  "30 by default)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  app->add_option("--metrics-address", flags->metrics_address,
+                  "IPv4:port serving Prometheus metrics on GET /metrics (port 0 picks a free "
+                  "port; an empty value turns metrics off). Loopback by default: use "
+                  "0.0.0.0:8002 to let other hosts scrape")
+      ->capture_default_str();
+  app->add_option("--log-summary-interval-s", flags->log_summary_interval_s,
+                  "every this many seconds, log p50/p99 latency, answers, failures and queue "
+                  "depth per model, device memory pressure and GPU telemetry (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app->add_option("--tls-cert-file", flags->tls_cert_file,
+                  "PEM certificate chain of the gRPC server: serve TLS (needs --tls-key-file)")
+      ->check(CLI::ExistingFile);
+  app->add_option("--tls-key-file", flags->tls_key_file, "PEM private key of --tls-cert-file")
+      ->check(CLI::ExistingFile);
+  app->add_option("--tls-client-ca-file", flags->tls_client_ca_file,
+                  "PEM CA bundle: require every client to present a certificate it signed "
+                  "(mutual TLS)")
+      ->check(CLI::ExistingFile);
+  app->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app->set_version_flag("--version", std::string(INFER_VERSION));
+  app->set_config(
+      "--config", "",
+      "TOML file of options, one per line by their long names without the leading dashes "
+      "(e.g. grpc-address = \"0.0.0.0:8001\", memory-budget-fraction = 0.8); "
+      "options given on the command line win over the file");
+  app->allow_config_extras(false);
+}
+
+}  // namespace infer

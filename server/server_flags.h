@@ -1,0 +1,43 @@
+// infer-server's command-line options and their TOML config file (CLI11):
+// what they are, their defaults and the checks on their values. Shared by
+// main.cc and the config-file fuzz target (fuzz/server_toml_fuzz.cc).
+#ifndef INFER_SERVER_SERVER_FLAGS_H_
+#define INFER_SERVER_SERVER_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace infer {
+
+struct ServerFlags {
+  std::string grpc_address = "127.0.0.1:8001";
+  std::string device;
+  std::string model_repository;
+  int64_t max_receive_message_bytes = 64 << 20;
+  double drain_grace_s = 5.0;
+  double drain_timeout_s = 20.0;
+  std::string metrics_address = "127.0.0.1:8002";
+  double log_summary_interval_s = 10.0;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  int64_t memory_budget_bytes = 0;
+  double memory_budget_fraction = 0.9;
+  double memory_headroom_fraction = 0.1;
+  std::string device_lock_dir;
+  int cpu_threads = 0;
+  std::string log_level = "info";
+};
+
+// The --help text's description of the server.
+extern const char kServerDescription[];
+
+// Adds every option (and --version, --config) to `app`, bound to `flags`.
+// app->parse() then fills them, from the command line and the --config
+// file, and throws a CLI::ParseError for a bad value or an unknown option.
+void AddServerFlags(CLI::App* app, ServerFlags* flags);
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_SERVER_FLAGS_H_
