@@ -29,6 +29,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 absl::StatusOr<std::map<std::string, CheckpointTensor>> ReadSafetensors(const std::string& path) {
   INFER_ASSIGN_OR_RETURN(const std::string file, ReadFile(path));
+  return ParseSafetensors(file, path);
+}
+
+absl::StatusOr<std::map<std::string, CheckpointTensor>> ParseSafetensors(const std::string& file,
+                                                                         const std::string& path) {
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
@@ -183,6 +188,10 @@ absl::Status WriteBertConfig(const std::string& path, const BertConfig& c) {
 
 absl::StatusOr<BertConfig> ReadBertConfig(const std::string& path) {
   INFER_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParseBertConfig(text, path);
+}
+
+absl::StatusOr<BertConfig> ParseBertConfig(const std::string& text, const std::string& path) {
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));

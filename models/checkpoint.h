@@ -28,6 +28,9 @@ struct CheckpointTensor {
 // shape that does not match the byte range, or a range outside the file;
 // NOT_FOUND when the file cannot be read.
 absl::StatusOr<std::map<std::string, CheckpointTensor>> ReadSafetensors(const std::string& path);
+// The same, on the bytes of such a file; `path` only names it in messages.
+absl::StatusOr<std::map<std::string, CheckpointTensor>> ParseSafetensors(const std::string& file,
+                                                                         const std::string& path);
 
 // Writes `tensors` as a safetensors file (tensors in name order, 8-byte
 // aligned header), each stored as `dtype`: "F32" or "F16" (rounded to
@@ -55,6 +58,8 @@ struct BertConfig {
 // hidden_size divisible by num_attention_heads, a supported activation.
 // INVALID_ARGUMENT naming the file and field.
 absl::StatusOr<BertConfig> ReadBertConfig(const std::string& path);
+// The same, on the file's text; `path` only names it in messages.
+absl::StatusOr<BertConfig> ParseBertConfig(const std::string& text, const std::string& path);
 
 // Writes `config` as a Hugging Face BertModel config.json that ReadBertConfig
 // (and transformers.BertModel) reads back.
