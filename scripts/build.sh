@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-$(nproc)}"
+# ccache (when installed) finds objects compiled in another clone too.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 log=$(mktemp)
 if ! cmake -S . -B build -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" >"$log" 2>&1; then
   cat "$log"

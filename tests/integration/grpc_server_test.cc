@@ -78,19 +78,11 @@ class GrpcServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     repo_ = new fs::path(WriteRepository());
-    auto server = ServerProcess::Start(ServerBinary(),
-                                       {"--device", "cpu", "--model-repository", repo_->string(),
-                                        "--max-receive-message-bytes", "1048576"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = new ServerProcess(*std::move(server));
+    server_ = testing::StartSharedServer(
+        {"--model-repository", repo_->string(), "--max-receive-message-bytes", "1048576"});
   }
   static void TearDownTestSuite() {
-    if (server_ != nullptr) {
-      absl::StatusOr<int> code = server_->Stop(SIGTERM);
-      EXPECT_TRUE(code.ok() && *code == 0) << server_->log();
-      delete server_;
-      server_ = nullptr;
-    }
+    testing::StopSharedServer(&server_);
     fs::remove_all(*repo_);
     delete repo_;
   }

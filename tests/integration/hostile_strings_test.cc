@@ -23,7 +23,6 @@ namespace infer {
 namespace {
 
 using ::infer::testing::IdsRequest;
-using ::infer::testing::ServerBinary;
 using ::infer::testing::ServerProcess;
 using ::infer::testing::TempDir;
 using inference::GRPCInferenceService;
@@ -63,18 +62,10 @@ class HostileStringsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir("hostile_strings");
     dir_->AddModel("m", kModelConfig);
-    auto server = ServerProcess::Start(
-        ServerBinary(), {"--device", "cpu", "--model-repository", dir_->path().string()});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = new ServerProcess(*std::move(server));
+    server_ = testing::StartSharedServer({"--model-repository", dir_->path().string()});
   }
   static void TearDownTestSuite() {
-    if (server_ != nullptr) {
-      absl::StatusOr<int> code = server_->Stop(SIGTERM);
-      EXPECT_TRUE(code.ok() && *code == 0) << server_->log();
-      delete server_;
-      server_ = nullptr;
-    }
+    testing::StopSharedServer(&server_);
     delete dir_;
   }
   void SetUp() override {

@@ -62,19 +62,11 @@ class ObservabilityTest : public ::testing::Test {
   static void SetUpTestSuite() {
     repo_ = new TempDir("repo");
     repo_->AddModel("limited", kLimitedConfig);
-    auto server = ServerProcess::Start(
-        ServerBinary(), {"--device", "cpu", "--model-repository", repo_->path().string(),
-                         "--max-receive-message-bytes", "65536"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = new ServerProcess(*std::move(server));
+    server_ = testing::StartSharedServer(
+        {"--model-repository", repo_->path().string(), "--max-receive-message-bytes", "65536"});
   }
   static void TearDownTestSuite() {
-    if (server_ != nullptr) {
-      absl::StatusOr<int> code = server_->Stop(SIGTERM);
-      EXPECT_TRUE(code.ok() && *code == 0) << server_->log();
-      delete server_;
-      server_ = nullptr;
-    }
+    testing::StopSharedServer(&server_);
     delete repo_;
   }
   void SetUp() override {

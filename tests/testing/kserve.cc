@@ -5,12 +5,31 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
 
+#include "tests/testing/server_process.h"
+
 namespace infer::testing {
+
+ServerProcess* StartSharedServer(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"--device", "cpu"};
+  all.insert(all.end(), args.begin(), args.end());
+  absl::StatusOr<ServerProcess> server = ServerProcess::Start(ServerBinary(), all);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? new ServerProcess(*std::move(server)) : nullptr;
+}
+
+void StopSharedServer(ServerProcess** server) {
+  if (*server == nullptr) return;
+  absl::StatusOr<int> code = (*server)->Stop(SIGTERM);
+  EXPECT_TRUE(code.ok() && *code == 0) << (*server)->log();
+  delete *server;
+  *server = nullptr;
+}
 
 using inference::GRPCInferenceService;
 

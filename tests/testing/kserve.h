@@ -34,6 +34,15 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// One server for a whole test suite (SetUpTestSuite / TearDownTestSuite):
+// StartSharedServer starts the server binary with `args` on the CPU
+// (nullptr, with a test failure, when it cannot start); StopSharedServer
+// sends SIGTERM, expects exit 0 (a failure shows the server's log), deletes
+// it and sets *server to nullptr. Nothing for a nullptr.
+class ServerProcess;
+ServerProcess* StartSharedServer(const std::vector<std::string>& args);
+void StopSharedServer(ServerProcess** server);
+
 // `rows` rows of `length` ids (all 7).
 std::vector<std::vector<int64_t>> Rows(int rows, int length);
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+#
+# Builds the libFuzzer targets of fuzz/ with clang, ASan and UBSan into
+# build-fuzz/ and runs each (default: all) for SECONDS (default 30), starting
+# from its seed corpus fuzz/corpus/TARGET. Inputs that reach new code are
+# kept in build-fuzz/corpus/TARGET, not in the repository (copy the useful
+# ones into fuzz/corpus/ by hand). A crash, a leak, undefined behaviour, an
+# input taking over 10 s or 2 GiB stops that target with its reproducer in
+# build-fuzz/artifacts/ and makes the script exit 1; rerun it with
+# `build-fuzz/fuzz/TARGET build-fuzz/artifacts/FILE`.
+#
+# The test command runs every target for 30 s. A long run:
+#   scripts/fuzz.sh 3600                 # an hour per target
+#   FUZZ_WORKERS=2 scripts/fuzz.sh 600 wordpiece_fuzz   # two processes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH="${1:-30}"
+shift || true
+JOBS="${JOBS:-$(nproc)}"
+WORKERS="${FUZZ_WORKERS:-1}"
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+log=$(mktemp)
+if ! CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DINFER_FUZZ=ON -DINFER_SANITIZE=address,undefined -DINFER_ENABLE_CUDA=OFF \
+    -DINFER_BUILD_TESTS=OFF >"$log" 2>&1; then
+  cat "$log"
+  rm -f "$log"
+  exit 1
+fi
+rm -f "$log"
+cmake --build build-fuzz -j"$JOBS" --target fuzzers
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for d in fuzz/corpus/*/; do targets+=("$(basename "$d")"); done
+fi
+mkdir -p build-fuzz/artifacts
+parallel=()
+# With -jobs, libFuzzer runs workers in subprocesses logging to fuzz-N.log.
+if [ "$WORKERS" -gt 1 ]; then parallel=(-jobs="$WORKERS" -workers="$WORKERS"); fi
+failed=0
+total=0
+printf '%-24s %12s %10s  %s\n' target executions exec/s result
+for t in "${targets[@]}"; do
+  mkdir -p "build-fuzz/corpus/$t"
+  out="build-fuzz/$t.log"
+  rc=0
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "build-fuzz/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 "${parallel[@]}" \
+    -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/corpus/$t" "fuzz/corpus/$t" \
+    >"$out" 2>&1 || rc=$?
+  logs=("$out")
+  for w in fuzz-*.log; do [ -e "$w" ] && logs+=("$w"); done
+  runs=$(awk '/stat::number_of_executed_units:/{s+=$2} END{print s+0}' "${logs[@]}")
+  rate=$(awk '/stat::average_exec_per_sec:/{s+=$2} END{print s+0}' "${logs[@]}")
+  if [ ${#logs[@]} -gt 1 ]; then cat "${logs[@]:1}" >>"$out" && rm -f "${logs[@]:1}"; fi
+  total=$((total + runs))
+  if [ "$rc" -eq 0 ]; then
+    printf '%-24s %12d %10d  ok\n' "$t" "$runs" "$rate"
+  else
+    printf '%-24s %12d %10d  FAILED (exit %d): see %s\n' "$t" "$runs" "$rate" "$rc" "$out"
+    grep -E "ERROR|runtime error|SUMMARY|Test unit written" "$out" | head -5 || true
+    failed=1
+  fi
+done
+echo "fuzz: $total executions in all"
+exit "$failed"
