@@ -19,11 +19,9 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "grpc_service.pb.h"
 #include "models/bert_gen.h"
-#include "models/registry.h"
 #include "server/engine.h"
 #include "server/grpc_decode.h"
 #include "server/memory_admission.h"
@@ -51,16 +49,10 @@ constexpr char kTextConfig[] = R"(
 )";
 
 // What admission needs of one model: a second instance of it (the engine
-// owns the first) and the engine's options for it.
-struct Policy {
-  std::unique_ptr<infer::Model> model;
-  infer::QueueOptions batching;
-  infer::RequestLimits limits;
-};
-
+// serves the first) with the batching policy and limits of its config.
 struct Served {
   std::unique_ptr<infer::Engine> engine;
-  std::map<std::string, Policy> policies;
+  std::map<std::string, infer::LoadedModel> policies;
   infer::MemoryAdmission memory{int64_t{1} << 30, 0};
 };
 
@@ -85,22 +77,11 @@ Served* Setup() {
   if (!engine.ok()) abort();
   served->engine = *std::move(engine);
   if (!infer::LoadModelRepository(dir.string(), served->engine.get()).ok()) abort();
-  for (const auto& [name, backend, text] :
-       {std::tuple{"ids", "embed_pool", kIdsConfig}, std::tuple{"text", "bert", kTextConfig}}) {
-    auto config = infer::ParseModelConfig(name, text);
-    if (!config.ok()) abort();
-    infer::ModelParams params;
-    for (const auto& [key, value] : config->parameters()) params[key] = value.string_value();
-    infer::BuiltinModelOptions options;
-    options.model_dir = (dir / name).string();
-    options.precision = infer::Precision::kFp32;
-    auto model =
-        infer::CreateBuiltinModel(backend, name, params, served->engine->context(), options);
-    if (!model.ok()) abort();
-    Policy& p = served->policies[name];
-    p.model = *std::move(model);
-    p.batching = *served->engine->GetBatchingOptions(name);
-    p.limits = *served->engine->GetRequestLimits(name);
+  for (const char* name : {"ids", "text"}) {
+    auto loaded = infer::LoadModelFolder((dir / name).string(), served->engine->context(),
+                                         served->engine->device()->info());
+    if (!loaded.ok()) abort();
+    served->policies[name] = *std::move(loaded);
   }
   fs::remove_all(dir);
   return served;
@@ -116,7 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!request.ok()) return 0;
   auto it = served->policies.find(request->model_name);
   if (it == served->policies.end()) return 0;  // the engine answers NOT_FOUND
-  const Policy& p = it->second;
+  const infer::LoadedModel& p = it->second;
   const infer::AdmissionPolicy policy{p.model.get(), &p.batching, &p.limits, &served->memory};
   infer::AdmittedRequest admitted;
   infer::RefusalReason reason;

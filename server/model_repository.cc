@@ -246,6 +246,51 @@ RequestLimits LimitsFromConfig(const config::ModelConfig& config) {
   return limits;
 }
 
+absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
+                                            const DeviceInfo& device) {
+  namespace fs = std::filesystem;
+  const fs::path folder(dir);
+  const fs::path config_path = folder / "config.pbtxt";
+  std::ifstream in(config_path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(config_path.string(), ": cannot read the model's config"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  INFER_ASSIGN_OR_RETURN(config::ModelConfig config,
+                         ParseModelConfig(config_path.string(), text.str()));
+  LoadedModel loaded;
+  loaded.name = folder.filename().string();
+  if (!config.name().empty() && config.name() != loaded.name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path.string(), ": field 'name' = '", config.name(),
+                     "' differs from the folder name '", loaded.name, "'"));
+  }
+  ModelParams params;
+  for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
+  // Checked by ParseModelConfig; empty means auto.
+  BuiltinModelOptions options;
+  options.model_dir = folder.string();
+  options.precision =
+      config.precision().empty() ? Precision::kAuto : *ParsePrecision(config.precision());
+  options.cuda_graphs = GraphsFromConfig(config);
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      CreateBuiltinModel(config.backend(), loaded.name, params, context, options);
+  if (!model.ok()) {
+    return absl::Status(model.status().code(),
+                        absl::StrCat(config_path.string(), ": ", model.status().message()));
+  }
+  loaded.batching = BatchingFromConfig(config);
+  loaded.limits = LimitsFromConfig(config);
+  if (absl::Status s = CheckTritonFields(config, (*model)->spec(), loaded.batching, device);
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(config_path.string(), ": ", s.message()));
+  }
+  loaded.model = *std::move(model);
+  return loaded;
+}
+
 absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
                                                              Engine* engine) {
   namespace fs = std::filesystem;
@@ -264,44 +309,13 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
   std::sort(folders.begin(), folders.end());
   std::vector<std::string> loaded;
   for (const fs::path& folder : folders) {
-    const fs::path config_path = folder / "config.pbtxt";
-    std::ifstream in(config_path);
-    if (!in) {
-      return absl::NotFoundError(
-          absl::StrCat(config_path.string(), ": cannot read the model's config"));
+    INFER_ASSIGN_OR_RETURN(LoadedModel m, LoadModelFolder(folder.string(), engine->context(),
+                                                          engine->device()->info()));
+    if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat((folder / "config.pbtxt").string(), ": ", s.message()));
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    INFER_ASSIGN_OR_RETURN(config::ModelConfig config,
-                           ParseModelConfig(config_path.string(), text.str()));
-    const std::string name = folder.filename().string();
-    if (!config.name().empty() && config.name() != name) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(config_path.string(), ": field 'name' = '", config.name(),
-                       "' differs from the folder name '", name, "'"));
-    }
-    ModelParams params;
-    for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
-    // Checked by ParseModelConfig; empty means auto.
-    BuiltinModelOptions options;
-    options.model_dir = folder.string();
-    options.precision =
-        config.precision().empty() ? Precision::kAuto : *ParsePrecision(config.precision());
-    options.cuda_graphs = GraphsFromConfig(config);
-    absl::StatusOr<std::unique_ptr<Model>> model =
-        CreateBuiltinModel(config.backend(), name, params, engine->context(), options);
-    if (!model.ok()) {
-      return absl::Status(model.status().code(),
-                          absl::StrCat(config_path.string(), ": ", model.status().message()));
-    }
-    const QueueOptions batching = BatchingFromConfig(config);
-    absl::Status s =
-        CheckTritonFields(config, (*model)->spec(), batching, engine->device()->info());
-    if (s.ok()) s = engine->AddModel(*std::move(model), batching, LimitsFromConfig(config));
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(config_path.string(), ": ", s.message()));
-    }
-    loaded.push_back(name);
+    loaded.push_back(m.name);
   }
   return loaded;
 }

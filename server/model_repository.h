@@ -12,6 +12,7 @@
 #ifndef INFER_SERVER_MODEL_REPOSITORY_H_
 #define INFER_SERVER_MODEL_REPOSITORY_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,22 @@ BertGraphOptions GraphsFromConfig(const config::ModelConfig& config);
 // The request limits a config asks for, with defaults filled in.
 RequestLimits LimitsFromConfig(const config::ModelConfig& config);
 
-// Loads every model folder under `dir` into `engine`; returns the names
-// loaded. Fails on the first bad folder, naming the file and the problem.
+// One model folder, loaded but not yet served: the model (created on
+// `context`) and the batching policy and request limits its config asks for.
+struct LoadedModel {
+  std::string name;  // the folder's name
+  std::unique_ptr<Model> model;
+  QueueOptions batching;
+  RequestLimits limits;
+};
+// Reads `dir`/config.pbtxt and creates its model, checking the config against
+// the model and `device`. Errors name the config file and the problem.
+absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
+                                            const DeviceInfo& device);
+
+// Loads every model folder under `dir` into `engine` (LoadModelFolder, then
+// Engine::AddModel); returns the names loaded. Fails on the first bad folder, naming the file and
+// the problem.
 absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
                                                              Engine* engine);
 
