@@ -17,20 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-30}"
 shift || true
-JOBS="${JOBS:-$(nproc)}"
 WORKERS="${FUZZ_WORKERS:-1}"
-export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-log=$(mktemp)
-if ! CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-    -DINFER_FUZZ=ON -DINFER_SANITIZE=address,undefined -DINFER_ENABLE_CUDA=OFF \
-    -DINFER_BUILD_TESTS=OFF >"$log" 2>&1; then
-  cat "$log"
-  rm -f "$log"
-  exit 1
-fi
-rm -f "$log"
-cmake --build build-fuzz -j"$JOBS" --target fuzzers
+CC=clang CXX=clang++ scripts/build.sh -B build-fuzz -D CMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -D CMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -D INFER_FUZZ=ON \
+  -D INFER_SANITIZE=address,undefined -D INFER_ENABLE_CUDA=OFF -D INFER_BUILD_TESTS=OFF \
+  --target fuzzers
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for d in fuzz/corpus/*/; do targets+=("$(basename "$d")"); done

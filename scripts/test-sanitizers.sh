@@ -15,15 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-$(nproc)}"
-export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-log=$(mktemp)
-if ! cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-    -DINFER_SANITIZE=address,undefined -DINFER_ENABLE_CUDA=OFF >"$log" 2>&1; then
-  cat "$log"
-  rm -f "$log"
-  exit 1
-fi
-rm -f "$log"
-cmake --build build-asan -j"$JOBS"
+scripts/build.sh -B build-asan -D CMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -D CMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -D INFER_SANITIZE=address,undefined \
+  -D INFER_ENABLE_CUDA=OFF
 ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 -E "_isa_|^load_balancers$"
