@@ -1,5 +1,5 @@
-// Quoting strings a client sent (model, input, output and parameter names,
-// versions, datatypes, ids) in error and log messages, bounded.
+// Quoting strings a client sent (model, input, output and health service
+// names, versions, datatypes) in error messages, bounded.
 //
 // A message that quotes a client string whole can be made as large as the
 // client likes. gRPC carries a status message in a header, and a client
@@ -9,7 +9,7 @@
 // string in a message therefore goes through Quote():
 //
 //   Quote("minilm")        -> 'minilm'
-//   Quote(1 MiB of 'a')    -> 'aaaa…aaaa…' (1048576 bytes)   (64 bytes kept)
+//   Quote(1 MiB of 'a')    -> 'aa…aa…' (1048576 bytes)   (the first 64 kept)
 //
 // The kept prefix never splits a UTF-8 sequence, and control characters,
 // quotes, backslashes and invalid UTF-8 bytes are C-escaped, so a message
