@@ -55,7 +55,14 @@ def envoy_config(a, backends):
     retry = "" if a.no_retries else """
                             retry_policy:
                               retry_on: unavailable,reset,connect-failure,refused-stream
-                              num_retries: 2"""
+                              num_retries: 2
+                              # A retry goes to another instance: least request
+                              # would otherwise favour the idle, dead one again.
+                              retry_host_predicate:
+                                - name: envoy.retry_host_predicates.previous_hosts
+                                  typed_config:
+                                    "@type": type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate
+                              host_selection_retry_max_attempts: 3"""
     interval = f"{a.health_interval_ms / 1000:g}s"
     return f"""# Envoy in front of {len(backends)} infer-server instances (gen-node-config.py).
 admin:
@@ -107,6 +114,16 @@ static_resources:
           unhealthy_threshold: 1
           healthy_threshold: 1
           grpc_health_check: {{}}
+      # Retries in flight at once may reach half the requests in flight (at
+      # least 32): enough to move every call of one lost instance of two or
+      # more, yet bounded against a retry storm. Envoy's default allows 3,
+      # so a killed instance failed the calls it held beyond those 3.
+      circuit_breakers:
+        thresholds:
+          - priority: DEFAULT
+            retry_budget:
+              budget_percent: {{ value: 50.0 }}
+              min_retry_concurrency: 32
       # Ejects an instance that keeps failing (e.g. killed) between checks.
       outlier_detection:
         consecutive_5xx: 5
