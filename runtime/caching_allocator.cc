@@ -177,6 +177,7 @@ absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(
     size_t requested) {
   // The device call runs without the lock (cudaMalloc may synchronise the
   // device); the bytes count against the budget meanwhile.
+  absl::Status device_refusal;
   auto try_reserve = [&]() -> absl::StatusOr<Block*> {
     if (stats_.reserved_bytes + reserving_bytes_ + static_cast<int64_t>(bytes) > budget_bytes_) {
       return nullptr;
@@ -188,6 +189,7 @@ absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(
     reserving_bytes_ -= static_cast<int64_t>(bytes);
     if (!ptr.ok()) {
       if (IsDeviceLost(ptr.status())) return ptr.status();
+      device_refusal = ptr.status();
       return nullptr;  // refused by the device: handled as out of memory
     }
     ++stats_.device_allocs;
@@ -215,9 +217,10 @@ absl::StatusOr<CachingAllocator::Block*> CachingAllocator::ReserveSegment(
   SettleFreeBlocks();
   if (Block* free = TakeFree(small, RoundedSize(requested), stream_id)) return free;
   ReleaseCachedSegments(lock);
+  device_refusal = absl::OkStatus();
   b = try_reserve();
   if (!b.ok() || *b != nullptr) return b;
-  return OutOfMemory(requested, bytes);
+  return OutOfMemory(requested, bytes, device_refusal);
 }
 
 absl::Status CachingAllocator::Free(void* ptr) {
@@ -390,12 +393,22 @@ std::vector<std::shared_ptr<Event>> CachingAllocator::UnsettledEvents() const {
 
 void CachingAllocator::ProcessPendingFrees() {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    bool done = true;
+    bool done = true, lost = false;
     for (const std::shared_ptr<Event>& event : it->events) {
-      if (!EventDone(event)) {
+      absl::StatusOr<bool> passed = device_->QueryEvent(event.get());
+      // A failed query: the device is lost and the streams may never pass
+      // the free, so the block is never recycled (counted as lost).
+      lost = !passed.ok();
+      if (lost || !*passed) {
         done = false;
         break;
       }
+    }
+    if (lost) {
+      Block* block = it->block;
+      it = pending_.erase(it);
+      Lose(block);
+      continue;
     }
     if (!done) {
       ++it;
@@ -444,12 +457,17 @@ void CachingAllocator::EmptyCache() {
   ReleaseCachedSegments(lock);
 }
 
-absl::Status CachingAllocator::OutOfMemory(size_t requested, size_t segment) {
+absl::Status CachingAllocator::OutOfMemory(size_t requested, size_t segment,
+                                           const absl::Status& device_refusal) {
   ++stats_.ooms;
   const std::string why =
       segment == 0 ? absl::StrCat("more than the budget of ", budget_bytes_, " bytes")
-                   : absl::StrCat("a new ", segment, "-byte segment does not fit the budget of ",
-                                  budget_bytes_, " bytes");
+      : !device_refusal.ok()
+          ? absl::StrCat("the device refused a new ", segment,
+                         "-byte segment within the budget of ", budget_bytes_, " bytes (",
+                         device_refusal.message(), ")")
+          : absl::StrCat("a new ", segment, "-byte segment does not fit the budget of ",
+                         budget_bytes_, " bytes");
   return absl::ResourceExhaustedError(
       absl::StrCat("out of memory on ", device_->spec(), ": cannot allocate ", requested,
                    " bytes: ", why, "; reserved ", stats_.reserved_bytes, ", allocated ",

@@ -201,7 +201,11 @@ class CachingAllocator final : public DeviceAllocator {
   void ReleaseCachedSegments(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED for `requested` bytes that needed a new `segment`
   // (0: the request alone exceeds the budget).
-  absl::Status OutOfMemory(size_t requested, size_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED with the figures; `device_refusal`: the device's
+  // error when it, not the budget, refused the segment.
+  absl::Status OutOfMemory(size_t requested, size_t segment,
+                           const absl::Status& device_refusal = absl::OkStatus())
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t LargestFreeBlock() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

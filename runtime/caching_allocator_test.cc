@@ -191,8 +191,11 @@ TEST_F(AllocatorTest, DeviceRefusalUnderBudgetTakesTheSamePath) {
   ASSERT_THAT(alloc_->Free(c), IsOk());
   alloc_->EmptyCache();
   device_->FailNextAllocations(2);
+  // The message says the device refused, not the budget, and why.
   EXPECT_THAT(alloc_->Allocate(3 * kMiB, s1_.get()),
-              StatusIs(absl::StatusCode::kResourceExhausted, "out of memory"));
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       "the device refused a new 4194304-byte segment within the budget of "
+                       "67108864 bytes (fake device: allocation refused)"));
   ASSERT_THAT(alloc_->Free(a), IsOk());
 }
 
@@ -330,6 +333,23 @@ TEST_F(AllocatorTest, ALostDeviceNeverRecyclesABlock) {
               StatusIs(absl::StatusCode::kInternal, "illegal memory access"));
   EXPECT_THAT(alloc_->Allocate(2 * kMiB, s1_.get()),
               StatusIs(absl::StatusCode::kInternal, "illegal memory access"));
+}
+
+TEST_F(AllocatorTest, ACrossStreamFreePendingWhenTheDeviceIsLostCountsAsLost) {
+  Make(64 * kMiB);
+  device_->set_manual_events(true);
+  void* a = Alloc(2 * kMiB, s1_.get());
+  ASSERT_THAT(alloc_->RecordStream(a, s2_.get()), IsOk());
+  ASSERT_THAT(alloc_->Free(a), IsOk());  // out of the cache until both streams pass
+  EXPECT_EQ(alloc_->stats().active_bytes, 2 * kMiB);
+  EXPECT_EQ(alloc_->stats().lost_bytes, 0);
+  device_->LoseDevice();
+  alloc_->EmptyCache();  // its events cannot be queried any more
+  const AllocatorStats st = alloc_->stats();
+  EXPECT_EQ(st.lost_bytes, 2 * kMiB);
+  EXPECT_EQ(st.active_bytes, 2 * kMiB) << "still not free: never reused";
+  EXPECT_EQ(st.allocated_bytes, 0);
+  EXPECT_EQ(st.reserved_bytes, 2 * kMiB) << "its segment is not returned either";
 }
 
 TEST_F(AllocatorTest, ForeignAndDoubleFreesAreRefused) {
