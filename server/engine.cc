@@ -34,7 +34,9 @@ Engine::~Engine() { Shutdown(); }
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   const std::string spec = options.device.empty() ? DefaultDeviceSpec() : options.device;
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
-                         CreateDevice(spec, options.device_options));
+                         options.create_device ? options.create_device(spec, options.device_options)
+                                               : CreateDevice(spec, options.device_options));
+  if (device == nullptr) return absl::InternalError("create_device returned no device");
   std::unique_ptr<DeviceOwnershipLock> lock;
   if (const DeviceInfo& info = device->info(); info.kind == DeviceKind::kCuda) {
     INFER_ASSIGN_OR_RETURN(

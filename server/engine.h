@@ -59,6 +59,13 @@ struct EngineOptions {
   std::string device;
   // How the device is set up (the CPU's compute threads).
   DeviceOptions device_options;
+  // Creates the device in place of CreateDevice, with the same arguments;
+  // null: CreateDevice. The seam through which tests put a device with
+  // injected faults under a real engine (tests/testing/faulty_device.h);
+  // called once, in Create.
+  std::function<absl::StatusOr<std::unique_ptr<Device>>(absl::string_view spec,
+                                                        const DeviceOptions& options)>
+      create_device;
   // Time source for queueing; nullptr means RealClock(). Borrowed.
   Clock* clock = nullptr;
   // The device memory budget every model allocates under.

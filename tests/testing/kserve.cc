@@ -80,37 +80,55 @@ inference::ModelInferRequest IdsRequest(const std::string& model,
   return req;
 }
 
-std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
-                                         const inference::ModelInferRequest& proto, int n,
-                                         std::atomic<int>* bad_outputs) {
+std::vector<grpc::Status> InferAll(GRPCInferenceService::Stub* stub,
+                                   const std::vector<inference::ModelInferRequest>& requests,
+                                   std::chrono::milliseconds timeout,
+                                   std::vector<inference::ModelInferResponse>* responses) {
   struct Call {
     grpc::ClientContext ctx;
-    inference::ModelInferRequest req;
     inference::ModelInferResponse resp;
   };
+  const size_t n = requests.size();
   std::vector<std::unique_ptr<Call>> calls;
-  std::vector<grpc::StatusCode> codes(n);
+  std::vector<grpc::Status> statuses(n);
   std::mutex mu;
   std::condition_variable cv;
-  int remaining = n;
-  for (int i = 0; i < n; ++i) {
+  size_t remaining = n;
+  for (size_t i = 0; i < n; ++i) {
     calls.push_back(std::make_unique<Call>());
     Call* c = calls.back().get();
-    c->req = proto;
-    c->req.set_id(std::to_string(i));
-    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stub->async()->ModelInfer(&c->ctx, &c->req, &c->resp, [&, c, i](grpc::Status s) {
-      if (s.ok() &&
-          (c->resp.id() != std::to_string(i) || c->resp.raw_output_contents_size() != 1)) {
-        ++*bad_outputs;
-      }
+    c->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    stub->async()->ModelInfer(&c->ctx, &requests[i], &c->resp, [&, i](grpc::Status s) {
       std::lock_guard<std::mutex> lock(mu);
-      codes[i] = s.error_code();
+      statuses[i] = std::move(s);
       if (--remaining == 0) cv.notify_all();
     });
   }
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return remaining == 0; });
+  if (responses != nullptr) {
+    responses->clear();
+    for (auto& c : calls) responses->push_back(std::move(c->resp));
+  }
+  return statuses;
+}
+
+std::vector<grpc::StatusCode> Concurrent(GRPCInferenceService::Stub* stub,
+                                         const inference::ModelInferRequest& proto, int n,
+                                         std::atomic<int>* bad_outputs) {
+  std::vector<inference::ModelInferRequest> requests(n, proto);
+  for (int i = 0; i < n; ++i) requests[i].set_id(std::to_string(i));
+  std::vector<inference::ModelInferResponse> responses;
+  const std::vector<grpc::Status> statuses =
+      InferAll(stub, requests, std::chrono::seconds(60), &responses);
+  std::vector<grpc::StatusCode> codes(n);
+  for (int i = 0; i < n; ++i) {
+    codes[i] = statuses[i].error_code();
+    if (statuses[i].ok() &&
+        (responses[i].id() != std::to_string(i) || responses[i].raw_output_contents_size() != 1)) {
+      ++*bad_outputs;
+    }
+  }
   return codes;
 }
 

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -54,6 +55,14 @@ grpc::Status Infer(inference::GRPCInferenceService::Stub* stub,
 // An INT64 input_ids request of the given rows (all of one length).
 inference::ModelInferRequest IdsRequest(const std::string& model,
                                         const std::vector<std::vector<int64_t>>& rows);
+
+// Sends every request at once, each with `timeout` as its deadline, and
+// waits for all: their statuses, and the responses in *responses (if not
+// null), in the order of `requests`.
+std::vector<grpc::Status> InferAll(inference::GRPCInferenceService::Stub* stub,
+                                   const std::vector<inference::ModelInferRequest>& requests,
+                                   std::chrono::milliseconds timeout,
+                                   std::vector<inference::ModelInferResponse>* responses = nullptr);
 
 // Sends `n` copies of `proto` at once (ids "0".."n-1") and waits for all;
 // the status codes by id. Counts in *bad_outputs the OK answers whose id or
