@@ -82,8 +82,16 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
-                     {"input_ids", DataType::kInt64, {-1, -1}, /*optional=*/true},
-                     {"attention_mask", DataType::kInt64, {-1, -1}, /*optional=*/true}};
+                     {"input_ids",
+                      DataType::kInt64,
+                      {-1, -1},
+                      /*optional=*/true,
+                      /*accepts_int32=*/true},
+                     {"attention_mask",
+                      DataType::kInt64,
+                      {-1, -1},
+                      /*optional=*/true,
+                      /*accepts_int32=*/true}};
   m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, c.hidden_size}}};
   return m;
 }

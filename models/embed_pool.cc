@@ -70,7 +70,11 @@ EmbedPoolModel::EmbedPoolModel(const EmbedPoolOptions& options, const DeviceCont
   spec_.platform = "infer_embed_pool";
   spec_.backend = "embed_pool";
   spec_.precision = "fp32";
-  spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
+  spec_.inputs = {{"input_ids",
+                   DataType::kInt64,
+                   {-1, -1},
+                   /*optional=*/false,
+                   /*accepts_int32=*/true}};
   spec_.outputs = {{"embedding", DataType::kFp32, {-1, options.embedding_size}}};
 }
 

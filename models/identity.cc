@@ -30,7 +30,11 @@ IdentityModel::IdentityModel(const std::string& name) {
   spec_.name = name;
   spec_.platform = "infer_identity";
   spec_.backend = "identity";
-  spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
+  spec_.inputs = {{"input_ids",
+                   DataType::kInt64,
+                   {-1, -1},
+                   /*optional=*/false,
+                   /*accepts_int32=*/true}};
   spec_.outputs = {{"output_ids", DataType::kInt64, {-1, -1}}};
 }
 

@@ -24,6 +24,29 @@ const TensorSpec* Find(const std::vector<TensorSpec>& specs, const std::string& 
 
 }  // namespace
 
+absl::Status WidenInt32Inputs(const ModelSpec& spec, InferRequest* request) {
+  for (Tensor& t : request->inputs) {
+    if (t.dtype != DataType::kInt32) continue;
+    const TensorSpec* s = Find(spec.inputs, t.name);
+    if (s == nullptr || s->dtype != DataType::kInt64 || !s->accepts_int32) continue;
+    const std::string what = absl::StrCat("input ", Quote(t.name));
+    INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
+    if (static_cast<int64_t>(t.data.size()) != bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has ", t.data.size(), " bytes of data; its shape ",
+                       ShapeToString(t.shape), " and datatype INT32 need ", bytes));
+    }
+    const int64_t count = bytes / static_cast<int64_t>(sizeof(int32_t));
+    std::string wide(static_cast<size_t>(count) * sizeof(int64_t), '\0');
+    const int32_t* from = t.as<int32_t>();
+    auto* to = reinterpret_cast<int64_t*>(wide.data());
+    for (int64_t i = 0; i < count; ++i) to[i] = from[i];
+    t.data = std::move(wide);
+    t.dtype = DataType::kInt64;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request) {
   absl::flat_hash_set<std::string> seen;
   int64_t batch = -1;
@@ -38,9 +61,9 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
       return absl::InvalidArgumentError(absl::StrCat(what, " is given more than once"));
     }
     if (t.dtype != s->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has datatype ", DataTypeName(t.dtype),
-                                                     "; model '", spec.name, "' expects ",
-                                                     DataTypeName(s->dtype)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has datatype ", DataTypeName(t.dtype), "; model '", spec.name, "' expects ",
+          DataTypeName(s->dtype), s->accepts_int32 ? " (or INT32)" : ""));
     }
     if (t.shape.size() != s->shape.size()) {
       return absl::InvalidArgumentError(absl::StrCat(

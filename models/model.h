@@ -36,6 +36,10 @@ struct TensorSpec {
   // An input the request may leave out (the model's checks say which
   // combinations it needs).
   bool optional = false;
+  // An INT64 input that also takes INT32 (token ids and masks, which Triton
+  // clients often send as INT32): widened to INT64 at admission
+  // (WidenInt32Inputs), so the model sees INT64 only.
+  bool accepts_int32 = false;
 };
 
 struct ModelSpec {
@@ -181,6 +185,13 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
 // outputs known and unique. Every failure is INVALID_ARGUMENT naming the
 // tensor, what was wrong and what is allowed.
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request);
+
+// Widens every INT32 input whose spec is INT64 with accepts_int32 to INT64,
+// in place; other inputs are left for ValidateRequestAgainstSpec to judge.
+// INVALID_ARGUMENT (as that check words it) when such an input's bytes do
+// not match its shape, before anything is allocated: the widened copy is
+// twice the bytes received.
+absl::Status WidenInt32Inputs(const ModelSpec& spec, InferRequest* request);
 
 // For ModelBatch::Finish: splits consecutive FP32 rows of `width` values into
 // one [rows_per_request[i], width] output named `name` per response.

@@ -2,6 +2,7 @@
 // naming what was wrong and what is allowed.
 #include "models/model.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "tests/testing/status_matchers.h"
@@ -75,6 +76,57 @@ TEST(ValidateRequestTest, WrongDatatype) {
   r.inputs[0] = Make("ids", DataType::kInt32, {2, 5});
   EXPECT_THAT(ValidateRequestAgainstSpec(Spec(), r),
               StatusIs(kInvalid, "input 'ids' has datatype INT32; model 'm' expects INT64"));
+}
+
+TEST(WidenInt32InputsTest, AnInt32InputThatMayBeWidenedBecomesInt64WithEveryValue) {
+  ModelSpec spec = Spec();
+  spec.inputs[0].accepts_int32 = true;
+  InferRequest r = Valid();
+  r.inputs[0] = Make("ids", DataType::kInt32, {2, 3});
+  const int32_t values[6] = {0, 1, -1, 101, INT32_MAX, INT32_MIN};
+  std::memcpy(r.inputs[0].data.data(), values, sizeof(values));
+  ASSERT_THAT(WidenInt32Inputs(spec, &r), IsOk());
+  EXPECT_EQ(r.inputs[0].dtype, DataType::kInt64);
+  ASSERT_EQ(r.inputs[0].data.size(), 6 * sizeof(int64_t));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(r.inputs[0].as<int64_t>()[i], values[i]) << i;
+  EXPECT_THAT(ValidateRequestAgainstSpec(spec, r), IsOk());
+  // INT64 is left as it is.
+  InferRequest wide = Valid();
+  const std::string before = wide.inputs[0].data;
+  ASSERT_THAT(WidenInt32Inputs(spec, &wide), IsOk());
+  EXPECT_EQ(wide.inputs[0].dtype, DataType::kInt64);
+  EXPECT_EQ(wide.inputs[0].data, before);
+}
+
+TEST(WidenInt32InputsTest, OnlyInputsThatSayTheyAcceptInt32AreWidened) {
+  ModelSpec spec = Spec();  // ids: INT64 without accepts_int32
+  InferRequest r = Valid();
+  r.inputs[0] = Make("ids", DataType::kInt32, {2, 5});
+  r.inputs[1] = Make("mask", DataType::kInt32, {2, 4});  // FP32 input: never widened
+  ASSERT_THAT(WidenInt32Inputs(spec, &r), IsOk());
+  EXPECT_EQ(r.inputs[0].dtype, DataType::kInt32);
+  EXPECT_EQ(r.inputs[1].dtype, DataType::kInt32);
+  EXPECT_THAT(ValidateRequestAgainstSpec(spec, r),
+              StatusIs(kInvalid, "input 'ids' has datatype INT32; model 'm' expects INT64"));
+  spec.inputs[0].accepts_int32 = true;
+  r.inputs[0] = Make("ids", DataType::kFp32, {2, 5});
+  EXPECT_THAT(
+      ValidateRequestAgainstSpec(spec, r),
+      StatusIs(kInvalid, "input 'ids' has datatype FP32; model 'm' expects INT64 (or INT32)"));
+}
+
+TEST(WidenInt32InputsTest, BytesNotMatchingTheShapeAreRefusedBeforeWidening) {
+  ModelSpec spec = Spec();
+  spec.inputs[0].accepts_int32 = true;
+  InferRequest r = Valid();
+  r.inputs[0] = Make("ids", DataType::kInt32, {2, 5});
+  r.inputs[0].shape = {2, 1000000000};  // declares 8 GB widened; 40 bytes came
+  EXPECT_THAT(WidenInt32Inputs(spec, &r),
+              StatusIs(kInvalid,
+                       "input 'ids' has 40 bytes of data; its shape [2,1000000000] and datatype "
+                       "INT32 need 8000000000"));
+  r.inputs[0].shape = {INT64_MAX, 4};
+  EXPECT_THAT(WidenInt32Inputs(spec, &r), StatusIs(kInvalid, "overflow"));
 }
 
 TEST(ValidateRequestTest, WrongRank) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/precision.h"
@@ -46,17 +47,23 @@ bool DimsMatch(const google::protobuf::RepeatedField<int64_t>& declared,
   return true;
 }
 
-// One declared input or output against the tensors the backend serves.
+// One declared input or output against the tensors the backend serves;
+// `int32_ok`: inputs served as INT64 that take INT32 too (TYPE_INT32 may be
+// declared for them, as Triton configs often do for token ids).
 template <typename T>
 absl::Status CheckDeclaredTensor(absl::string_view field, const T& declared,
-                                 const google::protobuf::RepeatedPtrField<T>& served) {
+                                 const google::protobuf::RepeatedPtrField<T>& served,
+                                 const std::vector<std::string>& int32_ok = {}) {
   std::vector<std::string> names;
   for (const T& t : served) {
     if (t.name() != declared.name()) {
       names.push_back(t.name());
       continue;
     }
-    if (t.data_type() != declared.data_type()) {
+    const bool widened = declared.data_type() == inference::TYPE_INT32 &&
+                         t.data_type() == inference::TYPE_INT64 &&
+                         absl::c_linear_search(int32_ok, t.name());
+    if (t.data_type() != declared.data_type() && !widened) {
       return absl::InvalidArgumentError(
           absl::StrCat("field '", field, "' '", declared.name(), "' has data_type ",
                        inference::DataType_Name(declared.data_type()),
@@ -87,8 +94,12 @@ absl::Status CheckTritonFields(const config::ModelConfig& config, const ModelSpe
                      "': this model is served by the built-in backend '", served.backend(),
                      "', platform '", served.platform(), "' (or leave platform out)"));
   }
+  std::vector<std::string> int32_ok;
+  for (const TensorSpec& t : spec.inputs) {
+    if (t.accepts_int32) int32_ok.push_back(t.name);
+  }
   for (const inference::ModelInput& in : config.input()) {
-    INFER_RETURN_IF_ERROR(CheckDeclaredTensor("input", in, served.input()));
+    INFER_RETURN_IF_ERROR(CheckDeclaredTensor("input", in, served.input(), int32_ok));
   }
   if (config.input_size() > 0) {
     for (const inference::ModelInput& in : served.input()) {

@@ -239,12 +239,23 @@ TEST_F(RepositoryTest, TritonInterfaceFieldsAreCheckedAgainstTheBackend) {
   Write("m", triton_style);
   auto engine = Engine::Create({.device = "cpu"});
   EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  {
+    // Token ids declared INT32, as Triton configs often do: taken (widened).
+    std::string int32 = triton_style;
+    int32.replace(int32.find("TYPE_INT64"), 10, "TYPE_INT32");
+    fs::remove_all(dir_ / "m");
+    Write("m", int32);
+    auto fresh = Engine::Create({.device = "cpu"});
+    EXPECT_THAT(LoadModelRepository(dir_.string(), fresh->get()), IsOk());
+  }
+  fs::remove_all(dir_ / "m");
+  Write("m", triton_style);
   struct Case {
     std::string from, to, error;
   };
   const std::vector<Case> cases = {
-      {"TYPE_INT64", "TYPE_INT32",
-       "m/config.pbtxt: field 'input' 'input_ids' has data_type TYPE_INT32; the backend serves it "
+      {"TYPE_INT64", "TYPE_INT16",
+       "m/config.pbtxt: field 'input' 'input_ids' has data_type TYPE_INT16; the backend serves it "
        "as TYPE_INT64"},
       {"dims: [ 384 ]", "dims: [ 256 ]",
        "field 'output' 'embedding' has dims [256]; the backend serves it with dims [384]"},

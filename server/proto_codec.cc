@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "runtime/quote.h"
 #include "runtime/status_macros.h"
@@ -241,6 +242,15 @@ void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const 
       static_cast<uint64_t>(absl::ToInt64Microseconds(queue.default_timeout)));
   if (!spec.precision.empty()) {
     (*proto->mutable_parameters())["precision"].set_string_value(spec.precision);
+  }
+  // Inputs declared INT64 that take INT32 too (ModelInput has one data_type).
+  std::vector<std::string> int32_inputs;
+  for (const TensorSpec& t : spec.inputs) {
+    if (t.accepts_int32) int32_inputs.push_back(t.name);
+  }
+  if (!int32_inputs.empty()) {
+    (*proto->mutable_parameters())["int32_accepted_inputs"].set_string_value(
+        absl::StrJoin(int32_inputs, ","));
   }
 }
 

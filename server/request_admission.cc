@@ -33,8 +33,9 @@ absl::Status AdmitRequest(const AdmissionPolicy& policy, absl::Time arrival, Inf
     status = CheckShapeLimits(*policy.limits, model, *request);
     if (!status.ok()) return refuse(std::move(status), RefusalReason::kOverLimit);
   }
-  // 2. The spec, then tokenisation.
-  status = ValidateRequestAgainstSpec(model.spec(), *request);
+  // 2. The spec (INT32 ids widened first), then tokenisation.
+  status = WidenInt32Inputs(model.spec(), request);
+  if (status.ok()) status = ValidateRequestAgainstSpec(model.spec(), *request);
   if (status.ok()) status = Guarded([&] { return model.Preprocess(request); });
   if (!status.ok()) return refuse(std::move(status), RefusalReason::kInvalid);
   // 3. Lengths and the length class.

@@ -254,8 +254,10 @@ TEST_F(GrpcServerTest, EachErrorHasItsExactCode) {
   r = IdsRequest("small", {{1, 2}});
   r.mutable_inputs(0)->set_datatype("INT32");
   ExpectError(r, StatusCode::INVALID_ARGUMENT, "has 16 bytes in raw_input_contents");
+  r.mutable_inputs(0)->set_datatype("UINT32");
   r.mutable_raw_input_contents(0)->resize(8);
-  ExpectError(r, StatusCode::INVALID_ARGUMENT, "has datatype INT32; model 'small' expects INT64");
+  ExpectError(r, StatusCode::INVALID_ARGUMENT,
+              "has datatype UINT32; model 'small' expects INT64 (or INT32)");
 
   r = IdsRequest("small", {{1, 2}});
   r.mutable_inputs(0)->set_shape(1, 3);

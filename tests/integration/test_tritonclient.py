@@ -257,6 +257,27 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         np.testing.assert_allclose(got, reference_embeddings(ids), atol=2e-5)
         self.assertEqual(result.get_response().id, "r-1")
 
+    def test_int32_token_ids_give_the_int64_answers(self):
+        # Triton clients often send token ids (and masks) as INT32; the
+        # config says which inputs take them.
+        ids = np.array([[101, 7, 42, 999, 102], [101, 5, 102, 0, 0]], dtype=np.int64)
+        got = self.client.infer("tiny", [self.infer_input(ids.astype(np.int32), "INT32")])
+        np.testing.assert_allclose(got.as_numpy("embedding"), reference_embeddings(ids),
+                                   atol=2e-5)
+        config = self.client.get_model_config("tiny").config
+        self.assertEqual(config.parameters["int32_accepted_inputs"].string_value, "input_ids")
+        minilm = self.client.get_model_config("minilm").config
+        self.assertEqual(minilm.parameters["int32_accepted_inputs"].string_value,
+                         "input_ids,attention_mask")
+        mask = (ids != 0).astype(np.int64)
+        answers = []
+        for dtype, np_type in (("INT64", np.int64), ("INT32", np.int32)):
+            inputs = [self.infer_input(ids.astype(np_type), dtype),
+                      grpcclient.InferInput("attention_mask", list(mask.shape), dtype)]
+            inputs[1].set_data_from_numpy(mask.astype(np_type))
+            answers.append(self.client.infer("minilm", inputs).as_numpy("embedding"))
+        np.testing.assert_array_equal(answers[0], answers[1])
+
     def test_errors_carry_the_exact_status(self):
         with self.assertRaises(InferenceServerException) as e:
             self.client.infer("absent", [self.infer_input(np.ones((1, 2), np.int64))])
@@ -264,9 +285,9 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertIn("unknown model 'absent'", e.exception.message())
 
         with self.assertRaises(InferenceServerException) as e:
-            self.client.infer("tiny", [self.infer_input(np.ones((1, 2), np.int32), "INT32")])
+            self.client.infer("tiny", [self.infer_input(np.ones((1, 2), np.float32), "FP32")])
         self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
-        self.assertIn("expects INT64", e.exception.message())
+        self.assertIn("expects INT64 (or INT32)", e.exception.message())
 
         with self.assertRaises(InferenceServerException) as e:
             self.client.infer("tiny", [self.infer_input(np.full((1, 3), VOCAB, np.int64))])
@@ -335,7 +356,7 @@ class TritonClientCompatibilityTest(unittest.TestCase):
                 self.client.async_stream_infer("tiny", [self.infer_input(inputs[i])],
                                                request_id=str(i))
             self.client.async_stream_infer("tiny", [self.infer_input(
-                np.array([[1, 2]], dtype=np.int32), "INT32")], request_id="bad")
+                np.array([[1, 2]], dtype=np.float32), "FP32")], request_id="bad")
             for _ in range(n + 1):
                 self.assertTrue(done.acquire(timeout=60))
         finally:
