@@ -22,20 +22,35 @@ const TensorSpec* Find(const std::vector<TensorSpec>& specs, const std::string& 
   return nullptr;
 }
 
+// The bytes of a fixed-size tensor against its shape and datatype: the byte
+// size (overflow-checked), or INVALID_ARGUMENT naming `what`.
+absl::StatusOr<int64_t> CheckDataBytes(const Tensor& t, const std::string& what) {
+  INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
+  if (static_cast<int64_t>(t.data.size()) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has ", t.data.size(), " bytes of data; its shape ", ShapeToString(t.shape),
+        " and datatype ", DataTypeName(t.dtype), " need ", bytes));
+  }
+  return bytes;
+}
+
 }  // namespace
+
+std::vector<std::string> Int32InputNames(const ModelSpec& spec) {
+  std::vector<std::string> names;
+  for (const TensorSpec& t : spec.inputs) {
+    if (t.accepts_int32) names.push_back(t.name);
+  }
+  return names;
+}
 
 absl::Status WidenInt32Inputs(const ModelSpec& spec, InferRequest* request) {
   for (Tensor& t : request->inputs) {
     if (t.dtype != DataType::kInt32) continue;
     const TensorSpec* s = Find(spec.inputs, t.name);
     if (s == nullptr || s->dtype != DataType::kInt64 || !s->accepts_int32) continue;
-    const std::string what = absl::StrCat("input ", Quote(t.name));
-    INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
-    if (static_cast<int64_t>(t.data.size()) != bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has ", t.data.size(), " bytes of data; its shape ",
-                       ShapeToString(t.shape), " and datatype INT32 need ", bytes));
-    }
+    INFER_ASSIGN_OR_RETURN(const int64_t bytes,
+                           CheckDataBytes(t, absl::StrCat("input ", Quote(t.name))));
     const int64_t count = bytes / static_cast<int64_t>(sizeof(int32_t));
     std::string wide(static_cast<size_t>(count) * sizeof(int64_t), '\0');
     const int32_t* from = t.as<int32_t>();
@@ -81,12 +96,7 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
     if (t.dtype == DataType::kBytes) {
       INFER_RETURN_IF_ERROR(BytesElements(t, count, what).status());
     } else {
-      INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
-      if (static_cast<int64_t>(t.data.size()) != bytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " has ", t.data.size(), " bytes of data; its shape ", ShapeToString(t.shape),
-            " and datatype ", DataTypeName(t.dtype), " need ", bytes));
-      }
+      INFER_RETURN_IF_ERROR(CheckDataBytes(t, what).status());
     }
     if (!t.shape.empty()) {
       if (batch >= 0 && t.shape[0] != batch) {

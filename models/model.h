@@ -193,6 +193,9 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
 // twice the bytes received.
 absl::Status WidenInt32Inputs(const ModelSpec& spec, InferRequest* request);
 
+// The inputs of `spec` that accept INT32 (TensorSpec::accepts_int32), in order.
+std::vector<std::string> Int32InputNames(const ModelSpec& spec);
+
 // For ModelBatch::Finish: splits consecutive FP32 rows of `width` values into
 // one [rows_per_request[i], width] output named `name` per response.
 void AppendFp32Rows(const std::string& name, const float* data, int64_t width,

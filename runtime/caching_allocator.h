@@ -199,10 +199,9 @@ class CachingAllocator final : public DeviceAllocator {
   // Returns every cached, entirely free, settled segment to the device,
   // releasing `lock` around the device calls.
   void ReleaseCachedSegments(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // RESOURCE_EXHAUSTED for `requested` bytes that needed a new `segment`
-  // (0: the request alone exceeds the budget).
-  // RESOURCE_EXHAUSTED with the figures; `device_refusal`: the device's
-  // error when it, not the budget, refused the segment.
+  // RESOURCE_EXHAUSTED, with the figures, for `requested` bytes that needed a
+  // new `segment` (0: the request alone exceeds the budget); `device_refusal`:
+  // the device's error when it, not the budget, refused the segment.
   absl::Status OutOfMemory(size_t requested, size_t segment,
                            const absl::Status& device_refusal = absl::OkStatus())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

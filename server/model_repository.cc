@@ -94,10 +94,7 @@ absl::Status CheckTritonFields(const config::ModelConfig& config, const ModelSpe
                      "': this model is served by the built-in backend '", served.backend(),
                      "', platform '", served.platform(), "' (or leave platform out)"));
   }
-  std::vector<std::string> int32_ok;
-  for (const TensorSpec& t : spec.inputs) {
-    if (t.accepts_int32) int32_ok.push_back(t.name);
-  }
+  const std::vector<std::string> int32_ok = Int32InputNames(spec);
   for (const inference::ModelInput& in : config.input()) {
     INFER_RETURN_IF_ERROR(CheckDeclaredTensor("input", in, served.input(), int32_ok));
   }

@@ -244,11 +244,7 @@ void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const 
     (*proto->mutable_parameters())["precision"].set_string_value(spec.precision);
   }
   // Inputs declared INT64 that take INT32 too (ModelInput has one data_type).
-  std::vector<std::string> int32_inputs;
-  for (const TensorSpec& t : spec.inputs) {
-    if (t.accepts_int32) int32_inputs.push_back(t.name);
-  }
-  if (!int32_inputs.empty()) {
+  if (const std::vector<std::string> int32_inputs = Int32InputNames(spec); !int32_inputs.empty()) {
     (*proto->mutable_parameters())["int32_accepted_inputs"].set_string_value(
         absl::StrJoin(int32_inputs, ","));
   }
