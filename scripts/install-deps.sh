@@ -10,13 +10,13 @@ PACKAGES=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
-  libdnnl-dev libcli11-dev nlohmann-json3-dev openssl
+  libdnnl-dev libcli11-dev nlohmann-json3-dev libboost-dev openssl
   python3 python3-venv
 )
 if [ "${1:-}" = "--test" ]; then
   # The load-balancer test runs its own nginx. (On a machine with systemd the
   # package also starts one on port 80: systemctl disable --now nginx.)
-  PACKAGES+=(nginx-light)
+  PACKAGES+=(nginx-light curl)
   # The fuzz targets: clang with libFuzzer and the sanitizers' runtimes, and
   # its OpenMP runtime (scripts/fuzz.sh).
   PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev)

@@ -1,17 +1,10 @@
 #include "server/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -246,138 +239,39 @@ std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu) {
   return prometheus::TextSerializer().Serialize(CollectEngine(engine, gpu));
 }
 
-MetricsServer::MetricsServer(const Engine* engine, const NvmlTelemetry* gpu, int listen_fd,
-                             int port)
-    : engine_(engine), gpu_(gpu), listen_fd_(listen_fd), port_(port) {
-  thread_ = std::thread([this] { Serve(); });
-}
+MetricsServer::MetricsServer(std::unique_ptr<HttpServer> http) : http_(std::move(http)) {}
 
-MetricsServer::~MetricsServer() {
-  stop_.store(true);
-  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the accept
-  {
-    std::lock_guard<std::mutex> lock(conn_mu_);
-    if (conn_ >= 0) ::shutdown(conn_, SHUT_RDWR);  // and a client being answered
-  }
-  thread_.join();
-  close(listen_fd_);
-}
+MetricsServer::~MetricsServer() = default;
+
+int MetricsServer::port() const { return http_->port(); }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
                                                                     const Engine* engine,
                                                                     const NvmlTelemetry* gpu) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535 ||
-      inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics address '", address, "' is not IPV4:PORT (e.g. 127.0.0.1:8002, 0.0.0.0:8002)"));
-  }
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 16) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on '", address, "': ", std::strerror(err)));
-  }
-  return std::unique_ptr<MetricsServer>(new MetricsServer(engine, gpu, fd, ntohs(addr.sin_port)));
-}
-
-void MetricsServer::Serve() {
-  while (!stop_.load()) {
-    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0) {
-      if (stop_.load()) break;
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. out of descriptors
-      continue;
+  HttpServerOptions options;
+  options.address = address;
+  options.threads = 1;
+  // A scrape is a GET: nothing to read past the headers.
+  options.max_body_bytes = 1 << 10;
+  options.max_buffered_body_bytes = 1 << 20;
+  options.max_connections = 64;
+  options.request_timeout = absl::Seconds(5);
+  options.idle_timeout = absl::Seconds(30);
+  auto http = HttpServer::Start(options, [engine, gpu](HttpRequest request, HttpReply reply) {
+    HttpResponse r;
+    if (request.path != "/metrics") {
+      r = {404, "text/plain", "metrics are at /metrics\n"};
+    } else if (request.method != "GET" && request.method != "HEAD") {
+      r = {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
+    } else {
+      r = {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*engine, gpu)};
     }
-    {
-      std::lock_guard<std::mutex> lock(conn_mu_);
-      conn_ = conn;
-      if (stop_.load()) ::shutdown(conn, SHUT_RDWR);
-    }
-    Answer(conn);
-    std::lock_guard<std::mutex> lock(conn_mu_);
-    conn_ = -1;
-    close(conn);
+    reply.Send(std::move(r));
+  });
+  if (!http.ok()) {
+    return absl::Status(http.status().code(), absl::StrCat("metrics: ", http.status().message()));
   }
-}
-
-namespace {
-
-// Waits until `fd` is ready for `events` or `deadline` passes.
-bool WaitReady(int fd, short events, absl::Time deadline) {
-  while (true) {
-    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (ms <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return false;
-  }
-}
-
-}  // namespace
-
-void MetricsServer::Answer(int conn) {
-  // One request per connection, answered one at a time: a client has 2 s in
-  // all to send its header (at most 8 KiB) and the whole exchange ends
-  // within 5 s, however the client trickles its bytes — scrapes are rare and
-  // small, and one slow client must not hold the endpoint for long.
-  const absl::Time start = absl::Now();
-  const absl::Time header_deadline = start + absl::Seconds(2);
-  const absl::Time deadline = start + absl::Seconds(5);
-  std::string request;
-  char buf[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
-    if (!WaitReady(conn, POLLIN, header_deadline)) return;
-    const ssize_t n = recv(conn, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
-    if (n > 0) request.append(buf, static_cast<size_t>(n));
-  }
-  const std::string line = request.substr(0, request.find("\r\n"));
-  const std::vector<std::string> parts = absl::StrSplit(line, ' ');
-  std::string status = "200 OK", type = "text/plain; version=0.0.4; charset=utf-8", body;
-  std::string path = parts.size() >= 2 ? parts[1].substr(0, parts[1].find('?')) : "";
-  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
-    status = "400 Bad Request";
-    type = "text/plain";
-    body = "malformed request line\n";
-  } else if (parts[0] != "GET" && parts[0] != "HEAD") {
-    status = "405 Method Not Allowed";
-    type = "text/plain";
-    body = "only GET /metrics\n";
-  } else if (path != "/metrics") {
-    status = "404 Not Found";
-    type = "text/plain";
-    body = "metrics are at /metrics\n";
-  } else {
-    body = RenderMetrics(*engine_, gpu_);
-  }
-  std::string response =
-      absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
-                   "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n");
-  if (parts.empty() || parts[0] != "HEAD") response += body;
-  size_t sent = 0;
-  while (sent < response.size()) {
-    if (!WaitReady(conn, POLLOUT, deadline)) return;
-    const ssize_t n =
-        send(conn, response.data() + sent, response.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  return std::unique_ptr<MetricsServer>(new MetricsServer(*std::move(http)));
 }
 
 LatencyReporter::LatencyReporter(const Engine* engine, absl::Duration interval,

@@ -1,7 +1,8 @@
 // Prometheus metrics of an Engine in the text exposition format (built as
 // prometheus-cpp MetricFamily values and written by its TextSerializer),
-// served on GET /metrics by a small HTTP/1.1 endpoint of our own, and the
-// periodic tail-latency summary the server writes to its log.
+// served on GET /metrics (by the REST front end, server/http_routes.h, and
+// by MetricsServer on a port of its own), and the periodic tail-latency
+// summary the server writes to its log.
 //
 // Why not prometheus-cpp's Exposer: it runs civetweb, whose threads are
 // created with a fixed 100 KiB stack; cuBLAS's static thread-local storage
@@ -36,6 +37,7 @@
 #include "absl/time/time.h"
 #include "runtime/nvml_telemetry.h"
 #include "server/engine.h"
+#include "server/http_server.h"
 
 namespace infer {
 
@@ -43,14 +45,15 @@ namespace infer {
 // them, with the GPU's telemetry when `gpu` is given.
 std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
 
-// One thread answering one connection at a time: GET (or HEAD) /metrics
-// gets 200 and the metrics, other paths 404, other methods 405. A client has
-// 5 s and 8 KiB to send its request.
+// GET (or HEAD) /metrics on a port of its own (Triton's 8002), on an
+// HttpServer (server/http_server.h): 200 and the metrics; other paths 404,
+// other methods 405. A client has 5 s to send its request; at most 64
+// connections at once.
 class MetricsServer {
  public:
-  // Serves on `address` (IPv4:port, or localhost:port; port 0 picks a free
-  // one). INVALID_ARGUMENT for a malformed address; UNAVAILABLE naming the
-  // address and the reason when it cannot listen.
+  // Serves on `address` (host:port as HttpServerOptions::address; port 0
+  // picks a free one). INVALID_ARGUMENT for a malformed address;
+  // UNAVAILABLE naming the address and the reason when it cannot listen.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
                                                               const Engine* engine,
                                                               const NvmlTelemetry* gpu = nullptr);
@@ -58,21 +61,11 @@ class MetricsServer {
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  int port() const { return port_; }
+  int port() const;
 
  private:
-  MetricsServer(const Engine* engine, const NvmlTelemetry* gpu, int listen_fd, int port);
-  void Serve();
-  void Answer(int conn);
-
-  const Engine* const engine_;
-  const NvmlTelemetry* const gpu_;  // may be null
-  const int listen_fd_;
-  const int port_;
-  std::atomic<bool> stop_{false};
-  std::mutex conn_mu_;
-  int conn_ = -1;  // the connection being answered; guarded by conn_mu_
-  std::thread thread_;
+  explicit MetricsServer(std::unique_ptr<HttpServer> http);
+  std::unique_ptr<HttpServer> http_;
 };
 
 // One interval of one model, for the log summary.

@@ -119,9 +119,9 @@ TEST_F(MetricsTest, ServedOverHttpOnItsOwnPort) {
   // A port in use is refused with the address named.
   auto clash = MetricsServer::Start(absl::StrCat("127.0.0.1:", (*server)->port()), engine_.get());
   EXPECT_THAT(clash, ::infer::testing::StatusIs(absl::StatusCode::kUnavailable,
-                                                "cannot serve metrics on '127.0.0.1:"));
+                                                "metrics: cannot listen for HTTP on '127.0.0.1:"));
   EXPECT_THAT(MetricsServer::Start("8002", engine_.get()),
-              ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "is not IPV4:PORT"));
+              ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument, "is not host:port"));
 }
 
 TEST_F(MetricsTest, ATricklingOrIdleClientHoldsTheEndpointForAtMostTwoSeconds) {
