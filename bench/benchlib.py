@@ -105,7 +105,7 @@ def minilm_dir():
 def start_infer_server(repo, *extra):
     log = tempfile.mktemp(prefix="infer_server_", suffix=".log")
     return Process([os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
-                    "--metrics-address", "127.0.0.1:0", "--log-summary-interval-s", "0",
+                    "--metrics-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--log-summary-interval-s", "0",
                     "--drain-grace-s", "0", "--model-repository", repo, *extra],
                    "infer-server listening", log)
 

@@ -86,6 +86,10 @@ struct InferResponse {
   std::string model_name;
   std::string id;
   std::vector<Tensor> outputs;
+  // The request's tokens as the model counts them (Model::RealTokens, after
+  // tokenising any text): what OpenAI's usage.prompt_tokens reports. Set by
+  // the engine when it answers.
+  int64_t real_tokens = 0;
 };
 
 // One batch on its way through a model, in the stages of the device pipeline

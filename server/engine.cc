@@ -164,8 +164,10 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   ModelEntry* raw = entry.get();  // entries live as long as the engine
   task->account = std::make_shared<RequestAccount>();
   task->done = [this, raw, arrival, bucket = task->admitted.bucket, account = task->account,
+                tokens = task->admitted.real_tokens,
                 done = std::move(done)](absl::StatusOr<InferResponse> r) {
     raw->stats.RecordAnswer(*account, arrival, clock_->Now(), bucket, r.status());
+    if (r.ok()) r->real_tokens = tokens;
     done(std::move(r));
   };
   if (task->admitted.rows <= entry->batching.max_batch_size) {

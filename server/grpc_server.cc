@@ -13,28 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
-#include "runtime/build_config.h"
 #include "runtime/status_macros.h"
 #include "server/grpc_decode.h"
 #include "server/health_service.h"
+#include "server/kserve_service.h"
 #include "server/proto_codec.h"
 #include "server/status_map.h"
 #include "server/stream_infer.h"
 
 namespace infer {
 namespace {
-
-void FillTensorMetadata(const TensorSpec& spec,
-                        inference::ModelMetadataResponse::TensorMetadata* out) {
-  out->set_name(spec.name);
-  out->set_datatype(std::string(DataTypeName(spec.dtype)));
-  for (int64_t d : spec.shape) out->add_shape(d);
-}
-
-void FillDuration(const DurationStat& d, inference::StatisticDuration* out) {
-  out->set_count(d.count);
-  out->set_ns(d.ns);
-}
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
@@ -60,51 +48,27 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) override {
-    response->set_ready(CheckVersion(request->name(), request->version()).ok() &&
-                        engine_->ModelReady(request->name()));
+    response->set_ready(IsModelReady(*engine_, request->name(), request->version()));
     return Done(ctx, absl::OkStatus());
   }
 
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
                                            const inference::ServerMetadataRequest*,
                                            inference::ServerMetadataResponse* response) override {
-    response->set_name("infer");
-    response->set_version(INFER_VERSION);
-    response->add_extensions("model_configuration");
-    response->add_extensions("statistics");
+    FillServerMetadata(response);
     return Done(ctx, absl::OkStatus());
   }
 
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override {
-    absl::StatusOr<const ModelSpec*> spec = engine_->GetModelSpec(request->name());
-    if (!spec.ok()) return Done(ctx, spec.status());
-    if (absl::Status s = CheckVersion(request->name(), request->version()); !s.ok()) {
-      return Done(ctx, s);
-    }
-    response->set_name((*spec)->name);
-    response->add_versions(kModelVersion);
-    response->set_platform((*spec)->platform);
-    for (const TensorSpec& t : (*spec)->inputs) FillTensorMetadata(t, response->add_inputs());
-    for (const TensorSpec& t : (*spec)->outputs) {
-      FillTensorMetadata(t, response->add_outputs());
-    }
-    return Done(ctx, absl::OkStatus());
+    return Done(ctx, FillModelMetadata(*engine_, request->name(), request->version(), response));
   }
 
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) override {
-    absl::StatusOr<const ModelSpec*> spec = engine_->GetModelSpec(request->name());
-    if (!spec.ok()) return Done(ctx, spec.status());
-    if (absl::Status s = CheckVersion(request->name(), request->version()); !s.ok()) {
-      return Done(ctx, s);
-    }
-    absl::StatusOr<QueueOptions> queue = engine_->GetBatchingOptions(request->name());
-    if (!queue.ok()) return Done(ctx, queue.status());
-    ModelConfigToProto(**spec, *queue, engine_->device()->info(), response->mutable_config());
-    return Done(ctx, absl::OkStatus());
+    return Done(ctx, FillModelConfig(*engine_, request->name(), request->version(), response));
   }
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
@@ -143,52 +107,13 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override {
-    std::vector<std::string> names;
-    if (request->name().empty()) {
-      names = engine_->ModelNames();
-    } else {
-      names.push_back(request->name());
-    }
-    for (const std::string& name : names) {
-      absl::StatusOr<ModelStats> stats = engine_->GetModelStats(name);
-      if (!stats.ok()) return Done(ctx, stats.status());
-      if (absl::Status s = CheckVersion(name, request->version()); !s.ok()) {
-        return Done(ctx, s);
-      }
-      inference::ModelStatistics* out = response->add_model_stats();
-      out->set_name(name);
-      out->set_version(kModelVersion);
-      out->set_last_inference(stats->last_inference_ms);
-      out->set_inference_count(stats->inference_count);
-      out->set_execution_count(stats->execution_count);
-      inference::InferStatistics* infer = out->mutable_inference_stats();
-      FillDuration(stats->success, infer->mutable_success());
-      FillDuration(stats->fail, infer->mutable_fail());
-      FillDuration(stats->queue, infer->mutable_queue());
-      FillDuration(stats->compute_input, infer->mutable_compute_input());
-      FillDuration(stats->compute_infer, infer->mutable_compute_infer());
-      FillDuration(stats->compute_output, infer->mutable_compute_output());
-      for (const auto& [size, d] : stats->batch_stats) {
-        inference::InferBatchStatistics* b = out->add_batch_stats();
-        b->set_batch_size(size);
-        FillDuration(d.compute_input, b->mutable_compute_input());
-        FillDuration(d.compute_infer, b->mutable_compute_infer());
-        FillDuration(d.compute_output, b->mutable_compute_output());
-      }
-    }
-    return Done(ctx, absl::OkStatus());
+    return Done(ctx, FillModelStatistics(*engine_, request->name(), request->version(), response));
   }
 
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
                                             const inference::RepositoryIndexRequest*,
                                             inference::RepositoryIndexResponse* response) override {
-    const bool ready = engine_->Ready();
-    for (const std::string& name : engine_->ModelNames()) {
-      auto* m = response->add_models();
-      m->set_name(name);
-      m->set_version(kModelVersion);
-      m->set_state(ready ? "READY" : "UNAVAILABLE");
-    }
+    FillRepositoryIndex(*engine_, response);
     return Done(ctx, absl::OkStatus());
   }
 

@@ -21,6 +21,8 @@
 #include "runtime/nvml_telemetry.h"
 #include "server/engine.h"
 #include "server/grpc_server.h"
+#include "server/http_routes.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/model_repository.h"
 #include "server/server_flags.h"
@@ -146,6 +148,31 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
         engine->get(), absl::Seconds(flags.log_summary_interval_s), gpu_telemetry.get());
   }
 
+  // The REST front end (KServe v2 REST, OpenAI embeddings, /metrics),
+  // started (and logged) before gRPC, whose line tests wait for.
+  std::unique_ptr<infer::HttpServer> http;
+  if (!flags.http_address.empty()) {
+    infer::HttpServerOptions http_options;
+    http_options.address = flags.http_address;
+    http_options.threads = flags.http_threads;
+    http_options.max_body_bytes = flags.max_receive_message_bytes;
+    http_options.max_buffered_body_bytes =
+        std::max<int64_t>(flags.max_receive_message_bytes, flags.http_max_buffered_body_bytes);
+    http_options.max_connections = flags.http_max_connections;
+    http_options.request_timeout = absl::Seconds(flags.http_request_timeout_s);
+    http_options.idle_timeout = absl::Seconds(flags.http_idle_timeout_s);
+    auto started = infer::HttpServer::Start(
+        http_options, infer::MakeRestHandler(engine->get(), gpu_telemetry.get()));
+    if (!started.ok()) {
+      spdlog::critical("{}", started.status().ToString());
+      return 1;
+    }
+    http = *std::move(started);
+    const std::string http_host = flags.http_address.substr(0, flags.http_address.rfind(':'));
+    spdlog::info("HTTP (KServe v2 REST, OpenAI /v1/embeddings, /metrics) on http://{}:{}",
+                 http_host, http->port());
+  }
+
   infer::GrpcServerOptions server_options;
   server_options.address = flags.grpc_address;
   server_options.max_receive_message_bytes = flags.max_receive_message_bytes;
@@ -210,8 +237,12 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   std::promise<bool> drained;
   std::future<bool> drained_future = drained.get_future();
   infer::GrpcServer* raw_server = server->get();
-  std::thread drainer([raw_engine, raw_server, timeout, deadline, &drained] {
+  infer::HttpServer* raw_http = http.get();
+  std::thread drainer([raw_engine, raw_server, raw_http, timeout, deadline, &drained] {
     raw_server->StopAccepting(timeout);
+    // HTTP: the listener and idle keep-alive connections close; answers in
+    // flight are written with "Connection: close".
+    if (raw_http != nullptr) raw_http->StopAccepting();
     // Calls gRPC took just before its Shutdown took effect are still on their
     // way to the engine; one that arrived after Engine::Shutdown would be
     // refused UNAVAILABLE (measured behind nginx, which has no health checks
@@ -222,8 +253,11 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     // answered.
     raw_engine->Shutdown();
     // Up to 2 s for gRPC to send the last answers and see the clients close
-    // their connections.
-    drained.set_value(raw_server->WaitStopped(std::min(absl::Seconds(2), deadline - absl::Now())));
+    // their connections, and for the last HTTP answers to be written.
+    const absl::Time written_by = std::min(absl::Now() + absl::Seconds(2), deadline);
+    bool done = raw_http == nullptr || raw_http->WaitIdle(written_by - absl::Now());
+    done = raw_server->WaitStopped(written_by - absl::Now()) && done;
+    drained.set_value(done);
   });
   while (drained_future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
     const absl::Duration left = deadline - absl::Now();
@@ -268,6 +302,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   }
   // Everything that borrows the engine goes before it.
   server->reset();
+  http.reset();
   reporter.reset();
   metrics.reset();
   engine->reset();

@@ -6,8 +6,8 @@ namespace infer {
 
 const char kServerDescription[] =
     "infer-server: serves models over the KServe v2 / Triton gRPC inference protocol "
-    "(inference.GRPCInferenceService) and grpc.health.v1, with dynamic batching "
-    "on a bounded queue per model.\n\n"
+    "(inference.GRPCInferenceService) and grpc.health.v1, over HTTP as KServe v2 REST and "
+    "OpenAI-compatible /v1/embeddings, with dynamic batching on a bounded queue per model.\n\n"
     "With no --model-repository it serves ./model_repository when that folder exists "
     "(scripts/export-demo-models.sh puts all-MiniLM-L6-v2 there as 'minilm'), else the "
     "built-in demo model 'embed_pool' (INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).";
@@ -25,7 +25,8 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "folder with one sub-folder per model, each holding a config.pbtxt "
                   "(default: serve the bundled demo model)");
   app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
-                  "largest gRPC request accepted; larger ones get RESOURCE_EXHAUSTED")
+                  "largest request accepted: a larger gRPC message gets RESOURCE_EXHAUSTED, a "
+                  "larger HTTP body 413 (before it is read)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
   app->add_option("--memory-budget-bytes", flags->memory_budget_bytes,
@@ -67,10 +68,41 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
   app->add_option("--metrics-address", flags->metrics_address,
-                  "IPv4:port serving Prometheus metrics on GET /metrics (port 0 picks a free "
-                  "port; an empty value turns metrics off). Loopback by default: use "
-                  "0.0.0.0:8002 to let other hosts scrape")
+                  "host:port serving Prometheus metrics on GET /metrics alone (port 0 picks a "
+                  "free port; IPv6 as [::1]:8002; an empty value turns this port off: "
+                  "--http-address serves /metrics too). Loopback by default: use 0.0.0.0:8002 "
+                  "to let other hosts scrape")
       ->capture_default_str();
+  app->add_option("--http-address", flags->http_address,
+                  "host:port of the HTTP front end: KServe v2 REST (/v2/...), OpenAI "
+                  "embeddings (/v1/embeddings, /v1/models) and /metrics (port 0 picks a free "
+                  "port; IPv6 as [::1]:8000, [::]:8000 for every address; empty: off). "
+                  "Loopback by default")
+      ->capture_default_str();
+  app->add_option("--http-threads", flags->http_threads,
+                  "threads running HTTP connections (parsing, JSON); no thread waits for "
+                  "the model")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app->add_option("--http-max-connections", flags->http_max_connections,
+                  "open HTTP connections at most; more are closed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app->add_option("--http-max-buffered-body-bytes", flags->http_max_buffered_body_bytes,
+                  "HTTP request bodies held at once, all connections together (at least "
+                  "--max-receive-message-bytes); a request past it gets 503 before its body is "
+                  "read")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app->add_option("--http-request-timeout-s", flags->http_request_timeout_s,
+                  "an HTTP request (headers and body) must arrive, and its answer be taken, "
+                  "within this many seconds; a slower client is disconnected")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app->add_option("--http-idle-timeout-s", flags->http_idle_timeout_s,
+                  "an idle keep-alive HTTP connection is closed after this many seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   app->add_option("--log-summary-interval-s", flags->log_summary_interval_s,
                   "every this many seconds, log p50/p99 latency, answers, failures and queue "
                   "depth per model, device memory pressure and GPU telemetry (0: off)")

@@ -18,6 +18,12 @@ struct ServerFlags {
   double drain_grace_s = 5.0;
   double drain_timeout_s = 20.0;
   std::string metrics_address = "127.0.0.1:8002";
+  std::string http_address = "127.0.0.1:8000";
+  int http_threads = 2;
+  int http_max_connections = 1024;
+  int64_t http_max_buffered_body_bytes = int64_t{256} << 20;
+  double http_request_timeout_s = 30.0;
+  double http_idle_timeout_s = 60.0;
   double log_summary_interval_s = 10.0;
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -22,17 +22,22 @@ class InferServer:
     def __init__(self, repo, *extra_args):
         self.proc = subprocess.Popen(
             [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
-             "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--drain-grace-s", "0",
+             "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
+             "--drain-grace-s", "0",
              "--model-repository", repo,
              *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log = []
-        self.grpc_port = self.metrics_port = None
+        self.grpc_port = self.metrics_port = self.http_port = None
         for line in self.proc.stdout:
             self.log.append(line)
             m = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
             if m:
                 self.metrics_port = int(m.group(1))
+            # Logged before the gRPC line, like the metrics line.
+            m = re.search(r"\) on http://(?:127\.0\.0\.1|\[[0-9a-f:]+\]|[\w.-]+):(\d+)", line)
+            if m:
+                self.http_port = int(m.group(1))
             m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)
             if m:
                 self.grpc_port = int(m.group(1))

@@ -27,6 +27,8 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
                                    "127.0.0.1:0",
                                    "--metrics-address",
                                    "127.0.0.1:0",
+                                   "--http-address",
+                                   "127.0.0.1:0",
                                    "--drain-grace-s",
                                    "0"};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -60,6 +62,12 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
         if (const size_t m = log.find(metrics); m != std::string::npos) {
           const size_t from = m + metrics.size();
           absl::SimpleAtoi(log.substr(from, log.find('/', from) - from), &server.metrics_port_);
+        }
+        // So is the HTTP front end's.
+        const std::string http = ") on http://127.0.0.1:";
+        if (const size_t h = log.find(http); h != std::string::npos) {
+          const size_t from = h + http.size();
+          absl::SimpleAtoi(log.substr(from, log.find('\n', from) - from), &server.http_port_);
         }
         return server;
       }

@@ -30,6 +30,8 @@ class ServerProcess {
   int port() const { return port_; }
   // The metrics endpoint's port; 0 when metrics are off.
   int metrics_port() const { return metrics_port_; }
+  // The HTTP front end's port; 0 when it is off.
+  int http_port() const { return http_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // The server's output so far.
   std::string log() const;
@@ -44,6 +46,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::string log_path_;
 };
 
