@@ -1,11 +1,13 @@
 # cmake -D CPACK_COMMAND=... -D DPKG_DEB=... -D CPACK_CONFIG=.../CPackConfig.cmake
-#       -D WORK_DIR=... -P deb_test.cmake
+#       -D WORK_DIR=... [-D PYTHON=...] -P deb_test.cmake
 #
 # Builds the infer-server Debian package (cpack -G DEB, that component only)
 # into WORK_DIR and checks it is self-consistent: the control fields, the
 # binary and the systemd unit in it and no development files, the binary the
 # unit's ExecStart names present in the package, and that binary, extracted,
-# runs: --help succeeds and lists every option the unit passes.
+# runs: --help succeeds and lists every option the unit passes. With PYTHON,
+# the packaged gen-node-config.py writes the /etc/infer-server files the
+# unit reads, defining the variables its ExecStart uses.
 cmake_minimum_required(VERSION 3.25)
 foreach(v CPACK_COMMAND DPKG_DEB CPACK_CONFIG WORK_DIR)
   if(NOT ${v})
@@ -79,3 +81,32 @@ foreach(flag IN LISTS flags)
   endif()
 endforeach()
 message(STATUS "${binary} --help lists the unit's options: ${flags}")
+
+if(NOT PYTHON)
+  message(STATUS "no PYTHON: gen-node-config.py against the unit not checked")
+  return()
+endif()
+set(etc ${WORK_DIR}/etc-infer-server)
+step("gen-node-config.py" ${PYTHON} ${root}/usr/share/infer-server/gen-node-config.py
+     --instances 1 --out ${etc})
+string(REGEX REPLACE "(^|\n)#[^\n]*" "\\1" directives "${text}")
+string(REGEX MATCHALL "/etc/infer-server/[^ \n]+" etc_files "${directives}")
+if(NOT etc_files)
+  message(FATAL_ERROR "the unit reads nothing from /etc/infer-server: update this test")
+endif()
+foreach(f IN LISTS etc_files)
+  string(REPLACE "/etc/infer-server/" "${etc}/" written "${f}")
+  string(REPLACE "%i" "0" written "${written}")
+  if(NOT EXISTS ${written})
+    message(FATAL_ERROR "the unit reads ${f}, which gen-node-config.py does not write")
+  endif()
+endforeach()
+file(READ ${etc}/instance-0.env env)
+string(REGEX MATCHALL "\\$\\{[A-Za-z_]+\\}" vars "${exec_start}")
+foreach(v IN LISTS vars)
+  string(REGEX REPLACE "^\\$\\{(.*)\\}$" "\\1" v "${v}")
+  if(NOT env MATCHES "(^|\n)${v}=")
+    message(FATAL_ERROR "ExecStart uses \${${v}}, which instance-0.env does not define:\n${env}")
+  endif()
+endforeach()
+message(STATUS "gen-node-config.py writes the unit's files (${etc_files}) and variables (${vars})")
