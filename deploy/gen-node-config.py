@@ -5,7 +5,8 @@ systemd template unit infer-server@.service, an Envoy configuration and an
 nginx configuration for the instances. Standard library only.
 
 Instance i serves GPU i (--device cuda:i) with gRPC on base-port + i and
-metrics on metrics-base-port + i. The load balancer listens on --listen and
+metrics on metrics-base-port + i and HTTP (KServe REST, OpenAI embeddings) on
+http-base-port + i. The load balancer listens on --listen and
 spreads calls over the instances:
 - Envoy: gRPC health checks (grpc.health.v1) every --health-interval-ms, so
   an instance that starts draining (NOT_SERVING for --drain-grace-s) leaves
@@ -193,6 +194,8 @@ def main():
                          "(their count sets --instances)")
     ap.add_argument("--metrics-base-port", type=int, default=8201,
                     help="metrics port of instance 0")
+    ap.add_argument("--http-base-port", type=int, default=8301,
+                    help="HTTP port of instance 0 (KServe v2 REST, OpenAI /v1/embeddings)")
     ap.add_argument("--admin-port", type=int, default=9901, help="Envoy's admin port (loopback)")
     ap.add_argument("--health-interval-ms", type=int, default=500)
     ap.add_argument("--no-retries", action="store_true", help="Envoy without a retry policy")
@@ -208,7 +211,8 @@ def main():
         with open(os.path.join(a.out, f"instance-{i}.env"), "w") as f:
             f.write(f"# infer-server@{i}.service: GPU {i}\n"
                     f"GRPC_ADDRESS={a.backend_host}:{ports[i]}\n"
-                    f"METRICS_ADDRESS={a.backend_host}:{a.metrics_base_port + i}\n")
+                    f"METRICS_ADDRESS={a.backend_host}:{a.metrics_base_port + i}\n"
+                    f"HTTP_ADDRESS={a.backend_host}:{a.http_base_port + i}\n")
     toml = os.path.join(a.out, "server.toml")
     if not os.path.exists(toml):  # the unit passes --config; keep an operator's file
         with open(toml, "w") as f:

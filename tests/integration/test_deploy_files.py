@@ -149,7 +149,10 @@ class DeployFilesTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             for i in range(4):
                 with open(os.path.join(out, f"instance-{i}.env")) as f:
-                    self.assertIn(f"GRPC_ADDRESS=127.0.0.1:{8101 + i}", f.read())
+                    text = f.read()
+                    self.assertIn(f"GRPC_ADDRESS=127.0.0.1:{8101 + i}", text)
+                    # Each instance its own HTTP port: the default 8000 would clash.
+                    self.assertIn(f"HTTP_ADDRESS=127.0.0.1:{8301 + i}", text)
 
     def test_the_dockerfile_passes_hadolint_and_agrees_with_the_server(self):
         hadolint = find_binary("HADOLINT_BINARY", os.path.join(VENV_BIN, "hadolint"), "hadolint")
