@@ -9,20 +9,8 @@
 # the packaged gen-node-config.py writes the /etc/infer-server files the
 # unit reads, defining the variables its ExecStart uses.
 cmake_minimum_required(VERSION 3.25)
-foreach(v CPACK_COMMAND DPKG_DEB CPACK_CONFIG WORK_DIR)
-  if(NOT ${v})
-    message(FATAL_ERROR "deb_test.cmake: -D ${v}=... is required")
-  endif()
-endforeach()
-
-function(step what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  TIMEOUT 240)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(step_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/steps.cmake)
+infer_require(deb_test.cmake CPACK_COMMAND DPKG_DEB CPACK_CONFIG WORK_DIR)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 step("cpack" ${CPACK_COMMAND} -G DEB --config ${CPACK_CONFIG} -B ${WORK_DIR}

@@ -9,21 +9,8 @@
 # a library, a dependency inferConfig.cmake does not find), or if the
 # package's CMake files name the build or source folder.
 cmake_minimum_required(VERSION 3.25)
-foreach(v BUILD_DIR EXAMPLES_DIR WORK_DIR CXX_COMPILER)
-  if(NOT ${v})
-    message(FATAL_ERROR "install_test.cmake: -D ${v}=... is required")
-  endif()
-endforeach()
-
-# Runs a command; on failure stops with its output.
-function(step what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out
-                  TIMEOUT 240)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}")
-  endif()
-  set(step_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/steps.cmake)
+infer_require(install_test.cmake BUILD_DIR EXAMPLES_DIR WORK_DIR CXX_COMPILER)
 
 set(prefix ${WORK_DIR}/prefix)
 set(example_build ${WORK_DIR}/examples-build)
