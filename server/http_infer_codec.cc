@@ -24,6 +24,52 @@ absl::Status Invalid(absl::string_view what, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(what, " ", problem));
 }
 
+// Calls f(T{}) with the C type of `dtype` when JSON numbers or booleans can
+// carry it; false (f not called) for BYTES, FP16 and BF16.
+template <typename F>
+bool WithNumericType(DataType dtype, F&& f) {
+  switch (dtype) {
+    case DataType::kBool:
+      f(bool{});
+      return true;
+    case DataType::kUint8:
+      f(uint8_t{});
+      return true;
+    case DataType::kUint16:
+      f(uint16_t{});
+      return true;
+    case DataType::kUint32:
+      f(uint32_t{});
+      return true;
+    case DataType::kUint64:
+      f(uint64_t{});
+      return true;
+    case DataType::kInt8:
+      f(int8_t{});
+      return true;
+    case DataType::kInt16:
+      f(int16_t{});
+      return true;
+    case DataType::kInt32:
+      f(int32_t{});
+      return true;
+    case DataType::kInt64:
+      f(int64_t{});
+      return true;
+    case DataType::kFp32:
+      f(float{});
+      return true;
+    case DataType::kFp64:
+      f(double{});
+      return true;
+    case DataType::kBytes:
+    case DataType::kFp16:
+    case DataType::kBf16:
+      break;
+  }
+  return false;
+}
+
 // Leaves of a (possibly nested) JSON array, in row-major order.
 absl::Status CollectLeaves(const json& data, int depth, const std::string& what,
                            std::vector<const json*>* leaves) {
@@ -99,41 +145,21 @@ absl::Status JsonDataToRaw(const json& data, DataType dtype, absl::Span<const in
     return Invalid(what, absl::StrCat("has ", leaves.size(), " values in 'data'; its shape ",
                                       ShapeToString(shape), " needs ", count));
   }
-  switch (dtype) {
-    case DataType::kBool:
-      return AppendAll<bool>(leaves, dtype, what, out);
-    case DataType::kUint8:
-      return AppendAll<uint8_t>(leaves, dtype, what, out);
-    case DataType::kUint16:
-      return AppendAll<uint16_t>(leaves, dtype, what, out);
-    case DataType::kUint32:
-      return AppendAll<uint32_t>(leaves, dtype, what, out);
-    case DataType::kUint64:
-      return AppendAll<uint64_t>(leaves, dtype, what, out);
-    case DataType::kInt8:
-      return AppendAll<int8_t>(leaves, dtype, what, out);
-    case DataType::kInt16:
-      return AppendAll<int16_t>(leaves, dtype, what, out);
-    case DataType::kInt32:
-      return AppendAll<int32_t>(leaves, dtype, what, out);
-    case DataType::kInt64:
-      return AppendAll<int64_t>(leaves, dtype, what, out);
-    case DataType::kFp32:
-      return AppendAll<float>(leaves, dtype, what, out);
-    case DataType::kFp64:
-      return AppendAll<double>(leaves, dtype, what, out);
-    case DataType::kBytes:
-      for (size_t i = 0; i < leaves.size(); ++i) {
-        if (!leaves[i]->is_string()) {
-          return Invalid(what,
-                         absl::StrCat("value at index ", i, " is not a string (datatype BYTES)"));
-        }
-        AppendBytesElement(leaves[i]->get_ref<const std::string&>(), out);
+  if (dtype == DataType::kBytes) {
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i]->is_string()) {
+        return Invalid(what,
+                       absl::StrCat("value at index ", i, " is not a string (datatype BYTES)"));
       }
-      return absl::OkStatus();
-    case DataType::kFp16:
-    case DataType::kBf16:
-      break;
+      AppendBytesElement(leaves[i]->get_ref<const std::string&>(), out);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status status;
+  if (WithNumericType(dtype, [&](auto type) {
+        status = AppendAll<decltype(type)>(leaves, dtype, what, out);
+      })) {
+    return status;
   }
   return Invalid(what, absl::StrCat("has datatype ", DataTypeName(dtype),
                                     ", which JSON cannot carry; send it as binary data "
@@ -291,45 +317,20 @@ json ValuesAsJson(const Tensor& t) {
 // The tensor's values as a flat JSON array; null for FP16/BF16, which are
 // always sent as binary.
 json TensorData(const Tensor& t) {
-  switch (t.dtype) {
-    case DataType::kBool:
-      return ValuesAsJson<bool>(t);
-    case DataType::kUint8:
-      return ValuesAsJson<uint8_t>(t);
-    case DataType::kUint16:
-      return ValuesAsJson<uint16_t>(t);
-    case DataType::kUint32:
-      return ValuesAsJson<uint32_t>(t);
-    case DataType::kUint64:
-      return ValuesAsJson<uint64_t>(t);
-    case DataType::kInt8:
-      return ValuesAsJson<int8_t>(t);
-    case DataType::kInt16:
-      return ValuesAsJson<int16_t>(t);
-    case DataType::kInt32:
-      return ValuesAsJson<int32_t>(t);
-    case DataType::kInt64:
-      return ValuesAsJson<int64_t>(t);
-    case DataType::kFp32:
-      return ValuesAsJson<float>(t);
-    case DataType::kFp64:
-      return ValuesAsJson<double>(t);
-    case DataType::kBytes: {
-      json values = json::array();
-      absl::StatusOr<int64_t> count = ElementCount(t.shape, t.name);
-      absl::StatusOr<std::vector<absl::string_view>> elements =
-          count.ok() ? BytesElements(t, *count, t.name)
-                     : absl::StatusOr<std::vector<absl::string_view>>(count.status());
-      if (elements.ok()) {
-        for (absl::string_view e : *elements) values.push_back(std::string(e));
-      }
-      return values;
+  if (t.dtype == DataType::kBytes) {
+    json values = json::array();
+    absl::StatusOr<int64_t> count = ElementCount(t.shape, t.name);
+    absl::StatusOr<std::vector<absl::string_view>> elements =
+        count.ok() ? BytesElements(t, *count, t.name)
+                   : absl::StatusOr<std::vector<absl::string_view>>(count.status());
+    if (elements.ok()) {
+      for (absl::string_view e : *elements) values.push_back(std::string(e));
     }
-    case DataType::kFp16:
-    case DataType::kBf16:
-      break;
+    return values;
   }
-  return nullptr;
+  json values = nullptr;
+  WithNumericType(t.dtype, [&](auto type) { values = ValuesAsJson<decltype(type)>(t); });
+  return values;
 }
 
 }  // namespace
@@ -341,8 +342,8 @@ RestBody EncodeRestInferResponse(const InferResponse& response, const RestInferR
       absl::StrCat(R"({"model_name":)", JsonString(response.model_name), R"(,"model_version":"1")");
   if (!response.id.empty()) absl::StrAppend(&out, R"(,"id":)", JsonString(response.id));
   out += R"(,"outputs":[)";
-  std::string binary;
-  bool any_binary = false;
+  // Appended after the JSON, in order, once its length is known.
+  std::vector<const Tensor*> binary;
   for (size_t i = 0; i < response.outputs.size(); ++i) {
     const Tensor& t = response.outputs[i];
     absl::StrAppend(&out, i > 0 ? "," : "", R"({"name":)", JsonString(t.name), R"(,"datatype":")",
@@ -354,8 +355,7 @@ RestBody EncodeRestInferResponse(const InferResponse& response, const RestInferR
     }
     if (as_binary) {
       absl::StrAppend(&out, R"(,"parameters":{"binary_data_size":)", t.data.size(), "}}");
-      binary += t.data;
-      any_binary = true;
+      binary.push_back(&t);
     } else if (t.dtype == DataType::kFp32) {
       out += R"(,"data":)";
       AppendJsonFloats(t.as<float>(), t.data.size() / sizeof(float), &out);
@@ -367,10 +367,13 @@ RestBody EncodeRestInferResponse(const InferResponse& response, const RestInferR
   out += "]}";
   RestBody body;
   body.json_length = out.size();
-  body.binary = any_binary;
-  body.content_type = any_binary ? "application/octet-stream" : "application/json";
+  body.binary = !binary.empty();
+  body.content_type = body.binary ? "application/octet-stream" : "application/json";
+  size_t total = out.size();
+  for (const Tensor* t : binary) total += t->data.size();
+  out.reserve(total);
+  for (const Tensor* t : binary) out += t->data;
   body.body = std::move(out);
-  body.body += binary;
   return body;
 }
 

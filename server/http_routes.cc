@@ -72,15 +72,14 @@ bool DecodeSegment(absl::string_view in, std::string* out) {
   return true;
 }
 
-// The body's Content-Type and Content-Encoding: 415 unless JSON (or,
-// with `octet_stream`, binary) and unencoded.
-std::optional<HttpResponse> CheckBodyType(const HttpRequest& request, bool octet_stream) {
+// What is wrong with the body's Content-Type or Content-Encoding (answered
+// 415 in the route's error shape); nullopt when it is JSON (or, with
+// `octet_stream`, binary) and unencoded.
+std::optional<absl::Status> BodyTypeProblem(const HttpRequest& request, bool octet_stream) {
   const absl::string_view encoding = request.Header("content-encoding");
   if (!encoding.empty() && !absl::EqualsIgnoreCase(encoding, "identity")) {
-    HttpResponse r = Error(absl::InvalidArgumentError(absl::StrCat(
-        "Content-Encoding ", Quote(encoding), " is not supported; send the body uncompressed")));
-    r.status = 415;
-    return r;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Content-Encoding ", Quote(encoding), " is not supported; send the body uncompressed"));
   }
   absl::string_view type = request.Header("content-type");
   type = absl::StripAsciiWhitespace(type.substr(0, type.find(';')));
@@ -91,10 +90,13 @@ std::optional<HttpResponse> CheckBodyType(const HttpRequest& request, bool octet
       (octet_stream && absl::EqualsIgnoreCase(type, "application/octet-stream"))) {
     return std::nullopt;
   }
-  HttpResponse r = Error(absl::InvalidArgumentError(
+  return absl::InvalidArgumentError(
       absl::StrCat("Content-Type ", Quote(type), " is not supported; send application/json",
-                   octet_stream ? " (or application/octet-stream with binary data)" : "")));
-  r.status = 415;
+                   octet_stream ? " (or application/octet-stream with binary data)" : ""));
+}
+
+HttpResponse WithStatus(HttpResponse r, int status) {
+  r.status = status;
   return r;
 }
 
@@ -148,8 +150,8 @@ void ModelRoute(Engine* engine, const std::vector<absl::string_view>& parts, Htt
   const bool get = request.method == "GET" || request.method == "HEAD";
   if (action == "infer") {
     if (request.method != "POST") return reply.Send(MethodNotAllowed("POST", request));
-    if (auto refused = CheckBodyType(request, /*octet_stream=*/true)) {
-      return reply.Send(*std::move(refused));
+    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/true)) {
+      return reply.Send(WithStatus(Error(*problem), 415));
     }
     return Infer(engine, model, version, std::move(request), std::move(reply));
   }
@@ -171,10 +173,6 @@ void ModelRoute(Engine* engine, const std::vector<absl::string_view>& parts, Htt
   reply.Send(Error(absl::NotFoundError(absl::StrCat("no route ", Quote(request.path)))));
 }
 
-HttpResponse Metrics(const Engine& engine, const NvmlTelemetry* gpu) {
-  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(engine, gpu)};
-}
-
 void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpReply reply) {
   const bool get = request.method == "GET" || request.method == "HEAD";
   std::vector<absl::string_view> parts = absl::StrSplit(request.path, '/');
@@ -186,7 +184,7 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
   const std::string path = request.path;
   if (path == "/metrics") {
     if (!get) return reply.Send(MethodNotAllowed("GET", request));
-    return reply.Send(Metrics(*engine, gpu));
+    return reply.Send(MetricsResponse(*engine, gpu));
   }
   if (parts[0] == "v2") {
     if (path == "/v2" || path == "/v2/") {
@@ -223,11 +221,8 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
         r.headers.emplace_back("Allow", "POST");
         return reply.Send(std::move(r));
       }
-      if (auto refused = CheckBodyType(request, /*octet_stream=*/false)) {
-        HttpResponse r = OpenAiError(
-            absl::InvalidArgumentError(json::parse(refused->body)["error"].get<std::string>()));
-        r.status = refused->status;
-        return reply.Send(std::move(r));
+      if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
+        return reply.Send(WithStatus(OpenAiError(*problem), 415));
       }
       return HandleEmbeddings(engine, std::move(request), std::move(reply));
     }

