@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/half.h"
+#include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor.h"
 
@@ -44,9 +45,11 @@ absl::StatusOr<std::map<std::string, CheckpointTensor>> ParseSafetensors(const s
     return bad(
         absl::StrCat("header length ", header_len, " exceeds the file (", file.size(), " bytes)"));
   }
-  const Json header = Json::parse(file.begin() + 8, file.begin() + 8 + header_len, nullptr,
-                                  /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) return bad("header is not a JSON object");
+  absl::StatusOr<Json> parsed =
+      ParseJson(absl::string_view(file.data() + 8, header_len), "the header");
+  if (!parsed.ok()) return bad(std::string(parsed.status().message()));
+  const Json& header = *parsed;
+  if (!header.is_object()) return bad("header is not a JSON object");
   const size_t data_begin = 8 + header_len;
   const uint64_t data_size = file.size() - data_begin;
   std::map<std::string, CheckpointTensor> tensors;
@@ -192,11 +195,13 @@ absl::StatusOr<BertConfig> ReadBertConfig(const std::string& path) {
 }
 
 absl::StatusOr<BertConfig> ParseBertConfig(const std::string& text, const std::string& path) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  absl::StatusOr<Json> parsed = ParseJson(text, "the file");
+  if (!parsed.ok()) return bad(std::string(parsed.status().message()));
+  const Json& j = *parsed;
+  if (!j.is_object()) return bad("not a JSON object");
   BertConfig c;
   auto positive = [&](const char* field, int64_t* out) -> absl::Status {
     if (!j.contains(field) || !j[field].is_number_integer() || j[field].get<int64_t>() < 1) {

@@ -81,7 +81,11 @@ TEST_F(CheckpointTest, CorruptFilesGiveClearErrors) {
   EXPECT_THAT(ReadSafetensors(Safetensors(ok, Floats({1, 2}), 1 << 30)),
               StatusIs(kInvalid, "header length 1073741824 exceeds the file"));
   EXPECT_THAT(ReadSafetensors(Safetensors("{not json", "")),
+              StatusIs(kInvalid, "the header is not valid JSON (at byte"));
+  EXPECT_THAT(ReadSafetensors(Safetensors("[1]", "")),
               StatusIs(kInvalid, "header is not a JSON object"));
+  EXPECT_THAT(ReadSafetensors(Safetensors(std::string(100000, '[') + std::string(100000, ']'), "")),
+              StatusIs(kInvalid, "the header nests arrays and objects deeper than 64 levels"));
   EXPECT_THAT(
       ReadSafetensors(Safetensors(R"({"a":{"dtype":"C64","shape":[2],"data_offsets":[0,16]}})",
                                   Floats({1, 2, 3, 4}))),

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/json_parse.h"
 #include "runtime/quote.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor.h"
@@ -111,7 +112,7 @@ absl::Status AppendValue(const json& v, int64_t index, DataType dtype, const std
                                         DataTypeName(dtype), ")"));
     }
     if (!fits) {
-      return Invalid(what, absl::StrCat("value ", v.dump(), " at index ", index, " does not fit ",
+      return Invalid(what, absl::StrCat("value ", QuoteJson(v), " at index ", index, " does not fit ",
                                         DataTypeName(dtype)));
     }
   } else {
@@ -215,13 +216,9 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(const std::string& model,
     }
     header_bytes = static_cast<size_t>(n);
   }
-  json doc;
-  try {
-    doc = json::parse(body.data(), body.data() + header_bytes);
-  } catch (const json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request body is not valid JSON (at byte ", e.byte, ")"));
-  }
+  INFER_ASSIGN_OR_RETURN(
+      const json doc,
+      ParseJson(absl::string_view(body.data(), header_bytes), "the request body"));
   if (!doc.is_object()) return absl::InvalidArgumentError("the request body is not a JSON object");
   RestInferRequest out;
   inference::ModelInferRequest& proto = out.proto;
@@ -262,7 +259,7 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(const std::string& model,
         params != in.end() && params->is_object() ? params->find("binary_data_size") : in.end();
     if (params != in.end() && params->is_object() && size != params->end()) {
       if (!size->is_number_unsigned() || size->get<uint64_t>() > body.size() - binary_offset) {
-        return Invalid(what, absl::StrCat("has binary_data_size ", size->dump(), " but ",
+        return Invalid(what, absl::StrCat("has binary_data_size ", QuoteJson(*size), " but ",
                                           body.size() - binary_offset,
                                           " bytes of binary data are left in the body"));
       }

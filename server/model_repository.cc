@@ -144,6 +144,9 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
                                                      const std::string& text) {
   config::ModelConfig config;
   google::protobuf::TextFormat::Parser parser;
+  // The schema nests 3 deep; protobuf's own default is unbounded, and a
+  // nested unknown field would be skipped recursively.
+  parser.SetRecursionLimit(32);
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, &config)) {

@@ -1,10 +1,12 @@
 #include "server/openai_embeddings.h"
 
 #include <cstring>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/json_parse.h"
 #include "runtime/quote.h"
 #include "runtime/status_macros.h"
 #include "server/grpc_decode.h"
@@ -56,15 +58,19 @@ absl::Status AddTexts(const json& input, const ModelSpec& spec, inference::Model
   in->set_name("text");
   in->set_datatype("BYTES");
   std::string* raw = p->add_raw_input_contents();
-  int64_t n = 0;
-  for (const json& s : input.is_string() ? json::array({input}) : input) {
+  // The values are read where they are: the body is never copied.
+  if (input.is_string()) {
+    AppendBytesElement(input.get_ref<const std::string&>(), raw);
+    in->add_shape(1);
+    return absl::OkStatus();
+  }
+  for (const json& s : input) {
     if (!s.is_string()) {
       return Invalid("'input' mixes strings with other values; send strings or token arrays");
     }
     AppendBytesElement(s.get_ref<const std::string&>(), raw);
-    ++n;
   }
-  in->add_shape(n);
+  in->add_shape(static_cast<int64_t>(input.size()));
   return absl::OkStatus();
 }
 
@@ -78,15 +84,21 @@ absl::Status AddTokens(Engine& engine, const json& input, const ModelSpec& spec,
                                 " takes text, not token ids: send 'input' as a string or an array "
                                 "of strings"));
   }
-  const bool nested = input.front().is_array();
-  const json rows = nested ? input : json::array({input});
+  // The rows where they are in the body (one row, or each element).
+  std::vector<const json*> rows;
+  if (input.front().is_array()) {
+    rows.reserve(input.size());
+    for (const json& row : input) rows.push_back(&row);
+  } else {
+    rows.push_back(&input);
+  }
   int64_t longest = 0;
-  for (const json& row : rows) {
-    if (!row.is_array() || row.empty()) {
+  for (const json* row : rows) {
+    if (!row->is_array() || row->empty()) {
       return Invalid("'input' must be one array of token ids or an array of non-empty such arrays");
     }
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(row.size()));
-    *tokens += static_cast<int64_t>(row.size());
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(row->size()));
+    *tokens += static_cast<int64_t>(row->size());
   }
   const bool mask = FindInput(spec, "attention_mask") != nullptr;
   const std::vector<int64_t> shape = {static_cast<int64_t>(rows.size()), longest};
@@ -96,10 +108,10 @@ absl::Status AddTokens(Engine& engine, const json& input, const ModelSpec& spec,
   std::string ids(static_cast<size_t>(shape[0] * shape[1]) * sizeof(int64_t), '\0');
   std::string ones(mask ? ids.size() : 0, '\0');
   for (size_t r = 0; r < rows.size(); ++r) {
-    for (size_t c = 0; c < rows[r].size(); ++c) {
-      const json& v = rows[r][c];
+    for (size_t c = 0; c < rows[r]->size(); ++c) {
+      const json& v = (*rows[r])[c];
       if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-        return Invalid(absl::StrCat("'input' holds ", Quote(v.dump()), " at [", r, "][", c,
+        return Invalid(absl::StrCat("'input' holds ", QuoteJson(v), " at [", r, "][", c,
                                     "], which is not a token id (a non-negative integer)"));
       }
       const int64_t id = v.get<int64_t>();
@@ -124,12 +136,7 @@ absl::Status AddTokens(Engine& engine, const json& input, const ModelSpec& spec,
 }
 
 absl::StatusOr<Parsed> Parse(Engine& engine, const HttpRequest& request, const char** param) {
-  json doc;
-  try {
-    doc = json::parse(request.body);
-  } catch (const json::parse_error& e) {
-    return Invalid(absl::StrCat("the request body is not valid JSON (at byte ", e.byte, ")"));
-  }
+  INFER_ASSIGN_OR_RETURN(const json doc, ParseJson(request.body, "the request body"));
   if (!doc.is_object()) return Invalid("the request body is not a JSON object");
   Parsed out;
   *param = "model";
@@ -229,20 +236,32 @@ HttpResponse OpenAiError(const absl::Status& status, const char* param) {
   return {http, "application/json", DumpJson(doc)};
 }
 
+absl::StatusOr<EmbeddingsCall> DecodeEmbeddingsRequest(Engine& engine,
+                                                       const HttpRequest& request,
+                                                       const char** param) {
+  *param = nullptr;
+  INFER_ASSIGN_OR_RETURN(Parsed parsed, Parse(engine, request, param));
+  *param = "input";
+  INFER_ASSIGN_OR_RETURN(InferRequest decoded, DecodeInferRequest(engine, &parsed.proto));
+  *param = nullptr;
+  return EmbeddingsCall{std::move(decoded), std::move(parsed.output), parsed.base64,
+                        parsed.tokens};
+}
+
 void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply) {
   const char* param = nullptr;
-  absl::StatusOr<Parsed> parsed = Parse(*engine, request, &param);
-  if (!parsed.ok()) return reply.Send(OpenAiError(parsed.status(), param));
-  absl::StatusOr<InferRequest> decoded = DecodeInferRequest(*engine, &parsed->proto);
-  if (!decoded.ok()) return reply.Send(OpenAiError(decoded.status(), "input"));
+  absl::StatusOr<EmbeddingsCall> call = DecodeEmbeddingsRequest(*engine, request, &param);
+  if (!call.ok()) return reply.Send(OpenAiError(call.status(), param));
   auto shared = std::make_shared<HttpReply>(std::move(reply));
-  engine->Submit(*std::move(decoded), [shared, output = parsed->output, base64 = parsed->base64,
-                                       tokens = parsed->tokens](absl::StatusOr<InferResponse> r) {
-    if (!r.ok()) return shared->Send(OpenAiError(r.status()));
-    auto response = std::make_shared<InferResponse>(*std::move(r));
-    shared->SendFrom(
-        [response, output, base64, tokens] { return Encode(*response, output, base64, tokens); });
-  });
+  engine->Submit(std::move(call->request),
+                 [shared, output = std::move(call->output), base64 = call->base64,
+                  tokens = call->tokens](absl::StatusOr<InferResponse> r) {
+                   if (!r.ok()) return shared->Send(OpenAiError(r.status()));
+                   auto response = std::make_shared<InferResponse>(*std::move(r));
+                   shared->SendFrom([response, output, base64, tokens] {
+                     return Encode(*response, output, base64, tokens);
+                   });
+                 });
 }
 
 HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model) {

@@ -19,6 +19,9 @@
 // for text the tokens the model's tokenizer made, [CLS] and [SEP] included
 // (InferResponse::real_tokens).
 //
+// A body nested deeper than kMaxJsonDepth (runtime/json_parse.h) is refused
+// while it is parsed, before any value past the limit exists.
+//
 // Errors use OpenAI's shape, {"error": {"message", "type", "param", "code"}},
 // with the HTTP status of HttpStatusFor (server/http_json.h).
 #ifndef INFER_SERVER_OPENAI_EMBEDDINGS_H_
@@ -31,6 +34,23 @@
 
 namespace infer {
 
+// A /v1/embeddings body decoded into the engine's request, and how to
+// answer it.
+struct EmbeddingsCall {
+  InferRequest request;
+  std::string output;   // the model's embedding output
+  bool base64 = false;  // encoding_format "base64"
+  int64_t tokens = -1;  // token ids sent; -1 for text (the model counts them)
+};
+
+// Everything HandleEmbeddings does to a body before it submits it: the JSON
+// (depth-bounded, runtime/json_parse.h), the model, the fields, the
+// declared limits of token arrays, and DecodeInferRequest. On an error,
+// *param is the request field at fault (OpenAI's "param"), or null.
+absl::StatusOr<EmbeddingsCall> DecodeEmbeddingsRequest(Engine& engine, const HttpRequest& request,
+                                                       const char** param);
+// POST /v1/embeddings: DecodeEmbeddingsRequest, then the engine, then the
+// answer in OpenAI's shape.
 void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply);
 // GET /v1/models (`model` empty) or /v1/models/{model}.
 HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model);

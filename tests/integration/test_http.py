@@ -206,7 +206,9 @@ class HttpFrontEndTest(unittest.TestCase):
             (b'{"inputs":[{"name":"input_ids","shape":[1,1],"datatype":"INT64",'
              b'"parameters":{"binary_data_size":8}}]}', "bytes of binary data are left"),
             (b'{"inputs":[{"name":"input_ids","shape":[1,1],"datatype":"INT64","data":'
-             + b"[" * 100 + b"1" + b"]" * 100 + b"}]}", "nested deeper than 32"),
+             + b"[" * 40 + b"1" + b"]" * 40 + b"}]}", "nested deeper than 32"),
+            (b'{"inputs":[{"name":"input_ids","shape":[1,1],"datatype":"INT64","data":'
+             + b"[" * 100 + b"1" + b"]" * 100 + b"}]}", "deeper than 64 levels"),
         ]
         for body, message in cases:
             with self.subTest(message=message):
@@ -420,6 +422,87 @@ class HttpFrontEndTest(unittest.TestCase):
             triton.close()
         finally:
             server.stop()
+
+
+class DeeplyNestedJsonTest(unittest.TestCase):
+    """A body nested a million deep, to every route that reads JSON: 400
+    naming the depth limit, and the server goes on serving. (Before the
+    depth was bounded while parsing, 50,000 levels overflowed the stack of
+    the thread that serialised the value for its error message.) The server
+    here takes bodies of up to 8 MiB, enough for the deepest bodies."""
+
+    DEPTH = 1_000_000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = make_test_repo("infer_http_deep_repo_")
+        cls.server = InferServer(cls.repo, "--max-receive-message-bytes", str(8 << 20),
+                                 "--http-threads", "1")
+        cls.port = cls.server.http_port
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.server.stop()
+        finally:
+            shutil.rmtree(cls.repo, ignore_errors=True)
+
+    def post(self, path, body, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c.request("POST", path, body=body,
+                  headers={"Content-Type": "application/json", **(headers or {})})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data
+
+    def assert_serving(self):
+        self.assertIsNone(self.server.proc.poll(), "the server died:\n" + "".join(self.server.log))
+        status, data = self.post("/v1/embeddings", b'{"model": "tiny", "input": [1, 2, 3]}')
+        self.assertEqual(status, 200, data)
+
+    def test_every_json_route_refuses_a_million_levels_and_keeps_serving(self):
+        arrays = b"[" * self.DEPTH + b"]" * self.DEPTH
+        objects = b'{"a":' * (self.DEPTH // 5) + b"1" + b"}" * (self.DEPTH // 5)
+        unclosed = b"[" * self.DEPTH
+        tensor = b'{"name":"input_ids","shape":[1,1],"datatype":"INT64","data":%s}'
+        bodies = {
+            "/v1/embeddings": [b'{"model":"tiny","input":%s}', b'{"model":"minilm","input":%s}',
+                               b"%s"],
+            "/v2/models/tiny/infer": [b'{"inputs":[' + tensor + b"]}", b'{"id":%s}', b"%s"],
+            "/v2/models/minilm/versions/1/infer": [b'{"parameters":{"p":%s},"inputs":[]}'],
+        }
+        for route, templates in bodies.items():
+            for template in templates:
+                for name, deep in (("arrays", arrays), ("objects", objects),
+                                   ("unclosed", unclosed)):
+                    with self.subTest(route=route, template=template[:40], nesting=name):
+                        status, data = self.post(route, template.replace(b"%s", deep))
+                        self.assertEqual(status, 400, data[:300])
+                        error = json.loads(data)["error"]
+                        message = error["message"] if isinstance(error, dict) else error
+                        self.assertIn("the request body nests arrays and objects deeper than "
+                                      "64 levels (the server's limit)", message)
+                        self.assert_serving()
+        # KServe's binary-data extension: the JSON part is bounded the same way.
+        body = b'{"inputs":[' + tensor.replace(b"%s", arrays) + b"]}"
+        status, data = self.post("/v2/models/tiny/infer", body + b"\0" * 8,
+                                 {"Inference-Header-Content-Length": str(len(body))})
+        self.assertEqual(status, 400, data[:300])
+        self.assertIn("deeper than 64 levels", json.loads(data)["error"])
+        self.assert_serving()
+
+    def test_depth_up_to_the_limit_is_answered_normally(self):
+        # 64 levels in all, the limit: the object and 63 arrays.
+        body = b'{"model":"tiny","input":' + b"[" * 63 + b"1" + b"]" * 63 + b"}"
+        status, data = self.post("/v1/embeddings", body)
+        self.assertEqual(status, 400, data)  # a well-formed body, but not token ids
+        self.assertIn("is not a token id", json.loads(data)["error"]["message"])
+        self.assertIn("an array of 1 value", json.loads(data)["error"]["message"])
+        body = b'{"model":"tiny","input":' + b"[" * 64 + b"1" + b"]" * 64 + b"}"
+        status, data = self.post("/v1/embeddings", body)
+        self.assertEqual(status, 400, data)
+        self.assertIn("deeper than 64 levels", json.loads(data)["error"]["message"])
 
 
 if __name__ == "__main__":
