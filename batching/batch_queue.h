@@ -22,19 +22,31 @@
 //   task that would be next does not fit) or its oldest task has waited
 //   max_queue_delay, or when the caller flushes (draining).
 // - Across buckets: among the ready buckets, the one whose first task is the
-//   most urgent (then oldest) goes first. Starvation bound: once a task has
-//   waited max(max_queue_delay, priority_aging) its bucket is ready and the
-//   task is at level 0, so it goes in the next batch except for level-0 tasks
-//   that arrived before it — at most the tasks queued ahead of it, which are
-//   bounded by max_queue_size per bucket. No bucket and no priority level
-//   starves.
+//   most urgent (then oldest) goes first.
 // - Memory: a batch leaves only with its estimated peak reserved through the
 //   gate, in the same PopBatch (MemoryReservation, memory_gate.h): the batch
 //   carries the reservation and its holder returns it when the batch is
-//   done. This is the one side effect of PopBatch outside the queue. A task whose
-//   peak alone exceeds what the gate can ever give is handed back as
-//   "unfit" (the caller answers RESOURCE_EXHAUSTED) rather than waiting
-//   forever.
+//   done. A task whose peak alone exceeds what the gate can ever give is
+//   handed back as "unfit" (the caller answers RESOURCE_EXHAUSTED) rather
+//   than waiting forever. A bucket whose first task does not fit the memory
+//   available now waits (it launches nothing smaller past it), and other
+//   buckets go on launching, except as the starvation bound below says.
+// - Starvation bound: B = max(max_queue_delay, priority_aging). A task that
+//   has waited B is at level 0 and its bucket is ready, so it goes in the
+//   next batch that its bucket's memory allows, except for level-0 tasks
+//   that arrived before it. Memory is what could still hold it back for
+//   ever: short sequences of other buckets (or other models on the same
+//   budget) can keep taking the memory it waits for. So once the first task
+//   of a bucket has waited B for memory ("starving"), the oldest such task
+//   holds the queue: no batch launches until its memory is free, except a
+//   batch whose first task arrived before it; and its bytes are claimed
+//   through the gate (MemoryGate::Claim) so that other queues on the same
+//   budget leave them free too. A task therefore waits at most B, plus
+//   the batches in flight when it began to starve, plus one batch for each
+//   task that arrived before it. No bucket and no priority level starves,
+//   under memory pressure included.
+//   These are the only side effects of PopBatch outside the queue: the
+//   reservation of the batch it forms, and the claim.
 // - Deadlines and cancellation: tasks past their deadline or cancelled are
 //   handed back separately by PopBatch, never computed: expired ones from a
 //   deadline heap as their deadline passes, cancelled ones when a batch is
@@ -133,6 +145,9 @@ class BatchQueue {
     buckets_.reserve(n);
     for (size_t b = 0; b < n; ++b) buckets_.emplace_back(options_.priority_levels);
   }
+  ~BatchQueue() { SetClaim(0, absl::InfinitePast()); }
+  BatchQueue(const BatchQueue&) = delete;
+  BatchQueue& operator=(const BatchQueue&) = delete;
 
   // The bucket for a sequence of `length` tokens, or -1 when it is longer
   // than the last bucket.
@@ -232,6 +247,7 @@ class BatchQueue {
 
   // Removes every task (used when the consumer is gone).
   std::vector<std::unique_ptr<TaskT>> TakeAll() {
+    SetClaim(0, absl::InfinitePast());
     std::vector<std::unique_ptr<TaskT>> all;
     for (Fifo& bucket : buckets_) bucket.TakeAll(&all);
     deadlines_.clear();
@@ -278,11 +294,16 @@ class BatchQueue {
   }
 
   // PopBatch's batch: the most urgent ready bucket's, if its memory can be
-  // reserved; and the unfit tasks met on the way.
+  // reserved and no starving task holds the queue (see the design notes);
+  // and the unfit tasks met on the way.
   void TakeReadyBatch(absl::Time now, bool flush, Batch* out) {
     int best = -1;
     std::pair<int, uint64_t> best_key{0, 0};
     Plan best_plan;
+    // The oldest first task that waits for memory past the starvation bound.
+    const Entry* starving = nullptr;
+    int64_t starving_peak = 0;
+    const absl::Duration bound = std::max(options_.max_queue_delay, options_.priority_aging);
     for (size_t b = 0; b < buckets_.size(); ++b) {
       Fifo& bucket = buckets_[b];
       if (bucket.empty()) continue;
@@ -295,8 +316,15 @@ class BatchQueue {
         --size_;
         plan = PlanBatch(bucket, now, out);
       }
-      // Nothing fits the memory available now: wait for batches in flight.
-      if (bucket.empty() || plan.count == 0) continue;
+      if (bucket.empty()) continue;
+      if (plan.count == 0) {  // its first task waits for memory in flight
+        if (plan.first != nullptr && now - plan.first->enqueued >= bound &&
+            (starving == nullptr || plan.first->seq < starving->seq)) {
+          starving = plan.first;
+          starving_peak = plan.first_peak;
+        }
+        continue;
+      }
       const bool expired = now - bucket.Oldest()->enqueued >= options_.max_queue_delay;
       if (!(plan.full || expired || flush)) continue;
       const std::pair<int, uint64_t> key{plan.first_urgency, plan.first_seq};
@@ -306,6 +334,12 @@ class BatchQueue {
         best_plan = plan;
       }
     }
+    SetClaim(starving != nullptr ? starving_peak : 0,
+             starving != nullptr ? starving->enqueued : absl::InfinitePast());
+    // A starving task holds the queue, except for batches led by a task
+    // that arrived before it (only a starving bucket waits for memory here,
+    // so such a batch is of a task aged as long or longer).
+    if (starving != nullptr && (best < 0 || best_plan.first_seq > starving->seq)) return;
     if (best < 0) return;
     Fifo& bucket = buckets_[best];
     const Plan& plan = best_plan;  // the bucket has not changed since
@@ -325,6 +359,17 @@ class BatchQueue {
       out->tasks.push_back(bucket.Take(level, e));
     }
     size_ -= plan.count;
+  }
+
+  // The claim on the gate's memory for a starving task (0: none), passed on
+  // only when it changes.
+  void SetClaim(int64_t bytes, absl::Time since) {
+    if (gate_ == nullptr || (bytes == claim_bytes_ && (bytes == 0 || since == claim_since_))) {
+      return;
+    }
+    claim_bytes_ = bytes;
+    claim_since_ = since;
+    gate_->Claim(bytes, since);
   }
 
   // Takes the live task of `e` as cancelled or expired (a cancellation wins).
@@ -447,6 +492,9 @@ class BatchQueue {
   // Where the cancellation sweep resumes.
   size_t sweep_bucket_ = 0;
   int sweep_level_ = 1;
+  // The claim last passed to the gate (SetClaim).
+  int64_t claim_bytes_ = 0;
+  absl::Time claim_since_ = absl::InfinitePast();
 };
 
 }  // namespace infer

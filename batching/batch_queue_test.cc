@@ -56,7 +56,15 @@ class FakeGate final : public MemoryGate {
   }
   int64_t AvailableBytes() const override { return available_; }
   int64_t CapacityBytes() const override { return capacity_; }
+  void Claim(int64_t bytes, absl::Time since) override {
+    claimed_ = bytes;
+    claimed_since_ = since;
+    ++claims_;
+  }
   int64_t releases() const { return releases_; }
+  int64_t claimed() const { return claimed_; }
+  absl::Time claimed_since() const { return claimed_since_; }
+  int64_t claims() const { return claims_; }
 
  private:
   bool TryReserve(int64_t bytes) override {
@@ -72,6 +80,9 @@ class FakeGate final : public MemoryGate {
   int64_t capacity_, available_, per_token_;
   bool packs_;
   int64_t releases_ = 0;
+  int64_t claimed_ = 0;
+  absl::Time claimed_since_;
+  int64_t claims_ = 0;
 };
 
 QueueOptions Options(int64_t max_batch, int64_t delay_us, int64_t max_queue) {
@@ -300,6 +311,63 @@ TEST(BatchQueueTest, ATaskThatCanNeverFitIsHandedBack) {
   EXPECT_EQ(Ids(b), std::vector<int>{2});
 }
 
+// The starvation the bound exists for: a long sequence waits for memory
+// while short ones, each small enough to fit what is left, keep arriving in
+// another bucket. Once it has waited the bound, the short ones stop
+// launching, its bytes are claimed through the gate, and it goes as soon as
+// the batches in flight return their memory.
+TEST(BatchQueueTest, ALongSequenceWaitingForMemoryIsNotStarvedByShortOnes) {
+  FakeClock clock;
+  FakeGate gate(/*capacity=*/10000, /*bytes_per_token=*/100);
+  QueueOptions o = Options(4, 0, 1000);
+  o.length_buckets = {8, 64};
+  o.priority_aging = absl::Milliseconds(10);  // the bound: max(0, 10 ms)
+  BatchQueue<Task> q(o, &gate);
+  int next = 100;
+  std::deque<MemoryReservation> running;
+  auto short_batch = [&] {
+    for (int k = 0; k < 2; ++k) {
+      auto t = MakeTask(next++, 1, 8);  // 800 bytes each
+      EXPECT_THAT(q.Push(&t, clock.Now()), IsOk());
+    }
+    return q.PopBatch(clock.Now(), false);
+  };
+  // Four short batches of 1600 bytes hold 6400 of the 10000, and one
+  // returns its memory each millisecond while a new one starts: the 6000
+  // bytes the long sequence needs are never free at once.
+  for (int i = 0; i < 4; ++i) running.push_back(std::move(short_batch().memory));
+  auto long_task = MakeTask(1, 1, 60);  // 6000 bytes
+  const absl::Time arrived = clock.Now();
+  ASSERT_THAT(q.Push(&long_task, clock.Now()), IsOk());
+  bool launched = false;
+  for (int ms = 1; ms <= 30 && !launched; ++ms) {
+    clock.Advance(absl::Milliseconds(1));
+    running.pop_front();  // a short batch is done
+    auto b = short_batch();
+    if (!b.tasks.empty() && b.tasks[0]->id == 1) {
+      launched = true;
+      EXPECT_GE(clock.Now() - arrived, absl::Milliseconds(10));
+      EXPECT_LE(clock.Now() - arrived, absl::Milliseconds(11))
+          << "the bound, then one batch in flight ending";
+      break;
+    }
+    if (clock.Now() - arrived < absl::Milliseconds(10)) {
+      EXPECT_FALSE(b.tasks.empty()) << "before the bound, short batches go on at " << ms << " ms";
+      EXPECT_EQ(gate.claimed(), 0);
+      if (!b.tasks.empty()) running.push_back(std::move(b.memory));
+    } else {
+      EXPECT_TRUE(b.tasks.empty()) << "past the bound, nothing launches ahead of the long one";
+      EXPECT_EQ(gate.claimed(), 6000);
+      EXPECT_EQ(gate.claimed_since(), arrived);
+    }
+  }
+  EXPECT_TRUE(launched) << "the long sequence starved";
+  EXPECT_EQ(gate.claimed(), 0) << "the claim ends when it launches";
+  // Shorts that waited meanwhile go next, as memory allows.
+  running.clear();
+  EXPECT_FALSE(q.PopBatch(clock.Now(), false).tasks.empty());
+}
+
 TEST(BatchQueueTest, ExpiredAndCancelledTasksLeaveWithoutRunning) {
   FakeClock clock;
   BatchQueue<Task> q(Options(32, 1000, 100));
@@ -492,6 +560,111 @@ TEST(BatchQueueTest, RandomArrivalsEveryTaskExactlyOnce) {
     EXPECT_TRUE(q.empty());
     EXPECT_EQ(left.size(), pushed.size()) << "every accepted task left exactly once";
   }
+}
+
+// Under memory pressure: room for a few batches, batches that hold their
+// memory for a while, short and long sequences. After a task has waited
+// past the starvation bound, every batch that launches holds it or a task
+// that arrived before it (so it waits at most for the tasks ahead of it and
+// the batches in flight); every task leaves exactly once; and the claim the
+// gate sees is always that of the oldest task waiting past the bound for
+// memory, or none.
+TEST(BatchQueueTest, RandomArrivalsUnderMemoryPressureNeverStarve) {
+  std::mt19937 rng(4321);
+  int rounds_with_claims = 0;
+  for (int round = 0; round < 40; ++round) {
+    FakeClock clock;
+    QueueOptions o = Options(1 + rng() % 8, rng() % 500, 1000);
+    o.length_buckets = {8, 32, 128};
+    if (rng() % 2) o.max_batch_tokens = 64 + rng() % 512;
+    o.priority_levels = 1 + rng() % 3;
+    o.priority_aging = absl::Microseconds(200 + rng() % 800);
+    const absl::Duration bound = std::max(o.max_queue_delay, o.priority_aging);
+    // Room for one or two long batches.
+    FakeGate gate(/*capacity=*/100 * 128 * (1 + rng() % 2) * o.max_batch_size,
+                  /*bytes_per_token=*/100, /*packs=*/rng() % 2 == 0);
+    BatchQueue<Task> q(o, &gate);
+    std::map<int, absl::Time> pushed;
+    std::map<int, Task*> live;
+    std::set<int> left;
+    std::deque<std::pair<absl::Time, MemoryReservation>> in_flight;  // done at, memory
+    int next_id = 0;
+    auto leave = [&](const std::vector<std::unique_ptr<Task>>& tasks) {
+      for (const auto& t : tasks) {
+        ASSERT_TRUE(left.insert(t->id).second) << "task " << t->id << " left twice";
+        live.erase(t->id);
+      }
+    };
+    auto alone_fits = [&](const Task& t) {
+      return gate.PeakBytes({t.rows, t.tokens(), t.len}) <= gate.CapacityBytes();
+    };
+    for (int step = 0; step < 400; ++step) {
+      const bool last = step == 399;
+      // Mostly short sequences, sometimes a long one.
+      for (int i = rng() % 4; i > 0 && !last; --i) {
+        const int64_t len = rng() % 6 == 0 ? 33 + rng() % 96 : 1 + rng() % 8;
+        auto t = MakeTask(next_id++, 1 + rng() % o.max_batch_size, len,
+                          1 + rng() % o.priority_levels);
+        t->real = t->rows + rng() % (t->rows * (t->len - 1) + 1);
+        if (rng() % 10 == 0) t->due = clock.Now() + absl::Microseconds(rng() % 2000);
+        const int id = t->id;
+        Task* raw = t.get();
+        if (q.Push(&t, clock.Now()).ok()) {
+          pushed[id] = clock.Now();
+          live[id] = raw;
+        }
+      }
+      if (!live.empty() && rng() % 16 == 0)
+        std::next(live.begin(), rng() % live.size())->second->gone = true;
+      clock.Advance(absl::Microseconds(rng() % 200));
+      while (!in_flight.empty() && (in_flight.front().first <= clock.Now() || last)) {
+        in_flight.pop_front();  // done: its memory returns
+      }
+      while (true) {
+        // The oldest task waiting past the bound that this pop may not drop.
+        int oldest = -1;
+        for (const auto& [id, t] : live) {
+          if (!t->gone && t->due > clock.Now() && alone_fits(*t) &&
+              clock.Now() - pushed[id] >= bound) {
+            oldest = id;
+            break;  // ids grow with arrival
+          }
+        }
+        auto b = q.PopBatch(clock.Now(), last);
+        leave(b.expired);
+        leave(b.cancelled);
+        leave(b.unfit);
+        if (b.tasks.empty()) break;
+        int first = b.tasks[0]->id;
+        for (const auto& t : b.tasks) first = std::min(first, t->id);
+        if (oldest >= 0) {
+          ASSERT_LE(first, oldest) << "a batch went ahead of task " << oldest << ", which had "
+                                   << "waited past the bound (round " << round << ")";
+        }
+        ASSERT_LE(b.memory.bytes(), gate.CapacityBytes());
+        in_flight.emplace_back(clock.Now() + absl::Microseconds(100 + rng() % 900),
+                               std::move(b.memory));
+        leave(b.tasks);
+      }
+      if (gate.claimed() > 0) {
+        ASSERT_GE(clock.Now() - gate.claimed_since(), bound);
+        ASSERT_LE(gate.claimed(), gate.CapacityBytes());
+      }
+    }
+    for (int i = 0; i < 1000 && !q.empty(); ++i) {
+      in_flight.clear();
+      auto b = q.PopBatch(clock.Now(), true);
+      leave(b.expired);
+      leave(b.cancelled);
+      leave(b.unfit);
+      leave(b.tasks);
+    }
+    EXPECT_TRUE(q.empty());
+    EXPECT_EQ(left.size(), pushed.size()) << "every accepted task left exactly once";
+    EXPECT_EQ(gate.claimed(), 0) << "no claim outlives the tasks";
+    if (gate.claims() > 0) ++rounds_with_claims;
+  }
+  EXPECT_GE(rounds_with_claims, 20) << "memory was rarely short enough to test the bound";
 }
 
 }  // namespace

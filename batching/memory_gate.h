@@ -22,6 +22,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/time/time.h"
 #include "batching/batch_shape.h"
 
 namespace infer {
@@ -41,6 +42,14 @@ class MemoryGate {
   // Bytes a new batch could use now, and at most (with nothing in flight).
   virtual int64_t AvailableBytes() const = 0;
   virtual int64_t CapacityBytes() const = 0;
+  // The queue's starving task (batch_queue.h: it has waited past the
+  // starvation bound, since `since`, for `bytes` that are not available):
+  // a gate over a budget that other queues share holds these bytes back
+  // from them (their AvailableBytes and reservations leave them out) until
+  // the claim changes, the older claim first when several queues starve.
+  // `bytes` 0 withdraws the claim. Called by the queue, from its owner's
+  // thread, when the claim changes. Default: nothing to hold back from.
+  virtual void Claim(int64_t bytes, absl::Time since) {}
 
  protected:
   friend class MemoryReservation;

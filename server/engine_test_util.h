@@ -94,9 +94,10 @@ class ProbeModel final : public Model {
     absl::Duration compute_time = absl::ZeroDuration();
     int64_t oom_above_rows = 0;  // 0: never
     int64_t bytes_per_row = 0;   // PeakBytes; 0: no memory model
+    std::string name = "probe";
   };
   explicit ProbeModel(Options o) : o_(o) {
-    spec_.name = "probe";
+    spec_.name = o_.name;
     spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
     spec_.outputs = {{"rows", DataType::kInt64, {-1}}};
   }

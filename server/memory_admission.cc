@@ -1,6 +1,7 @@
 #include "server/memory_admission.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,16 +23,45 @@ int64_t MemoryAdmission::Capacity() const {
   return CapacityLocked();
 }
 
-int64_t MemoryAdmission::Available() const {
+int64_t MemoryAdmission::Available(const void* asking) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return CapacityLocked() - in_flight_;
+  return AvailableLocked(asking);
 }
 
-bool MemoryAdmission::TryReserve(int64_t bytes) {
+bool MemoryAdmission::TryReserve(int64_t bytes, const void* asking) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (bytes > CapacityLocked() - in_flight_) return false;
+  if (bytes > AvailableLocked(asking)) return false;
   in_flight_ += bytes;
   return true;
+}
+
+void MemoryAdmission::SetClaim(const void* claimant, int64_t bytes, absl::Time since) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(claims_.begin(), claims_.end(),
+                         [&](const ClaimEntry& c) { return c.claimant == claimant; });
+  if (bytes <= 0) {
+    if (it != claims_.end()) claims_.erase(it);
+  } else if (it != claims_.end()) {
+    *it = {claimant, bytes, since};
+  } else {
+    claims_.push_back({claimant, bytes, since});
+  }
+}
+
+int64_t MemoryAdmission::AvailableLocked(const void* asking) const {
+  const ClaimEntry* own = nullptr;
+  for (const ClaimEntry& c : claims_) {
+    if (c.claimant == asking) own = &c;
+  }
+  // Older first; the claimant's key breaks a tie, so the order is total.
+  auto older = [](const ClaimEntry& a, const ClaimEntry& b) {
+    return a.since != b.since ? a.since < b.since : std::less<const void*>()(a.claimant, b.claimant);
+  };
+  int64_t held = 0;
+  for (const ClaimEntry& c : claims_) {
+    if (&c != own && (own == nullptr || older(c, *own))) held += c.bytes;
+  }
+  return CapacityLocked() - in_flight_ - held;
 }
 
 void MemoryAdmission::Release(int64_t bytes) {
