@@ -3,10 +3,25 @@
 //
 // Ownership: a Model owns its weights on the device it was created for; the
 // Device is borrowed and outlives the model (the Engine guarantees it).
-// Thread-safety: spec() and ValidateRequest() are thread-safe; Prepare() is
-// never called concurrently on one model (the engine holds a per-model lock
-// around it: its batcher and its out-of-memory retries both prepare), and the
-// ModelBatch objects it returns are independent of each other.
+//
+// Thread-safety, the contract every model keeps:
+// - Every const method (spec, Preprocess, ValidateRequest, SequenceLength,
+//   RealTokens, DeclaredSequenceLength, PeakBytes, ComputedTokens,
+//   WeightBytes, UsesDevice) may be called from any number of threads at
+//   once, and while Prepare runs. The engine does exactly that: every front
+//   end thread admits its requests (AdmitRequest: the declared limits,
+//   Preprocess, ValidateRequest, SequenceLength, RealTokens, PeakBytes)
+//   while the model's batcher plans batches (PeakBytes, ComputedTokens) and
+//   prepares them. So these methods read state fixed at creation; a model
+//   that caches anything in them synchronises it itself. They must also be
+//   deterministic: the same request gives the same answer on every thread.
+// - Prepare is never called concurrently on one model (the engine holds a
+//   per-model lock around it: its batcher and its out-of-memory retries both
+//   prepare); it may change the model's own state.
+// - The ModelBatch objects Prepare returns are independent of each other
+//   and of the model's const methods: a batch's stages run on pipeline
+//   threads while the next batch is prepared and new requests are admitted.
+// server/model_concurrency_test.cc holds the built-in models to this.
 #ifndef INFER_MODELS_MODEL_H_
 #define INFER_MODELS_MODEL_H_
 
