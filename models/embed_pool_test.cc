@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "tests/testing/float_tolerance.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_device.h"
 
@@ -131,7 +132,11 @@ TEST(EmbedPoolTest, BatchMatesAndPaddingDoNotChangeAnEmbedding) {
   std::vector<InferRequest> together = {Ids({{11, 12, 13, 14, 15, 16, 17, 18, 19}}),
                                         Ids({{5, 6, 7}})};
   const std::vector<float> batched = Row(ExecuteAll(**model, **device, together)[1], 0);
-  for (int d = 0; d < 6; ++d) EXPECT_NEAR(batched[d], solo[d], 1e-6);
+  // Equal but for the order of the GEMM's sums, which oneDNN may change
+  // with the row count (tests/testing/float_tolerance.h).
+  const double tol = testing::EmbedPoolReorderTolerance(Small(), {5, 6, 7});
+  EXPECT_LT(tol, 1e-5);
+  for (int d = 0; d < 6; ++d) EXPECT_NEAR(batched[d], solo[d], tol);
 }
 
 TEST(EmbedPoolTest, AllPaddingGivesZeros) {

@@ -49,6 +49,11 @@ MINILM_AUTO_CONFIG = MINILM_CONFIG
 
 
 def cpu_has_native_bf16():
+    """Whether the server's oneDNN has native BF16 here: the CPU has it and
+    ONEDNN_MAX_CPU_ISA (which the server inherits) does not cap it away."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if cap not in ("ALL", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX"):
+        return False
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     return "avx512_bf16" in flags or "amx_bf16" in flags
