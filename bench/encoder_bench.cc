@@ -5,6 +5,7 @@
 //                           [--precision auto|fp32|bf16|fp16] [--threads N]
 //                           [--batches 1,8,32] [--lengths 16,64,256]
 //                           [--sequences FILE] [--runs 5] [--json FILE]
+//                           [--batch-invariant on|off]
 //
 // DIR holds config.json and model.safetensors (model_repository/minilm after
 // scripts/export-demo-models.sh, or one from infer-model-gen).
@@ -100,7 +101,7 @@ absl::StatusOr<double> Time(const infer::BertEncoder& encoder, infer::Device* de
 int main(int argc, char** argv) {
   std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
-  std::string graphs = "on";
+  std::string graphs = "on", invariant = "off";
   int64_t graph_max_tokens = infer::BertGraphOptions().max_tokens;
   int runs = 5, threads = 0;
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
@@ -120,6 +121,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--graph-max-tokens", graph_max_tokens,
                  "largest batch, in tokens, that replays a CUDA graph")
+      ->capture_default_str();
+  app.add_option("--batch-invariant", invariant,
+                 "on or off: each embedding bit-identical whatever its batch (CPU)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
   options.precision = *precision;
   options.graphs.enabled = graphs == "on";
   options.graphs.max_tokens = graph_max_tokens;
+  options.batch_invariant = invariant == "on";
   auto encoder = infer::LoadBertEncoder(dir, context, options);
   if (!encoder.ok()) return Fail(encoder.status());
   const infer::BertConfig& c = (*encoder)->config();

@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Create(
   m->config_ = c;
   m->precision_ = options.precision;
   m->threads_ = options.threads > 0 ? options.threads : DefaultCpuThreads();
+  m->batch_invariant_ = options.batch_invariant;
+  const int64_t fixed_rows = options.batch_invariant ? kInvariantRows : 0;
   m->allocator_ = allocator;
   // oneDNN sizes its work split by the team it is made on.
   UseCpuThreads(m->threads_);
@@ -74,17 +76,19 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Create(
   auto norm =
       [&](const BertWeights::Norm& n) -> absl::StatusOr<std::unique_ptr<cpu::OnednnLayerNorm>> {
     INFER_ASSIGN_OR_RETURN(
-        auto op, cpu::OnednnLayerNorm::Create(m->engine_, h, eps, n.gamma.data(), n.beta.data()));
-    m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes());
+        auto op, cpu::OnednnLayerNorm::Create(m->engine_, h, eps, n.gamma.data(), n.beta.data(),
+                                              fixed_rows));
+    m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes(m->threads_));
     bytes += op->WeightBytes();
     return op;
   };
   auto linear =
-      [&](const cpu::LinearOptions& o, const std::vector<float>& weights,
+      [&](cpu::LinearOptions o, const std::vector<float>& weights,
           const std::vector<float>& bias) -> absl::StatusOr<std::unique_ptr<cpu::OnednnLinear>> {
+    o.fixed_rows = fixed_rows;
     INFER_ASSIGN_OR_RETURN(auto op,
                            cpu::OnednnLinear::Create(m->engine_, o, weights.data(), bias.data()));
-    m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes());
+    m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes(m->threads_));
     bytes += op->WeightBytes();
     return op;
   };
@@ -124,7 +128,15 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Load(const std::
 
 std::string BertEncoderCpu::Implementation() const {
   return absl::StrCat("matmul ", layers_.empty() ? "none" : layers_[0].qkv->implementation(),
-                      ", attention ", cpu::SimdLevelName(simd_), ", ", threads_, " threads");
+                      ", attention ", cpu::SimdLevelName(simd_), ", ", threads_, " threads",
+                      batch_invariant_ ? absl::StrCat(", batch-invariant (pieces of ",
+                                                      kInvariantRows, " rows)")
+                                       : "");
+}
+
+int64_t BertEncoderCpu::ComputedRows(int64_t tokens) const {
+  if (!batch_invariant_) return tokens;
+  return (tokens + kInvariantRows - 1) / kInvariantRows * kInvariantRows;
 }
 
 // Encode's scratch: x (FP32 residual stream), its BF16 copy (bf16 only), the
@@ -149,7 +161,7 @@ std::array<int64_t, BertEncoderCpu::kBuffers> BertEncoderCpu::ScratchBytes(int64
 int64_t BertEncoderCpu::PeakBytes(const BatchShape& shape) const {
   if (shape.tokens == 0) return 0;
   int64_t total = 0;
-  for (int64_t b : ScratchBytes(shape.tokens, shape.length)) {
+  for (int64_t b : ScratchBytes(ComputedRows(shape.tokens), shape.length)) {
     if (b > 0) total += CachingAllocator::BlockBytes(b);
   }
   return total;
@@ -192,7 +204,10 @@ absl::Status BertEncoderCpu::Encode(Stream* stream, const PackedSequencesView& b
   }
   UseCpuThreads(threads_);
   Scratch scratch(allocator_, stream);
-  const std::array<int64_t, kBuffers> sizes = ScratchBytes(tokens, batch.longest);
+  // The rows every matmul and LayerNorm computes: the tokens, then in
+  // batch-invariant mode zero rows up to a multiple of the piece.
+  const int64_t rows = ComputedRows(tokens);
+  const std::array<int64_t, kBuffers> sizes = ScratchBytes(rows, batch.longest);
   std::array<void*, kBuffers> p{};
   for (int i = 0; i < kBuffers; ++i) {
     INFER_ASSIGN_OR_RETURN(p[i], scratch.Bytes(sizes[i]));  // null when unused
@@ -206,7 +221,7 @@ absl::Status BertEncoderCpu::Encode(Stream* stream, const PackedSequencesView& b
   void* pad = p[kScratchpad];
   const void* x_in = bf16() ? static_cast<const void*>(xb) : x;
   auto round = [&] {
-    if (bf16()) cpu::ToBf16(x, tokens * h, xb, threads_);
+    if (bf16()) cpu::ToBf16(x, rows * h, xb, threads_);
   };
 
   cpu::AttentionArgs attention;
@@ -229,17 +244,24 @@ absl::Status BertEncoderCpu::Encode(Stream* stream, const PackedSequencesView& b
   }
   cpu::EmbeddingSum(batch.ids, batch.positions, tokens, h, word_.data(), position_.data(),
                     token_type_.data(), x, threads_);
-  INFER_RETURN_IF_ERROR(embed_norm_->Run(*s, x, tokens, pad));
+  if (rows > tokens) {
+    // Padding rows: zero in, so everything computed from them is finite;
+    // attention never writes the context's padding rows, so once is enough.
+    std::fill(x + tokens * h, x + rows * h, 0.0f);
+    const size_t e = bf16() ? 2 : 4;
+    std::memset(static_cast<char*>(ctx) + tokens * h * e, 0, (rows - tokens) * h * e);
+  }
+  INFER_RETURN_IF_ERROR(embed_norm_->Run(*s, x, rows, pad));
   round();
   for (const Layer& l : layers_) {
-    INFER_RETURN_IF_ERROR(l.qkv->Run(*s, x_in, tokens, qkv, pad));
+    INFER_RETURN_IF_ERROR(l.qkv->Run(*s, x_in, rows, qkv, pad));
     cpu::Attention(simd_, attention, threads_);
-    INFER_RETURN_IF_ERROR(l.attn_out->Run(*s, ctx, tokens, x, pad));
-    INFER_RETURN_IF_ERROR(l.attn_norm->Run(*s, x, tokens, pad));
+    INFER_RETURN_IF_ERROR(l.attn_out->Run(*s, ctx, rows, x, pad));
+    INFER_RETURN_IF_ERROR(l.attn_norm->Run(*s, x, rows, pad));
     round();
-    INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, tokens, inter, pad));
-    INFER_RETURN_IF_ERROR(l.ffn_out->Run(*s, inter, tokens, x, pad));
-    INFER_RETURN_IF_ERROR(l.ffn_norm->Run(*s, x, tokens, pad));
+    INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, rows, inter, pad));
+    INFER_RETURN_IF_ERROR(l.ffn_out->Run(*s, inter, rows, x, pad));
+    INFER_RETURN_IF_ERROR(l.ffn_norm->Run(*s, x, rows, pad));
     if (&l != &layers_.back()) round();
   }
   cpu::Pool(x, batch.host_offsets, batch.rows, h, pooling == BertPooling::kCls, normalize, out,

@@ -21,6 +21,16 @@
 // threads. oneDNN primitives are made at load for fixed row counts
 // (models/onednn_ops.h); no primitive is made per batch.
 //
+// Batch-invariant mode (BertCpuOptions::batch_invariant): a sequence's
+// embedding is bit-identical whatever it is batched with. Every op but the
+// matmuls and LayerNorms already computes a row, or a sequence, on its own
+// in a fixed order (embedding sums, attention per sequence and head, GELU,
+// pooling). The matmuls and LayerNorms run as pieces of exactly
+// kInvariantRows rows (models/onednn_ops.h), the batch's tokens padded with
+// zero rows to a multiple of it; the padding rows are computed and never
+// read. The cost is the padding and the smaller pieces (README, "Batch
+// invariance").
+//
 // Memory: scratch comes from the context's allocator when one is given (the
 // served model), else from the heap (tests, tools); PeakBytes counts it
 // block by block, oneDNN's scratchpad included (user scratchpad mode).
@@ -48,6 +58,8 @@ namespace infer {
 struct BertCpuOptions {
   Precision precision = Precision::kFp32;  // kFp32 or kBf16
   int threads = 0;                         // 0: DefaultCpuThreads()
+  // A sequence's embedding does not depend on its batch-mates, to the bit.
+  bool batch_invariant = false;
 };
 
 class BertEncoderCpu final : public BertEncoder {
@@ -69,8 +81,12 @@ class BertEncoderCpu final : public BertEncoder {
                                             int64_t seq, bool normalize,
                                             BertPooling pooling = BertPooling::kMean) const;
 
+  // The piece of batch-invariant mode, in rows (tokens).
+  static constexpr int64_t kInvariantRows = 16;
+
   const BertConfig& config() const override { return config_; }
   Precision precision() const override { return precision_; }
+  bool batch_invariant() const { return batch_invariant_; }
   int threads() const { return threads_; }
   // The matmul kernel oneDNN chose (e.g. "brg:avx512_core_bf16") and the
   // attention kernel's instruction set, for logs.
@@ -92,6 +108,9 @@ class BertEncoderCpu final : public BertEncoder {
 
   BertEncoderCpu() = default;
   bool bf16() const { return precision_ == Precision::kBf16; }
+  // The rows the matmuls compute for a batch of `tokens` real tokens: the
+  // tokens, padded in batch-invariant mode.
+  int64_t ComputedRows(int64_t tokens) const;
   // Bytes of each scratch buffer of one Encode (0: not used). A fixed array:
   // PeakBytes runs for every candidate batch the queue plans.
   std::array<int64_t, kBuffers> ScratchBytes(int64_t tokens, int64_t longest) const;
@@ -99,6 +118,7 @@ class BertEncoderCpu final : public BertEncoder {
   BertConfig config_;
   Precision precision_ = Precision::kFp32;
   int threads_ = 1;
+  bool batch_invariant_ = false;
   cpu::SimdLevel simd_ = cpu::SimdLevel::kBaseline;
   CachingAllocator* allocator_ = nullptr;  // borrowed; may be null
   dnnl::engine engine_;

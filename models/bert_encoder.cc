@@ -135,11 +135,18 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& 
       BertCpuOptions cpu;
       cpu.precision = precision;
       cpu.threads = context.device->info().compute_threads;
+      cpu.batch_invariant = options.batch_invariant;
       INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertEncoderCpu> encoder,
                              BertEncoderCpu::Create(std::move(weights), cpu, context.allocator));
       return std::unique_ptr<BertEncoder>(std::move(encoder));
     }
     case DeviceKind::kCuda:
+      if (options.batch_invariant) {
+        // cuBLAS picks its GEMM algorithm by the row count too, and the
+        // CUDA encoder has no fixed-piece mode.
+        return absl::FailedPreconditionError(
+            "batch_invariant is a CPU mode; the CUDA encoder does not offer it");
+      }
 #if INFER_WITH_CUDA
       return BertEncoderCuda::Create(weights, context, options.graphs);
 #else

@@ -84,6 +84,9 @@ struct BertEncoderOptions {
   // Resolved for the device by LoadBertEncoder (models/precision.h).
   Precision precision = Precision::kAuto;
   BertGraphOptions graphs;
+  // A sequence's embedding is bit-identical whatever it is batched with
+  // (models/bert_cpu.h). The CPU encoder only: refused on CUDA.
+  bool batch_invariant = false;
 };
 
 class BertEncoder {

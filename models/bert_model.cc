@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "models/staged_batch.h"
+#include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -34,7 +36,10 @@ absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) 
   const std::string path = dir + "/1_Pooling/config.json";
   std::ifstream in(path);
   if (!in) return BertPooling::kMean;
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(text, path);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
   auto flag = [&](const char* key) {
     return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
   };
@@ -58,6 +63,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   BertEncoderOptions encoder_options;
   encoder_options.precision = options.precision;
   encoder_options.graphs = options.graphs;
+  encoder_options.batch_invariant = options.batch_invariant;
   INFER_ASSIGN_OR_RETURN(m->encoder_,
                          LoadBertEncoder(options.checkpoint_dir, context, encoder_options));
   INFER_ASSIGN_OR_RETURN(

@@ -46,6 +46,9 @@ struct BertModelOptions {
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert_cuda_graphs.h).
   BertGraphOptions graphs;
+  // Each embedding bit-identical whatever it is batched with (CPU only;
+  // models/bert_cpu.h).
+  bool batch_invariant = false;
 };
 
 class BertModel final : public Model {

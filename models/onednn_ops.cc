@@ -1,10 +1,15 @@
 #include "models/onednn_ops.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/status_macros.h"
 
 namespace infer::cpu {
 namespace {
@@ -59,6 +64,70 @@ absl::Status FromError(const dnnl::error& e, const std::string& what) {
       absl::StrCat(what, ": oneDNN error ", static_cast<int>(e.status), " (", e.what(), ")"));
 }
 
+// While it lives, the calling thread's OpenMP team size is one: a
+// batch-invariant op's primitive is made (and its work split planned by
+// oneDNN) for, and run by, one thread.
+class OneThreadScope {
+ public:
+  explicit OneThreadScope(bool active)
+      : saved_(active ? omp_get_max_threads() : 0) {
+    if (active) omp_set_num_threads(1);
+  }
+  ~OneThreadScope() {
+    if (saved_ > 0) omp_set_num_threads(saved_);
+  }
+  OneThreadScope(const OneThreadScope&) = delete;
+  OneThreadScope& operator=(const OneThreadScope&) = delete;
+
+ private:
+  const int saved_;
+};
+
+// One thread's slice of a batch-invariant op's scratchpad, in bytes.
+size_t ScratchpadStride(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Batch-invariant execution of `pieces` pieces: spread over the calling
+// thread's OpenMP team, each piece run by one thread alone, with that
+// thread's own oneDNN stream and slice of `scratchpad`. oneDNN runs a
+// primitive single-threaded inside a parallel region, and the primitive was
+// made for one thread, so which kernel computes a row, and how its work is
+// split, do not depend on the team size, the row's piece, or the batch.
+// (Letting oneDNN split a piece over the team instead makes a row's result
+// depend on its position in the piece: on AVX2, 4 threads splitting 64
+// rows gave rows 30, 31, 62 and 63 to a tail kernel with its own order of
+// sums.)
+template <typename Exec>
+absl::Status RunPiecesInParallel(const dnnl::engine& engine, int64_t pieces, size_t stride,
+                                 void* scratchpad, const std::string& what, Exec exec) {
+  const int team = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), pieces));
+  std::mutex mu;
+  absl::Status status;
+#pragma omp parallel num_threads(team)
+  {
+    // oneDNN's GEMM sizes its split by the thread's team size when it runs:
+    // one thread, whether or not this region is active (a team of one is
+    // not, and oneDNN would then split over the outer team).
+    const OneThreadScope one_thread(true);
+    try {
+      dnnl::stream stream(engine);
+      void* pad = static_cast<char*>(scratchpad) + stride * omp_get_thread_num();
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < pieces; ++i) exec(stream, i, pad);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (status.ok()) status = FromError(e, what);
+    }
+  }
+  return status;
+}
+
+// The row counts an op makes primitives for: PieceSizes(), or the one
+// fixed count of batch-invariant mode.
+std::vector<int64_t> OpPieceSizes(int64_t fixed_rows) {
+  return fixed_rows > 0 ? std::vector<int64_t>{fixed_rows} : PieceSizes();
+}
+
 // Calls fn(piece, first_row) for each piece of a batch of `rows` rows.
 template <typename Pieces, typename Fn>
 void ForEachPiece(const Pieces& pieces, int64_t rows, Fn fn) {
@@ -67,6 +136,12 @@ void ForEachPiece(const Pieces& pieces, int64_t rows, Fn fn) {
     fn(pieces[PieceIndex(n)], done);
     done += n;
   }
+}
+
+absl::Status CheckFixedRows(int64_t rows, int64_t fixed_rows) {
+  if (rows % fixed_rows == 0) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("batch-invariant op given ", rows, " rows, not a multiple of ", fixed_rows));
 }
 
 }  // namespace
@@ -97,6 +172,7 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::e
   std::unique_ptr<OnednnLinear> op(new OnednnLinear());
   op->options_ = o;
   op->engine_ = engine;
+  const OneThreadScope one_thread(o.fixed_rows > 0);
   try {
     // In order: y = x·W + b, then GELU, then the old y added.
     dnnl::post_ops post;
@@ -109,12 +185,13 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::e
     // The largest piece picks the weights' layout; every other piece is made
     // for that same layout, so one copy of the weights serves them all.
     dnnl::memory::desc weights_desc({o.in, o.out}, DataTypeOf(o.input), tag::any);
-    for (const int64_t rows : PieceSizes()) {
+    const std::vector<int64_t> sizes = OpPieceSizes(o.fixed_rows);
+    for (const int64_t rows : sizes) {
       const dnnl::memory::desc src({rows, o.in}, DataTypeOf(o.input), tag::ab);
       const dnnl::memory::desc dst({rows, o.out}, DataTypeOf(o.output), tag::ab);
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights_desc, bias_desc, dst),
                                             attr, engine);
-      if (rows == PieceSizes().front()) {
+      if (rows == sizes.front()) {
         weights_desc = pd.weights_desc();
         op->implementation_ = pd.impl_info_str();
       }
@@ -141,37 +218,55 @@ absl::Status OnednnLinear::Run(dnnl::stream& stream, const void* x, int64_t rows
                                void* scratchpad) const {
   const size_t in_row = options_.in * ElementBytes(options_.input);
   const size_t out_row = options_.out * ElementBytes(options_.output);
+  auto execute = [&](dnnl::stream& s, const Piece& p, int64_t done, void* scratch) {
+    dnnl::memory src(p.src, engine_,
+                     const_cast<char*>(static_cast<const char*>(x)) + done * in_row);
+    dnnl::memory dst(p.dst, engine_, static_cast<char*>(y) + done * out_row);
+    dnnl::memory pad(p.scratchpad, engine_, scratch);
+    p.primitive.execute(s, {{DNNL_ARG_SRC, src},
+                            {DNNL_ARG_WEIGHTS, weights_},
+                            {DNNL_ARG_BIAS, bias_},
+                            {DNNL_ARG_DST, dst},
+                            {DNNL_ARG_SCRATCHPAD, pad}});
+  };
+  const std::string what = absl::StrCat("matmul [", options_.in, " -> ", options_.out, "]");
+  if (const int64_t fixed = options_.fixed_rows; fixed > 0) {
+    INFER_RETURN_IF_ERROR(CheckFixedRows(rows, fixed));
+    return RunPiecesInParallel(engine_, rows / fixed, ScratchpadStride(scratchpad_bytes_),
+                               scratchpad, what, [&](dnnl::stream& s, int64_t i, void* pad) {
+                                 execute(s, pieces_[0], i * fixed, pad);
+                               });
+  }
   try {
-    ForEachPiece(pieces_, rows, [&](const Piece& p, int64_t done) {
-      dnnl::memory src(p.src, engine_,
-                       const_cast<char*>(static_cast<const char*>(x)) + done * in_row);
-      dnnl::memory dst(p.dst, engine_, static_cast<char*>(y) + done * out_row);
-      dnnl::memory pad(p.scratchpad, engine_, scratchpad);
-      p.primitive.execute(stream, {{DNNL_ARG_SRC, src},
-                                   {DNNL_ARG_WEIGHTS, weights_},
-                                   {DNNL_ARG_BIAS, bias_},
-                                   {DNNL_ARG_DST, dst},
-                                   {DNNL_ARG_SCRATCHPAD, pad}});
-    });
+    ForEachPiece(pieces_, rows,
+                 [&](const Piece& p, int64_t done) { execute(stream, p, done, scratchpad); });
     stream.wait();
   } catch (const dnnl::error& e) {
-    return FromError(e, absl::StrCat("matmul [", options_.in, " -> ", options_.out, "]"));
+    return FromError(e, what);
   }
   return absl::OkStatus();
+}
+
+size_t OnednnLinear::ScratchpadBytes(int threads) const {
+  if (options_.fixed_rows == 0) return scratchpad_bytes_;
+  return ScratchpadStride(scratchpad_bytes_) * static_cast<size_t>(std::max(threads, 1));
 }
 
 absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(const dnnl::engine& engine,
                                                                          int64_t hidden,
                                                                          float epsilon,
                                                                          const float* gamma,
-                                                                         const float* beta) {
+                                                                         const float* beta,
+                                                                         int64_t fixed_rows) {
   std::unique_ptr<OnednnLayerNorm> op(new OnednnLayerNorm());
   op->hidden_ = hidden;
+  op->fixed_rows_ = fixed_rows;
   op->engine_ = engine;
+  const OneThreadScope one_thread(fixed_rows > 0);
   try {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    for (const int64_t rows : PieceSizes()) {
+    for (const int64_t rows : OpPieceSizes(fixed_rows)) {
       const dnnl::memory::desc data({rows, hidden}, dt::f32, tag::ab);
       const dnnl::layer_normalization_forward::primitive_desc pd(
           dnnl::layer_normalization_forward::desc(
@@ -194,21 +289,36 @@ absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(const d
 
 absl::Status OnednnLayerNorm::Run(dnnl::stream& stream, float* x, int64_t rows,
                                   void* scratchpad) const {
+  auto execute = [&](dnnl::stream& s, const Piece& p, int64_t done, void* scratch) {
+    dnnl::memory data(p.data, engine_, x + done * hidden_);
+    dnnl::memory pad(p.scratchpad, engine_, scratch);
+    p.primitive.execute(s, {{DNNL_ARG_SRC, data},
+                            {DNNL_ARG_DST, data},
+                            {DNNL_ARG_SCALE, gamma_},
+                            {DNNL_ARG_SHIFT, beta_},
+                            {DNNL_ARG_SCRATCHPAD, pad}});
+  };
+  const std::string what = absl::StrCat("layer normalization [", hidden_, "]");
+  if (fixed_rows_ > 0) {
+    INFER_RETURN_IF_ERROR(CheckFixedRows(rows, fixed_rows_));
+    return RunPiecesInParallel(engine_, rows / fixed_rows_, ScratchpadStride(scratchpad_bytes_),
+                               scratchpad, what, [&](dnnl::stream& s, int64_t i, void* pad) {
+                                 execute(s, pieces_[0], i * fixed_rows_, pad);
+                               });
+  }
   try {
-    ForEachPiece(pieces_, rows, [&](const Piece& p, int64_t done) {
-      dnnl::memory data(p.data, engine_, x + done * hidden_);
-      dnnl::memory pad(p.scratchpad, engine_, scratchpad);
-      p.primitive.execute(stream, {{DNNL_ARG_SRC, data},
-                                   {DNNL_ARG_DST, data},
-                                   {DNNL_ARG_SCALE, gamma_},
-                                   {DNNL_ARG_SHIFT, beta_},
-                                   {DNNL_ARG_SCRATCHPAD, pad}});
-    });
+    ForEachPiece(pieces_, rows,
+                 [&](const Piece& p, int64_t done) { execute(stream, p, done, scratchpad); });
     stream.wait();
   } catch (const dnnl::error& e) {
-    return FromError(e, absl::StrCat("layer normalization [", hidden_, "]"));
+    return FromError(e, what);
   }
   return absl::OkStatus();
+}
+
+size_t OnednnLayerNorm::ScratchpadBytes(int threads) const {
+  if (fixed_rows_ == 0) return scratchpad_bytes_;
+  return ScratchpadStride(scratchpad_bytes_) * static_cast<size_t>(std::max(threads, 1));
 }
 
 }  // namespace infer::cpu

@@ -11,6 +11,19 @@
 // one exact tail. Every row computed is a real token; no primitive is made
 // after load.
 //
+// Batch-invariant mode (`fixed_rows` > 0 at Create): every batch runs as
+// pieces of exactly that many rows, through the one primitive made for it,
+// and the caller pads the rows to a multiple of it. oneDNN chooses its
+// kernel (and with it the order of each row's sums) by the row count and by
+// how it splits the work over threads, so with pieces of varying sizes a
+// row's result depends in its last bits on what it was computed with. In
+// this mode the primitive is made for one thread and each piece runs on one
+// thread of the caller's OpenMP team (the pieces spread over the team), so
+// the same kernel computes every row of every batch in the same way, and a
+// row's result depends on that row alone. The scratchpad then holds one
+// slice per thread (ScratchpadBytes(threads)). Small batches use fewer
+// threads: one piece, one thread.
+//
 // Memory: weights are reordered once into the layout the matmul prefers and
 // held by the op (counted by WeightBytes). Primitives use a user scratchpad:
 // the caller passes a buffer of ScratchpadBytes() (from the caching
@@ -49,6 +62,8 @@ struct LinearOptions {
   ElementType output = ElementType::kF32;
   bool gelu = false;        // erf GELU on the result (after the bias)
   bool accumulate = false;  // dst += result (the residual add) instead of dst = result
+  // > 0: batch-invariant mode, pieces of exactly this many rows (see above).
+  int64_t fixed_rows = 0;
 };
 
 // y[rows, out] (=|+=) act(x[rows, in] · W^T + b), W as [out, in].
@@ -61,10 +76,13 @@ class OnednnLinear {
                                                               const LinearOptions& options,
                                                               const float* w, const float* b);
 
+  // `rows` must be a multiple of fixed_rows in batch-invariant mode.
   absl::Status Run(dnnl::stream& stream, const void* x, int64_t rows, void* y,
                    void* scratchpad) const;
 
-  size_t ScratchpadBytes() const { return scratchpad_bytes_; }
+  // For a Run on a team of `threads` (batch-invariant mode needs a slice
+  // per thread).
+  size_t ScratchpadBytes(int threads = 1) const;
   int64_t WeightBytes() const { return weight_bytes_; }
   // oneDNN's name for the kernel of the largest piece, e.g. "brg:avx512_core".
   const std::string& implementation() const { return implementation_; }
@@ -79,7 +97,7 @@ class OnednnLinear {
 
   LinearOptions options_;
   dnnl::engine engine_;
-  std::vector<Piece> pieces_;  // in PieceSizes() order
+  std::vector<Piece> pieces_;  // in PieceSizes() order, or the one fixed piece
   dnnl::memory weights_, bias_;
   size_t scratchpad_bytes_ = 0;
   int64_t weight_bytes_ = 0;
@@ -89,14 +107,16 @@ class OnednnLinear {
 // x[rows, hidden] = LayerNorm(x) * gamma + beta, FP32, in place.
 class OnednnLayerNorm {
  public:
+  // `fixed_rows` > 0: batch-invariant mode, as for OnednnLinear.
   static absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> Create(const dnnl::engine& engine,
                                                                  int64_t hidden, float epsilon,
                                                                  const float* gamma,
-                                                                 const float* beta);
+                                                                 const float* beta,
+                                                                 int64_t fixed_rows = 0);
 
   absl::Status Run(dnnl::stream& stream, float* x, int64_t rows, void* scratchpad) const;
 
-  size_t ScratchpadBytes() const { return scratchpad_bytes_; }
+  size_t ScratchpadBytes(int threads = 1) const;
   int64_t WeightBytes() const { return 2 * hidden_ * static_cast<int64_t>(sizeof(float)); }
 
  private:
@@ -108,8 +128,9 @@ class OnednnLayerNorm {
   };
 
   int64_t hidden_ = 0;
+  int64_t fixed_rows_ = 0;
   dnnl::engine engine_;
-  std::vector<Piece> pieces_;  // in PieceSizes() order
+  std::vector<Piece> pieces_;  // in PieceSizes() order, or the one fixed piece
   dnnl::memory gamma_, beta_;
   size_t scratchpad_bytes_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "models/registry.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -65,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
                                                   const BuiltinModelOptions& options) {
   const std::string& model_dir = options.model_dir;
   static const char* const kKeys[] = {"checkpoint_dir", "normalize", "max_sequence_length",
-                                      "pooling"};
+                                      "pooling", "batch_invariant"};
   for (const auto& [key, value] : params) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -90,12 +91,15 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
     }
     o.pooling = it->second == "cls" ? BertPooling::kCls : BertPooling::kMean;
   }
-  if (auto it = params.find("normalize"); it != params.end()) {
-    if (it->second != "true" && it->second != "false") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter 'normalize' = '", it->second, "' is not true or false"));
+  for (auto [key, flag] : {std::pair{"normalize", &o.normalize},
+                           std::pair{"batch_invariant", &o.batch_invariant}}) {
+    if (auto it = params.find(key); it != params.end()) {
+      if (it->second != "true" && it->second != "false") {
+        return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' = '", it->second,
+                                                       "' is not true or false"));
+      }
+      *flag = it->second == "true";
     }
-    o.normalize = it->second == "true";
   }
   INFER_RETURN_IF_ERROR(ParseParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertModel> model, BertModel::Create(o, context));
