@@ -30,6 +30,14 @@ mkdir -p build-fuzz/artifacts
 parallel=()
 # With -jobs, libFuzzer runs workers in subprocesses logging to fuzz-N.log.
 if [ "$WORKERS" -gt 1 ]; then parallel=(-jobs="$WORKERS" -workers="$WORKERS"); fi
+# The HTTP targets take inputs of up to 1 MiB (deep and wide JSON bodies,
+# many pipelined requests) and start from a dictionary of their syntax.
+target_flags() {
+  case "$1" in
+    openai_embeddings_fuzz | rest_infer_fuzz) echo "-max_len=1048576 -dict=fuzz/json.dict" ;;
+    http_request_fuzz) echo "-max_len=1048576 -dict=fuzz/http.dict" ;;
+  esac
+}
 failed=0
 total=0
 printf '%-24s %12s %10s  %s\n' target executions exec/s result
@@ -37,9 +45,10 @@ for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t"
   out="build-fuzz/$t.log"
   rc=0
+  read -r -a flags <<<"$(target_flags "$t")"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "build-fuzz/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 "${parallel[@]}" \
+    -print_final_stats=1 "${flags[@]}" "${parallel[@]}" \
     -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/corpus/$t" "fuzz/corpus/$t" \
     >"$out" 2>&1 || rc=$?
   logs=("$out")

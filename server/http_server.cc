@@ -446,6 +446,8 @@ bool HttpServer::WaitIdle(absl::Duration timeout) {
 
 int64_t HttpServer::InFlight() const { return core_->in_flight.load(); }
 
+int64_t HttpServer::BufferedBodyBytes() const { return core_->buffered.load(); }
+
 HttpServer::~HttpServer() {
   StopAccepting();
   core_->work.reset();

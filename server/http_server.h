@@ -126,6 +126,9 @@ class HttpServer {
   bool WaitIdle(absl::Duration timeout);
   // Requests handed to the handler and not yet written.
   int64_t InFlight() const;
+  // Body bytes reserved now against max_buffered_body_bytes (bodies being
+  // read or held by requests in flight).
+  int64_t BufferedBodyBytes() const;
 
   struct Core;  // internal
 

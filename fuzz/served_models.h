@@ -1,0 +1,39 @@
+// The models the request fuzz targets serve, loaded as a model repository
+// would declare them: "ids" (embed_pool, INT64 input_ids) and "text" (a tiny
+// generated BERT with its WordPiece vocabulary: BYTES text, or INT64 ids
+// with an attention mask), both with tight request limits so that fuzzed
+// requests reach them. Each target decodes its bytes the way its front end
+// does, then hands the request to AdmitServed: the admission every request
+// passes before it is queued.
+#ifndef INFER_FUZZ_SERVED_MODELS_H_
+#define INFER_FUZZ_SERVED_MODELS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "server/engine.h"
+#include "server/memory_admission.h"
+#include "server/model_repository.h"
+
+namespace infer::fuzzing {
+
+struct Served {
+  std::unique_ptr<Engine> engine;  // serves both models (decoding looks them up)
+  // A second instance of each, with its config's batching policy and limits,
+  // for admission without queueing.
+  std::map<std::string, LoadedModel> policies;
+  MemoryAdmission memory{int64_t{1} << 30, 0};
+};
+
+// Made once per process (never freed: the fuzzer exits without tearing it
+// down).
+Served& ServedModels();
+
+// AdmitRequest on `request` under its model's policy; traps (a crash the
+// fuzzer reports) when admission lets through what its limits forbid.
+void AdmitServed(InferRequest request);
+
+}  // namespace infer::fuzzing
+
+#endif  // INFER_FUZZ_SERVED_MODELS_H_
