@@ -87,6 +87,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.backend = "bert";
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
+  m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
   m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
                      {"input_ids",
                       DataType::kInt64,

@@ -67,6 +67,9 @@ struct ModelSpec {
   // How it computes, for the load log (e.g. the kernels chosen); may be
   // empty.
   std::string implementation;
+  // Each sequence's outputs are bit-identical whatever it is batched with
+  // (e.g. the BERT encoder's batch_invariant mode); reported by ModelConfig.
+  bool batch_invariant = false;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };

@@ -110,6 +110,30 @@ TEST_F(RepositoryTest, BertCheckpointFolderIsServedWithItsParameters) {
                        "parameter 'pooling' = 'max' is not mean or cls"));
 }
 
+TEST_F(RepositoryTest, BatchInvariantIsAParameterOfTheBertBackend) {
+  BertGenOptions gen;
+  gen.config = *BertPreset("tiny");
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "inv").string(), gen), IsOk());
+  Write("inv", R"(
+    backend: "bert"
+    parameters { key: "batch_invariant" value { string_value: "true" } }
+  )");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  auto spec = (*engine)->GetModelSpec("inv");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_TRUE((*spec)->batch_invariant);
+  EXPECT_NE((*spec)->implementation.find("batch-invariant"), std::string::npos);
+  Write("inv", R"(
+    backend: "bert"
+    parameters { key: "batch_invariant" value { string_value: "yes" } }
+  )");
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "parameter 'batch_invariant' = 'yes' is not true or false"));
+}
+
 TEST_F(RepositoryTest, BatchingPolicyFields) {
   Write("m", R"(
     backend: "embed_pool"

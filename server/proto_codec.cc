@@ -243,6 +243,9 @@ void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const 
   if (!spec.precision.empty()) {
     (*proto->mutable_parameters())["precision"].set_string_value(spec.precision);
   }
+  if (spec.batch_invariant) {
+    (*proto->mutable_parameters())["batch_invariant"].set_string_value("true");
+  }
   // Inputs declared INT64 that take INT32 too (ModelInput has one data_type).
   if (const std::vector<std::string> int32_inputs = Int32InputNames(spec); !int32_inputs.empty()) {
     (*proto->mutable_parameters())["int32_accepted_inputs"].set_string_value(

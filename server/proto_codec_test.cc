@@ -213,6 +213,12 @@ TEST(ProtoCodecTest, ModelConfigInTritonsForm) {
   EXPECT_EQ(c.dynamic_batching().default_queue_policy().default_timeout_microseconds(), 250000u);
   ASSERT_EQ(c.parameters().count("precision"), 1u);
   EXPECT_EQ(c.parameters().at("precision").string_value(), "fp16");
+  EXPECT_EQ(c.parameters().count("batch_invariant"), 0u);
+  ModelSpec invariant = spec;
+  invariant.batch_invariant = true;
+  inference::ModelConfig ci;
+  ModelConfigToProto(invariant, queue, DeviceInfo{}, &ci);
+  EXPECT_EQ(ci.parameters().at("batch_invariant").string_value(), "true");
 
   // Every KServe datatype has its Triton enum value.
   for (DataType t :
