@@ -603,8 +603,8 @@ TEST(BatchQueueTest, RandomArrivalsUnderMemoryPressureNeverStarve) {
       // Mostly short sequences, sometimes a long one.
       for (int i = rng() % 4; i > 0 && !last; --i) {
         const int64_t len = rng() % 6 == 0 ? 33 + rng() % 96 : 1 + rng() % 8;
-        auto t = MakeTask(next_id++, 1 + rng() % o.max_batch_size, len,
-                          1 + rng() % o.priority_levels);
+        auto t =
+            MakeTask(next_id++, 1 + rng() % o.max_batch_size, len, 1 + rng() % o.priority_levels);
         t->real = t->rows + rng() % (t->rows * (t->len - 1) + 1);
         if (rng() % 10 == 0) t->due = clock.Now() + absl::Microseconds(rng() % 2000);
         const int id = t->id;

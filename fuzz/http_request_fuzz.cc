@@ -36,9 +36,9 @@
 namespace {
 
 void Answer(infer::HttpRequest request, infer::HttpReply reply) {
-  std::string body = absl::StrCat(request.method, " ", request.path, "?", request.query, " ",
-                                  request.headers.size(), " headers, ", request.body.size(),
-                                  " bytes");
+  std::string body =
+      absl::StrCat(request.method, " ", request.path, "?", request.query, " ",
+                   request.headers.size(), " headers, ", request.body.size(), " bytes");
   const char last = request.path.empty() ? '/' : request.path.back();
   if (last == 'd') return;  // dropped: the transport answers 500
   if (last == 't') {        // answered later, from another thread

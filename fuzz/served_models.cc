@@ -36,7 +36,8 @@ void Write(const std::filesystem::path& file, const std::string& text) {
 
 Served* Load() {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("infer_fuzz_models_" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("infer_fuzz_models_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "ids");
   Write(dir / "ids" / "config.pbtxt", kIdsConfig);

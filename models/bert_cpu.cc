@@ -75,9 +75,8 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Create(
   int64_t bytes = 0;
   auto norm =
       [&](const BertWeights::Norm& n) -> absl::StatusOr<std::unique_ptr<cpu::OnednnLayerNorm>> {
-    INFER_ASSIGN_OR_RETURN(
-        auto op, cpu::OnednnLayerNorm::Create(m->engine_, h, eps, n.gamma.data(), n.beta.data(),
-                                              fixed_rows));
+    INFER_ASSIGN_OR_RETURN(auto op, cpu::OnednnLayerNorm::Create(m->engine_, h, eps, n.gamma.data(),
+                                                                 n.beta.data(), fixed_rows));
     m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes(m->threads_));
     bytes += op->WeightBytes();
     return op;
@@ -129,9 +128,9 @@ absl::StatusOr<std::unique_ptr<BertEncoderCpu>> BertEncoderCpu::Load(const std::
 std::string BertEncoderCpu::Implementation() const {
   return absl::StrCat("matmul ", layers_.empty() ? "none" : layers_[0].qkv->implementation(),
                       ", attention ", cpu::SimdLevelName(simd_), ", ", threads_, " threads",
-                      batch_invariant_ ? absl::StrCat(", batch-invariant (pieces of ",
-                                                      kInvariantRows, " rows)")
-                                       : "");
+                      batch_invariant_
+                          ? absl::StrCat(", batch-invariant (pieces of ", kInvariantRows, " rows)")
+                          : "");
 }
 
 int64_t BertEncoderCpu::ComputedRows(int64_t tokens) const {

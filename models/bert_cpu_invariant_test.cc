@@ -79,9 +79,9 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
 
 // Sentences of 3 to 60 words, from a fixed seed.
 std::vector<std::string> Mates(int n, uint32_t seed) {
-  static const char* const kWords[] = {"the", "market", "fell",  "sharply", "on",     "tuesday",
+  static const char* const kWords[] = {"the", "market", "fell",  "sharply", "on",      "tuesday",
                                        "a",   "man",    "plays", "guitar",  "quietly", "while",
-                                       "it",  "rains",  "over",  "paris",   "again",  "today"};
+                                       "it",  "rains",  "over",  "paris",   "again",   "today"};
   std::mt19937 rng(seed);
   std::vector<std::string> out;
   for (int i = 0; i < n; ++i) {

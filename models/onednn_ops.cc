@@ -69,8 +69,7 @@ absl::Status FromError(const dnnl::error& e, const std::string& what) {
 // oneDNN) for, and run by, one thread.
 class OneThreadScope {
  public:
-  explicit OneThreadScope(bool active)
-      : saved_(active ? omp_get_max_threads() : 0) {
+  explicit OneThreadScope(bool active) : saved_(active ? omp_get_max_threads() : 0) {
     if (active) omp_set_num_threads(1);
   }
   ~OneThreadScope() {
@@ -232,10 +231,9 @@ absl::Status OnednnLinear::Run(dnnl::stream& stream, const void* x, int64_t rows
   const std::string what = absl::StrCat("matmul [", options_.in, " -> ", options_.out, "]");
   if (const int64_t fixed = options_.fixed_rows; fixed > 0) {
     INFER_RETURN_IF_ERROR(CheckFixedRows(rows, fixed));
-    return RunPiecesInParallel(engine_, rows / fixed, ScratchpadStride(scratchpad_bytes_),
-                               scratchpad, what, [&](dnnl::stream& s, int64_t i, void* pad) {
-                                 execute(s, pieces_[0], i * fixed, pad);
-                               });
+    return RunPiecesInParallel(
+        engine_, rows / fixed, ScratchpadStride(scratchpad_bytes_), scratchpad, what,
+        [&](dnnl::stream& s, int64_t i, void* pad) { execute(s, pieces_[0], i * fixed, pad); });
   }
   try {
     ForEachPiece(pieces_, rows,
@@ -252,12 +250,9 @@ size_t OnednnLinear::ScratchpadBytes(int threads) const {
   return ScratchpadStride(scratchpad_bytes_) * static_cast<size_t>(std::max(threads, 1));
 }
 
-absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(const dnnl::engine& engine,
-                                                                         int64_t hidden,
-                                                                         float epsilon,
-                                                                         const float* gamma,
-                                                                         const float* beta,
-                                                                         int64_t fixed_rows) {
+absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(
+    const dnnl::engine& engine, int64_t hidden, float epsilon, const float* gamma,
+    const float* beta, int64_t fixed_rows) {
   std::unique_ptr<OnednnLayerNorm> op(new OnednnLayerNorm());
   op->hidden_ = hidden;
   op->fixed_rows_ = fixed_rows;

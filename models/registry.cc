@@ -91,12 +91,12 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBert(const std::string& name,
     }
     o.pooling = it->second == "cls" ? BertPooling::kCls : BertPooling::kMean;
   }
-  for (auto [key, flag] : {std::pair{"normalize", &o.normalize},
-                           std::pair{"batch_invariant", &o.batch_invariant}}) {
+  for (auto [key, flag] :
+       {std::pair{"normalize", &o.normalize}, std::pair{"batch_invariant", &o.batch_invariant}}) {
     if (auto it = params.find(key); it != params.end()) {
       if (it->second != "true" && it->second != "false") {
-        return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' = '", it->second,
-                                                       "' is not true or false"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter '", key, "' = '", it->second, "' is not true or false"));
       }
       *flag = it->second == "true";
     }

@@ -17,8 +17,8 @@ using nlohmann::json;
 // stops the parser at once.
 class DepthBoundedDom {
  public:
-  DepthBoundedDom(json* root, int max_depth) : dom_(*root, /*allow_exceptions=*/false),
-                                                max_depth_(max_depth) {}
+  DepthBoundedDom(json* root, int max_depth)
+      : dom_(*root, /*allow_exceptions=*/false), max_depth_(max_depth) {}
 
   bool null() { return dom_.null(); }
   bool boolean(bool v) { return dom_.boolean(v); }

@@ -112,8 +112,8 @@ absl::Status AppendValue(const json& v, int64_t index, DataType dtype, const std
                                         DataTypeName(dtype), ")"));
     }
     if (!fits) {
-      return Invalid(what, absl::StrCat("value ", QuoteJson(v), " at index ", index, " does not fit ",
-                                        DataTypeName(dtype)));
+      return Invalid(what, absl::StrCat("value ", QuoteJson(v), " at index ", index,
+                                        " does not fit ", DataTypeName(dtype)));
     }
   } else {
     if (!v.is_number()) {
@@ -217,8 +217,7 @@ absl::StatusOr<RestInferRequest> ParseRestInferRequest(const std::string& model,
     header_bytes = static_cast<size_t>(n);
   }
   INFER_ASSIGN_OR_RETURN(
-      const json doc,
-      ParseJson(absl::string_view(body.data(), header_bytes), "the request body"));
+      const json doc, ParseJson(absl::string_view(body.data(), header_bytes), "the request body"));
   if (!doc.is_object()) return absl::InvalidArgumentError("the request body is not a JSON object");
   RestInferRequest out;
   inference::ModelInferRequest& proto = out.proto;

@@ -55,7 +55,8 @@ int64_t MemoryAdmission::AvailableLocked(const void* asking) const {
   }
   // Older first; the claimant's key breaks a tie, so the order is total.
   auto older = [](const ClaimEntry& a, const ClaimEntry& b) {
-    return a.since != b.since ? a.since < b.since : std::less<const void*>()(a.claimant, b.claimant);
+    return a.since != b.since ? a.since < b.since
+                              : std::less<const void*>()(a.claimant, b.claimant);
   };
   int64_t held = 0;
   for (const ClaimEntry& c : claims_) {

@@ -109,9 +109,7 @@ class ModelMemoryGate final : public MemoryGate {
   // that a batch in flight will return (a claim is only made while the
   // claimant cannot fit, so something is in flight or an older claimant
   // is about to launch), and that release wakes every queue.
-  void Claim(int64_t bytes, absl::Time since) override {
-    admission_->SetClaim(this, bytes, since);
-  }
+  void Claim(int64_t bytes, absl::Time since) override { admission_->SetClaim(this, bytes, since); }
 
  private:
   bool TryReserve(int64_t bytes) override { return admission_->TryReserve(bytes, this); }

@@ -1,8 +1,8 @@
 #include "server/openai_embeddings.h"
 
 #include <cstring>
-#include <vector>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -236,16 +236,14 @@ HttpResponse OpenAiError(const absl::Status& status, const char* param) {
   return {http, "application/json", DumpJson(doc)};
 }
 
-absl::StatusOr<EmbeddingsCall> DecodeEmbeddingsRequest(Engine& engine,
-                                                       const HttpRequest& request,
+absl::StatusOr<EmbeddingsCall> DecodeEmbeddingsRequest(Engine& engine, const HttpRequest& request,
                                                        const char** param) {
   *param = nullptr;
   INFER_ASSIGN_OR_RETURN(Parsed parsed, Parse(engine, request, param));
   *param = "input";
   INFER_ASSIGN_OR_RETURN(InferRequest decoded, DecodeInferRequest(engine, &parsed.proto));
   *param = nullptr;
-  return EmbeddingsCall{std::move(decoded), std::move(parsed.output), parsed.base64,
-                        parsed.tokens};
+  return EmbeddingsCall{std::move(decoded), std::move(parsed.output), parsed.base64, parsed.tokens};
 }
 
 void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply) {
