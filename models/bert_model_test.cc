@@ -18,6 +18,7 @@
 #include "models/precision.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
 #include "tests/testing/test_device.h"
 
 namespace infer {
@@ -30,15 +31,7 @@ using ::infer::testing::MiniLmDir;
 using ::infer::testing::ReadEmbeddingFixture;
 using ::infer::testing::StatusIs;
 using ::infer::testing::TestDevice;
-
-Tensor Text(const std::vector<std::string>& sentences) {
-  Tensor t;
-  t.name = "text";
-  t.dtype = DataType::kBytes;
-  t.shape = {static_cast<int64_t>(sentences.size())};
-  for (const std::string& s : sentences) AppendBytesElement(s, &t.data);
-  return t;
-}
+using ::infer::testing::TextTensor;
 
 Tensor Int64(const std::string& name, const std::vector<std::vector<int64_t>>& rows) {
   Tensor t;
@@ -332,7 +325,7 @@ TEST(BertModelGpuTest, MiniLmTextMatchesSentenceTransformers) {
   Served gpu("cuda:0", MiniLmDir());
   ASSERT_TRUE(gpu.ok());
   InferRequest r;
-  r.inputs.push_back(Text(fixture.sentences));
+  r.inputs.push_back(TextTensor(fixture.sentences));
   const std::vector<float> got = gpu.Run(r);
   ASSERT_EQ(got.size(), fixture.sentences.size() * 384);
   for (size_t i = 0; i < fixture.sentences.size(); ++i) {
@@ -353,7 +346,7 @@ class BertModelOnMiniLm : public ::testing::Test {
 
 TEST_F(BertModelOnMiniLm, TextAndTokenIdsGiveTheSameNormalisedEmbedding) {
   InferRequest text;
-  text.inputs.push_back(Text({"A man is playing a guitar.", "Hello, world!"}));
+  text.inputs.push_back(TextTensor({"A man is playing a guitar.", "Hello, world!"}));
   const std::vector<float> a = served_->Run(text);
   ASSERT_EQ(a.size(), 2u * 384);
   double norm = 0;
@@ -371,7 +364,7 @@ TEST_F(BertModelOnMiniLm, InputErrorsAreNamed) {
   EXPECT_THAT(served_->Admit(&none), StatusIs(absl::StatusCode::kInvalidArgument,
                                               "needs input 'text' (BYTES) or 'input_ids' (INT64)"));
   InferRequest both;
-  both.inputs.push_back(Text({"hi"}));
+  both.inputs.push_back(TextTensor({"hi"}));
   both.inputs.push_back(Int64("input_ids", {{0}}));
   EXPECT_THAT(served_->Admit(&both), StatusIs(absl::StatusCode::kInvalidArgument, "not both"));
   InferRequest mask_only;
@@ -381,12 +374,12 @@ TEST_F(BertModelOnMiniLm, InputErrorsAreNamed) {
   InferRequest too_long;
   std::string words;
   for (int i = 0; i < 600; ++i) words += "word ";
-  too_long.inputs.push_back(Text({words}));
+  too_long.inputs.push_back(TextTensor({words}));
   EXPECT_THAT(served_->Admit(&too_long),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "input 'text' element 0 has 602 tokens; model 'minilm' allows 512"));
   InferRequest bad_utf8;
-  bad_utf8.inputs.push_back(Text({"ok", "\xff"}));
+  bad_utf8.inputs.push_back(TextTensor({"ok", "\xff"}));
   EXPECT_THAT(served_->Admit(&bad_utf8),
               StatusIs(absl::StatusCode::kInvalidArgument, "element 1: text is not valid UTF-8"));
 }

@@ -31,15 +31,7 @@ namespace {
 
 using ::infer::testing::IsOk;
 using ::infer::testing::TestDevice;
-
-Tensor Text(const std::vector<std::string>& sentences) {
-  Tensor t;
-  t.name = "text";
-  t.dtype = DataType::kBytes;
-  t.shape = {static_cast<int64_t>(sentences.size())};
-  for (const std::string& s : sentences) AppendBytesElement(s, &t.data);
-  return t;
-}
+using ::infer::testing::TextTensor;
 
 InferRequest Request(const std::string& model, std::vector<Tensor> inputs) {
   InferRequest r;
@@ -160,9 +152,10 @@ class ModelConcurrencyTest : public ::testing::Test {
       EXPECT_THAT(m, IsOk());
       c.model = *std::move(m);
       c.requests = ids("bert");
-      c.requests.push_back(Request("bert", {Text({"hello world", "a b c d e f g h"})}));
-      c.requests.push_back(Request("bert", {Text({"caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87"})}));
-      c.requests.push_back(Request("bert", {Text({std::string(3000, 'x')})}));  // over the limit
+      c.requests.push_back(Request("bert", {TextTensor({"hello world", "a b c d e f g h"})}));
+      c.requests.push_back(Request("bert", {TextTensor({"caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87"})}));
+      c.requests.push_back(
+          Request("bert", {TextTensor({std::string(3000, 'x')})}));  // over the limit
       c.requests.push_back(
           Request("bert", {testing::Int64Matrix("input_ids", {2, 5, 6, 3, 2, 7, 3, 0}, 2),
                            testing::Int64Matrix("attention_mask", {1, 1, 1, 1, 1, 1, 1, 0}, 2)}));

@@ -32,6 +32,17 @@ inline absl::Status AnswerInt64Scalars(const std::string& name, const std::vecto
   return absl::OkStatus();
 }
 
+// The BYTES tensor "text" of shape [n] holding `sentences` (the 4-byte
+// length layout of KServe's raw contents).
+inline Tensor TextTensor(const std::vector<std::string>& sentences) {
+  Tensor t;
+  t.name = "text";
+  t.dtype = DataType::kBytes;
+  t.shape = {static_cast<int64_t>(sentences.size())};
+  for (const std::string& s : sentences) AppendBytesElement(s, &t.data);
+  return t;
+}
+
 // An INT64 tensor of shape [rows, values.size() / rows] holding `values`.
 inline Tensor Int64Matrix(std::string name, const std::vector<int64_t>& values, int64_t rows) {
   Tensor t;
