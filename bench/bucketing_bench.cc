@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "models/bert_model.h"
-#include "models/embed_pool.h"
-#include "server/engine.h"
+#include "engine/engine.h"
+#include "models/bert/bert_model.h"
+#include "models/embed_pool/embed_pool.h"
 
 namespace {
 

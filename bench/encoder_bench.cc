@@ -29,7 +29,7 @@
 #include <random>
 #include <vector>
 
-#include "models/bert_encoder.h"
+#include "models/bert/bert_encoder.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/compute_stream.h"
 #include "runtime/device.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "models/wordpiece.h"
+#include "models/text/wordpiece.h"
 
 namespace {
 

@@ -1,16 +1,16 @@
 # What `cmake --install` puts under the prefix, in two components:
 #   dev     the in-process engine as a CMake package: static libraries,
 #           headers in the source layout under include/infer (the targets
-#           put it on the include path: #include "server/engine.h"), and
+#           put it on the include path: #include "engine/engine.h"), and
 #           lib/cmake/infer/ (inferConfig.cmake, the version file, the
 #           exported targets infer::engine, infer::models, infer::batching,
 #           infer::runtime, and FindDNNL.cmake, which they need).
 #   server  the infer-server binary, its systemd unit, the script that
 #           writes the unit's configuration, and the README.
 # The libraries are the ones declared with infer_package_library()
-# (CMakeLists.txt). The gRPC front end and the model repository loader are
-# not in the package: they would bring protobuf, gRPC and the generated
-# headers into every consumer's find_package.
+# (CMakeLists.txt). The front ends of server/ (gRPC, HTTP) and the model
+# repository loader are not in the package: they would bring protobuf, gRPC
+# and the generated headers into every consumer's find_package.
 include(CMakePackageConfigHelpers)
 
 set(INFER_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/infer)
@@ -35,26 +35,21 @@ install(FILES ${PROJECT_BINARY_DIR}/cmake/inferConfig.cmake
         DESTINATION ${INFER_INSTALL_CMAKEDIR} COMPONENT dev)
 
 # --- Headers ------------------------------------------------------------------
-# Every header of runtime/, batching/ and models/ (a service may implement
-# its own infer::Model, or use the built-in ones), and the engine's own of
-# server/. Headers that include the CUDA toolkit's are left out of a build
-# without CUDA, where the libraries hold no CUDA code either. The CUDA
-# kernels' .cuh headers are internal to the libraries.
+# Every header of engine/, runtime/, batching/ and models/ (a service may
+# implement its own infer::Model, or use the built-in ones), except the
+# engine's private ones. Headers that include the CUDA toolkit's are left out
+# of a build without CUDA, where the libraries hold no CUDA code either. The
+# CUDA kernels' .cuh headers are internal to the libraries.
 set(infer_header_excludes PATTERN "testdata" EXCLUDE PATTERN "tools" EXCLUDE)
 if(NOT INFER_WITH_CUDA)
   foreach(h cuda_device.h bert_cuda.h bert_cuda_graphs.h)
     list(APPEND infer_header_excludes PATTERN ${h} EXCLUDE)
   endforeach()
 endif()
-install(DIRECTORY runtime batching models DESTINATION ${INFER_INSTALL_INCLUDEDIR}
-        COMPONENT dev FILES_MATCHING PATTERN "*.h" ${infer_header_excludes})
-# server/ also holds the gRPC front end, whose headers include generated
-# protobuf code; these are the engine's (infer_engine's sources and what
-# server/engine.h includes).
-install(FILES server/engine.h server/histogram.h server/memory_admission.h
-              server/model_stats.h server/request_admission.h server/request_limits.h
-              server/request_split.h server/serial_worker.h
-        DESTINATION ${INFER_INSTALL_INCLUDEDIR}/server COMPONENT dev)
+install(DIRECTORY runtime batching models engine DESTINATION ${INFER_INSTALL_INCLUDEDIR}
+        COMPONENT dev FILES_MATCHING PATTERN "*.h" ${infer_header_excludes}
+        PATTERN "served_model.h" EXCLUDE PATTERN "lifecycle.h" EXCLUDE
+        PATTERN "*test_util.h" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/generated/runtime/build_config.h
         DESTINATION ${INFER_INSTALL_INCLUDEDIR}/runtime COMPONENT dev)
 

@@ -1,4 +1,4 @@
-// Raw bytes from a client, as the HTTP transport (server/http_server.h)
+// Raw bytes from a client, as the HTTP transport (server/http/http_server.h)
 // reads them: the request line and headers within their limit, bodies by
 // Content-Length or chunked within theirs, Expect: 100-continue, several
 // requests on one keep-alive connection, the body budget, and the answers
@@ -31,7 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The bytes of a ModelInferRequest, as gRPC hands them to the server, through
 // everything the server does to a request before it is queued: the version,
-// the declared limits, decoding (DecodeInferRequest), then admission
-// (AdmitRequest: the limits on the decoded tensors, the model's spec,
+// the declared limits, decoding (ProtoRequestSource), then the rest of
+// admission (AdmitRequest: the model's spec,
 // tokenisation of text, sequence length and token limits, priority and
 // deadline, device memory). Whatever the bytes, each step either passes or
 // refuses with a status; nothing crashes, reads out of bounds, or allocates
@@ -14,13 +14,12 @@
 
 #include "fuzz/served_models.h"
 #include "grpc_service.pb.h"
-#include "server/grpc_decode.h"
+#include "server/kserve/proto_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  infer::fuzzing::Served& served = infer::fuzzing::ServedModels();
   inference::ModelInferRequest proto;
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
-  absl::StatusOr<infer::InferRequest> request = infer::DecodeInferRequest(*served.engine, &proto);
-  if (request.ok()) infer::fuzzing::AdmitServed(*std::move(request));
+  infer::ProtoRequestSource source(&proto);
+  (void)infer::fuzzing::AdmitServed(source);
   return 0;
 }

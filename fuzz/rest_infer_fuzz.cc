@@ -1,7 +1,8 @@
 // A KServe v2 REST inference request (POST /v2/models/{m}/infer) through
-// what the route does to it before it is queued: ParseRestInferRequest (the
-// depth-bounded JSON, tensors as JSON data or Triton's binary data
-// extension) and DecodeInferRequest, then admission. Whatever the bytes: a
+// what the route does to it before it is queued: its RestRequestSource
+// through admission (ParseRestInferRequest: the depth-bounded JSON, tensors
+// as JSON data or Triton's binary data extension; the declared limits;
+// decoding; the checks on the decoded request). Whatever the bytes: a
 // status, never a crash, a read out of bounds, deep recursion, or an
 // allocation in proportion to a declared size.
 //
@@ -17,11 +18,11 @@
 
 #include "absl/strings/string_view.h"
 #include "fuzz/served_models.h"
-#include "server/grpc_decode.h"
-#include "server/http_infer_codec.h"
+#include "server/http/http_infer_codec.h"
+#include "server/kserve/proto_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  infer::fuzzing::Served& served = infer::fuzzing::ServedModels();
+  infer::fuzzing::ServedModels();
   const absl::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t newline = input.find('\n');
   const absl::string_view header =
@@ -29,12 +30,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view body =
       newline == absl::string_view::npos ? input : input.substr(newline + 1);
   for (const char* model : {"ids", "text"}) {
-    absl::StatusOr<infer::RestInferRequest> parsed =
-        infer::ParseRestInferRequest(model, "", std::string(body), header);
-    if (!parsed.ok()) return 0;  // the same for both models
-    absl::StatusOr<infer::InferRequest> request =
-        infer::DecodeInferRequest(*served.engine, &parsed->proto);
-    if (request.ok()) infer::fuzzing::AdmitServed(*std::move(request));
+    infer::HttpRequest request;
+    request.method = "POST";
+    request.body = std::string(body);
+    if (!header.empty()) {
+      request.headers.emplace_back("inference-header-content-length", std::string(header));
+    }
+    const std::string name = model, version;
+    infer::RestInferRequest parsed;
+    infer::RestRequestSource source(name, version, &request, &parsed);
+    (void)infer::fuzzing::AdmitServed(source);
   }
   return 0;
 }

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "models/bert_gen.h"
-#include "server/request_admission.h"
+#include "engine/request_admission.h"
+#include "models/bert/bert_gen.h"
 
 namespace infer::fuzzing {
 namespace {
@@ -68,15 +68,17 @@ Served& ServedModels() {
   return *served;
 }
 
-void AdmitServed(InferRequest request) {
+absl::Status AdmitServed(RequestSource& source) {
   Served& served = ServedModels();
-  auto it = served.policies.find(request.model_name);
-  if (it == served.policies.end()) return;  // the engine answers NOT_FOUND
+  auto it = served.policies.find(source.model_name());
+  if (it == served.policies.end()) return absl::NotFoundError("not served");
   const LoadedModel& p = it->second;
   const AdmissionPolicy policy{p.model.get(), &p.batching, &p.limits, &served.memory};
+  InferRequest request;
   AdmittedRequest admitted;
   RefusalReason reason;
-  if (AdmitRequest(policy, absl::Now(), &request, &admitted, &reason).ok()) {
+  absl::Status status = AdmitRequest(policy, absl::Now(), source, &request, &admitted, &reason);
+  if (status.ok()) {
     // What the batcher is told must respect the limits admission enforces
     // (zero rows is a valid, empty request).
     if (admitted.rows < 0 || admitted.rows > p.limits.max_client_batch_size ||
@@ -84,6 +86,7 @@ void AdmitServed(InferRequest request) {
       __builtin_trap();
     }
   }
+  return status;
 }
 
 }  // namespace infer::fuzzing

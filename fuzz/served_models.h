@@ -2,9 +2,9 @@
 // would declare them: "ids" (embed_pool, INT64 input_ids) and "text" (a tiny
 // generated BERT with its WordPiece vocabulary: BYTES text, or INT64 ids
 // with an attention mask), both with tight request limits so that fuzzed
-// requests reach them. Each target decodes its bytes the way its front end
-// does, then hands the request to AdmitServed: the admission every request
-// passes before it is queued.
+// requests reach them. Each target makes the request source its front end
+// makes (engine/request_source.h) and hands it to AdmitServed: the one
+// admission pass every request makes before it is queued.
 #ifndef INFER_FUZZ_SERVED_MODELS_H_
 #define INFER_FUZZ_SERVED_MODELS_H_
 
@@ -12,9 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "server/engine.h"
-#include "server/memory_admission.h"
-#include "server/model_repository.h"
+#include "engine/engine.h"
+#include "engine/memory_admission.h"
+#include "engine/request_source.h"
+#include "server/kserve/model_repository.h"
 
 namespace infer::fuzzing {
 
@@ -30,9 +31,11 @@ struct Served {
 // down).
 Served& ServedModels();
 
-// AdmitRequest on `request` under its model's policy; traps (a crash the
-// fuzzer reports) when admission lets through what its limits forbid.
-void AdmitServed(InferRequest request);
+// AdmitRequest on `source` under its model's policy (declared limits,
+// decoding, the checks on the decoded request); traps (a crash the fuzzer
+// reports) when admission lets through what its limits forbid. The
+// refusal, or OK; NOT_FOUND for a model that is not served.
+absl::Status AdmitServed(RequestSource& source);
 
 }  // namespace infer::fuzzing
 

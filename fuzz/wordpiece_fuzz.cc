@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "models/wordpiece.h"
+#include "models/text/wordpiece.h"
 
 namespace {
 

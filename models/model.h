@@ -21,7 +21,7 @@
 // - The ModelBatch objects Prepare returns are independent of each other
 //   and of the model's const methods: a batch's stages run on pipeline
 //   threads while the next batch is prepared and new requests are admitted.
-// server/model_concurrency_test.cc holds the built-in models to this.
+// engine/model_concurrency_test.cc holds the built-in models to this.
 #ifndef INFER_MODELS_MODEL_H_
 #define INFER_MODELS_MODEL_H_
 
@@ -94,10 +94,6 @@ struct InferRequest {
   absl::Duration timeout = absl::ZeroDuration();
   // Polled while queued; true drops the request (CANCELLED). Optional.
   std::function<bool()> is_cancelled;
-  // Set by a front end that has checked the request limits on the shapes
-  // the client declared, before decoding (Engine::CheckDeclared), so that
-  // admission does not check them again (server/request_admission.h).
-  bool declared_limits_checked = false;
 };
 
 struct InferResponse {

@@ -6,9 +6,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/bert_model.h"
-#include "models/embed_pool.h"
-#include "models/identity.h"
+#include "models/bert/bert_model.h"
+#include "models/embed_pool/embed_pool.h"
+#include "models/identity/identity.h"
 #include "runtime/status_macros.h"
 
 namespace infer {

@@ -10,7 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "models/bert_encoder.h"
+#include "models/bert/bert_encoder.h"
 #include "models/model.h"
 #include "models/precision.h"
 #include "runtime/device_context.h"

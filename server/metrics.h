@@ -1,6 +1,6 @@
 // Prometheus metrics of an Engine in the text exposition format (built as
 // prometheus-cpp MetricFamily values and written by its TextSerializer),
-// served on GET /metrics (by the REST front end, server/http_routes.h, and
+// served on GET /metrics (by the REST front end, server/http/http_routes.h, and
 // by MetricsServer on a port of its own), and the periodic tail-latency
 // summary the server writes to its log.
 //
@@ -35,9 +35,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/engine.h"
 #include "runtime/nvml_telemetry.h"
-#include "server/engine.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace infer {
 
@@ -50,7 +50,7 @@ std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu = nullp
 HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
 
 // GET (or HEAD) /metrics on a port of its own (Triton's 8002), on an
-// HttpServer (server/http_server.h): 200 and the metrics; other paths 404,
+// HttpServer (server/http/http_server.h): 200 and the metrics; other paths 404,
 // other methods 405. A client has 5 s to send its request; at most 64
 // connections at once.
 class MetricsServer {

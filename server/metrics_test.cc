@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "bench/loadgen/prometheus_text.h"
-#include "models/embed_pool.h"
+#include "models/embed_pool/embed_pool.h"
 #include "runtime/nvml_telemetry.h"
 #include "server/gpu_metrics.h"
 #include "tests/testing/status_matchers.h"

@@ -16,7 +16,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
-#include "models/bert_gen.h"
+#include "models/bert/bert_gen.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "engine/engine.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
-#include "server/engine.h"
-#include "server/grpc_server.h"
+#include "server/grpc/grpc_server.h"
 #include "server/metrics.h"
 #include "tests/testing/kserve.h"
 #include "tests/testing/status_matchers.h"

@@ -13,7 +13,7 @@
 
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
-#include "models/embed_pool.h"
+#include "models/embed_pool/embed_pool.h"
 #include "tests/testing/float_tolerance.h"
 #include "tests/testing/kserve.h"
 #include "tests/testing/server_process.h"

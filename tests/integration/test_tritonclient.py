@@ -64,7 +64,7 @@ MASK64 = (1 << 64) - 1
 
 
 def splitmix_uniform(state, n, scale):
-    """n values uniform in [-scale, scale), exactly as models/embed_pool.cc."""
+    """n values uniform in [-scale, scale), exactly as models/embed_pool/embed_pool.cc."""
     out = np.empty(n, dtype=np.float32)
     for i in range(n):
         state = (state + 0x9E3779B97F4A7C15) & MASK64

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/embed_pool.h"
+#include "models/embed_pool/embed_pool.h"
 
 namespace infer::testing {
 

@@ -1,0 +1,206 @@
+// Test doubles and helpers shared by the engine's tests (engine_test.cc,
+// engine_scheduling_test.cc, engine_limits_stats_test.cc): a model that
+// fails on demand, a probe model that records its batches, request
+// builders and a CPU engine. Test-only.
+#ifndef INFER_ENGINE_ENGINE_TEST_UTIL_H_
+#define INFER_ENGINE_ENGINE_TEST_UTIL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "models/embed_pool/embed_pool.h"
+#include "models/identity/identity.h"
+#include "tests/testing/notification.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
+
+namespace infer {
+namespace testing_engine {
+
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+
+inline InferRequest Ids(const std::string& model, std::vector<int64_t> ids, int64_t rows = 1) {
+  InferRequest r;
+  r.model_name = model;
+  r.inputs.push_back(testing::Int64Matrix("input_ids", ids, rows));
+  return r;
+}
+
+// A host-only model that fails its first `failures` batches, then answers
+// each request with its batch size (twice, as "rows" and "unused").
+class FlakyModel final : public Model {
+ public:
+  explicit FlakyModel(int failures) : failures_(failures) {
+    spec_.name = "flaky";
+    spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
+    spec_.outputs = {{"rows", DataType::kInt64, {-1}}, {"unused", DataType::kInt64, {-1}}};
+  }
+  const ModelSpec& spec() const override { return spec_; }
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override {
+    if (throw_next_.exchange(false)) throw std::runtime_error("simulated exception");
+    auto batch = std::make_unique<Batch>();
+    batch->fail = failures_-- > 0;
+    batch->lost = &lost_;
+    for (const InferRequest* r : requests) batch->rows.push_back(RequestBatchSize(*r));
+    return std::unique_ptr<ModelBatch>(std::move(batch));
+  }
+  void ThrowNext() { throw_next_ = true; }
+  // From now on every Compute fails as on a GPU after a sticky error.
+  void LoseDevice() { lost_ = true; }
+
+ private:
+  struct Batch final : ModelBatch {
+    bool fail = false;
+    const std::atomic<bool>* lost = nullptr;
+    std::vector<int64_t> rows;
+    absl::Status Upload(Stream*) override { return absl::OkStatus(); }
+    absl::Status Compute(Stream*) override {
+      if (*lost) return DeviceLostError("simulated cudaErrorIllegalAddress");
+      return fail ? absl::InternalError("simulated kernel failure") : absl::OkStatus();
+    }
+    absl::Status Download(Stream*) override { return absl::OkStatus(); }
+    absl::Status Finish(absl::Span<InferResponse* const> responses) override {
+      for (size_t i = 0; i < responses.size(); ++i) {
+        for (const char* name : {"rows", "unused"}) {
+          responses[i]->outputs.push_back(testing::Int64Scalar(name, rows[i]));
+        }
+      }
+      return absl::OkStatus();
+    }
+  };
+
+  ModelSpec spec_;
+  int failures_;
+  std::atomic<bool> throw_next_{false};
+  std::atomic<bool> lost_{false};
+};
+
+// A host-only model for scheduling tests: answers each request with its
+// batch size, and can be told to be slow, to run out of memory above a row
+// count, and to declare a memory model. Records the order in which requests
+// (by id) ran, and the most memory its batches held at once.
+class ProbeModel final : public Model {
+ public:
+  struct Options {
+    absl::Duration compute_time = absl::ZeroDuration();
+    int64_t oom_above_rows = 0;  // 0: never
+    int64_t bytes_per_row = 0;   // PeakBytes; 0: no memory model
+    std::string name = "probe";
+  };
+  explicit ProbeModel(Options o) : o_(o) {
+    spec_.name = o_.name;
+    spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
+    spec_.outputs = {{"rows", DataType::kInt64, {-1}}};
+  }
+  const ModelSpec& spec() const override { return spec_; }
+  int64_t PeakBytes(const BatchShape& shape) const override {
+    return shape.rows * o_.bytes_per_row;
+  }
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override {
+    auto batch = std::make_unique<Batch>(this);
+    for (const InferRequest* r : requests) {
+      batch->rows.push_back(RequestBatchSize(*r));
+      std::lock_guard<std::mutex> lock(mu_);
+      order_.push_back(r->id);
+    }
+    return std::unique_ptr<ModelBatch>(std::move(batch));
+  }
+  std::vector<std::string> order() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order_;
+  }
+  int64_t max_held_bytes() const { return max_held_; }
+
+ private:
+  struct Batch final : ModelBatch {
+    explicit Batch(ProbeModel* m) : model(m) {}
+    ~Batch() override { model->held_ -= held; }
+    ProbeModel* model;
+    std::vector<int64_t> rows;
+    int64_t held = 0;
+    absl::Status Upload(Stream*) override {
+      int64_t total = 0;
+      for (int64_t r : rows) total += r;
+      held = total * model->o_.bytes_per_row;
+      const int64_t now = model->held_ += held;
+      int64_t prev = model->max_held_.load();
+      while (now > prev && !model->max_held_.compare_exchange_weak(prev, now)) {
+      }
+      if (model->o_.oom_above_rows > 0 && total > model->o_.oom_above_rows) {
+        return absl::ResourceExhaustedError("simulated out of memory");
+      }
+      return absl::OkStatus();
+    }
+    absl::Status Compute(Stream*) override {
+      absl::SleepFor(model->o_.compute_time);
+      return absl::OkStatus();
+    }
+    absl::Status Download(Stream*) override { return absl::OkStatus(); }
+    absl::Status Finish(absl::Span<InferResponse* const> responses) override {
+      return testing::AnswerInt64Scalars("rows", rows, responses);
+    }
+  };
+
+  const Options o_;
+  ModelSpec spec_;
+  mutable std::mutex mu_;
+  std::vector<std::string> order_;
+  std::atomic<int64_t> held_{0};
+  std::atomic<int64_t> max_held_{0};
+};
+
+inline InferRequest Probe(const std::string& id, int64_t rows = 1, int64_t len = 3) {
+  InferRequest r = testing::IdsRequest("probe", rows, len);
+  r.id = id;
+  return r;
+}
+
+inline std::unique_ptr<Engine> CpuEngine(int max_in_flight = 3) {
+  EngineOptions o;
+  o.device = "cpu";
+  o.pipeline.max_in_flight = max_in_flight;
+  auto engine = Engine::Create(o);
+  EXPECT_TRUE(engine.ok());
+  return *std::move(engine);
+}
+
+inline QueueOptions Batching(int64_t max_batch, absl::Duration delay, int64_t max_queue = 1024) {
+  QueueOptions q;
+  q.max_batch_size = max_batch;
+  q.max_queue_delay = delay;
+  q.max_queue_size = max_queue;
+  return q;
+}
+
+// Collects results of asynchronous submits.
+struct Results {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, absl::Status> status;
+  Engine::DoneCallback For(const std::string& id) {
+    return [this, id](absl::StatusOr<InferResponse> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      status[id] = r.status();
+      cv.notify_all();
+    };
+  }
+  bool WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(30), [&] { return status.size() >= n; });
+  }
+};
+
+}  // namespace testing_engine
+}  // namespace infer
+
+#endif  // INFER_ENGINE_ENGINE_TEST_UTIL_H_

@@ -1,0 +1,372 @@
+#include "models/bert/bert_cpu_kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+namespace infer::cpu {
+namespace {
+
+// Vectors of W floats (GCC vector extensions): 16 is one AVX-512 register, 8
+// one AVX2 register, 4 one SSE register. Each instruction set gets its native
+// width; GCC lowers wider vectors through the stack.
+template <int W>
+struct Simd;
+template <>
+struct Simd<16> {
+  typedef float F __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+};
+template <>
+struct Simd<8> {
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+};
+template <>
+struct Simd<4> {
+  typedef float F __attribute__((vector_size(16)));
+  typedef int32_t I __attribute__((vector_size(16)));
+};
+
+// Head sizes and sequence lengths are padded to multiples of 16 in scratch,
+// whatever the vector width, so the scratch layout is one for every width.
+constexpr int64_t kPad = 16;
+// Queries whose scores one pass over the keys computes (4 accumulators).
+constexpr int kQueryBlock = 4;
+// Queries per work item: items are (sequence, head, up to this many
+// queries), so one long sequence still spreads over every thread.
+constexpr int64_t kQueryChunk = 64;
+
+#define INFER_INLINE inline __attribute__((always_inline))
+
+template <typename V>
+INFER_INLINE V Load(const float* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename V>
+INFER_INLINE void Store(float* p, V v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+// For constants (folded); hot loops multiply by a scalar directly, which
+// compiles to one broadcast.
+template <typename V>
+INFER_INLINE V Splat(float x) {
+  return V{} + x;
+}
+INFER_INLINE int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// e^x for x <= 0 (softmax after subtracting the row maximum), within 2 ulp:
+// x = n ln2 + r with |r| <= ln2 / 2, e^r by its degree-6 Taylor polynomial
+// (remainder below 1.2e-7 relative), 2^n from the exponent bits. Below -87
+// the result is flushed to e^-87.
+template <int W>
+INFER_INLINE typename Simd<W>::F ExpNonPositive(typename Simd<W>::F x) {
+  using F = typename Simd<W>::F;
+  using I = typename Simd<W>::I;
+  x = x < Splat<F>(-87.0f) ? Splat<F>(-87.0f) : x;
+  const F t = x * 1.44269504088896341f;
+  const I n = __builtin_convertvector(t - 0.5f, I);  // nearest, as t <= 0
+  const F nf = __builtin_convertvector(n, F);
+  F r = x - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  F p = Splat<F>(1.0f / 720);
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const I bits = (n + 127) << 23;
+  F scale;
+  __builtin_memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+template <int W>
+INFER_INLINE float HorizontalMax(typename Simd<W>::F v) {
+  float m = v[0];
+  for (int i = 1; i < W; ++i) m = std::max(m, v[i]);
+  return m;
+}
+template <int W>
+INFER_INLINE float HorizontalSum(typename Simd<W>::F v) {
+  float s = 0;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+}
+
+INFER_INLINE uint16_t Bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// One work item: queries [q_begin, q_end) of one head of one sequence.
+struct Item {
+  int64_t offset;  // the sequence's first token row
+  int64_t length;  // its tokens
+  int64_t head;
+  int64_t q_begin, q_end;
+};
+
+// Per-thread scratch for sequences of up to `lp` tokens (a multiple of 16):
+//   kt [head_dim][lp]  keys, transposed   v [lp][head_dim rounded up to 16]
+//   s  [kQueryBlock][lp] scores → weights q [kQueryBlock][head_dim]
+int64_t ScratchFloats(int64_t lp, int64_t head_dim) {
+  return head_dim * lp + lp * RoundUp(head_dim, kPad) + kQueryBlock * lp + kQueryBlock * head_dim;
+}
+
+// The attention of one work item, with vectors of W floats, for head sizes
+// of up to N16 * 16.
+template <int W, int N16>
+INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scratch) {
+  using F = typename Simd<W>::F;
+  constexpr int64_t kDhPadded = N16 * kPad;
+  constexpr int kNv = static_cast<int>(kDhPadded / W);  // vectors per value row
+  // Queries whose outputs one pass over the values accumulates: at most 8
+  // vectors of accumulators, so they stay in registers.
+  constexpr int kOutBlock = kNv <= 2 ? 4 : kNv <= 4 ? 2 : 1;
+  const int64_t dh = a.hidden / a.heads;
+  const int64_t len = it.length, lp = RoundUp(len, kPad);
+  const int64_t stride = 3 * a.hidden;
+  const float* base = a.qkv + it.offset * stride + it.head * dh;
+  float* kt = scratch;
+  float* v = kt + dh * lp;
+  float* s = v + lp * kDhPadded;
+  float* q = s + kQueryBlock * lp;
+
+  for (int64_t j = 0; j < len; ++j) {
+    const float* key = base + j * stride + a.hidden;
+    for (int64_t d = 0; d < dh; ++d) kt[d * lp + j] = key[d];
+    float* vrow = v + j * kDhPadded;
+    std::memcpy(vrow, base + j * stride + 2 * a.hidden, dh * sizeof(float));
+    std::fill(vrow + dh, vrow + kDhPadded, 0.0f);
+  }
+  for (int64_t d = 0; d < dh; ++d) std::fill(kt + d * lp + len, kt + (d + 1) * lp, 0.0f);
+
+  for (int64_t i0 = it.q_begin; i0 < it.q_end; i0 += kQueryBlock) {
+    const int nq = static_cast<int>(std::min<int64_t>(kQueryBlock, it.q_end - i0));
+    for (int qi = 0; qi < kQueryBlock; ++qi) {
+      const float* row = base + (i0 + qi) * stride;
+      for (int64_t d = 0; d < dh; ++d) q[qi * dh + d] = qi < nq ? row[d] * a.scale : 0.0f;
+    }
+    // Scores: s[qi][j] = q_qi · k_j, W keys at a time.
+    for (int64_t j0 = 0; j0 < lp; j0 += W) {
+      F acc[kQueryBlock] = {};
+      for (int64_t d = 0; d < dh; ++d) {
+        const F k = Load<F>(kt + d * lp + j0);
+#pragma GCC unroll 4
+        for (int qi = 0; qi < kQueryBlock; ++qi) acc[qi] += q[qi * dh + d] * k;
+      }
+#pragma GCC unroll 4
+      for (int qi = 0; qi < kQueryBlock; ++qi) Store(s + qi * lp + j0, acc[qi]);
+    }
+    // Softmax over the sequence's keys. Keys past its end score -inf, whose
+    // weight (flushed to e^-87) is 1e-38 of the row's sum at most, and the
+    // weighted sum below does not read them.
+    float inv_sum[kQueryBlock];
+    for (int qi = 0; qi < nq; ++qi) {
+      float* row = s + qi * lp;
+      std::fill(row + len, row + lp, -std::numeric_limits<float>::infinity());
+      F mx = Load<F>(row);
+      for (int64_t j0 = W; j0 < lp; j0 += W) {
+        const F x = Load<F>(row + j0);
+        mx = x > mx ? x : mx;
+      }
+      const float m = HorizontalMax<W>(mx);
+      F sum = {};
+      for (int64_t j0 = 0; j0 < lp; j0 += W) {
+        const F e = ExpNonPositive<W>(Load<F>(row + j0) - m);
+        Store(row + j0, e);
+        sum += e;
+      }
+      inv_sum[qi] = 1.0f / HorizontalSum<W>(sum);
+    }
+    // Weighted sum of the values, kOutBlock queries per pass.
+    for (int qb = 0; qb < nq; qb += kOutBlock) {
+      F out[kOutBlock][kNv] = {};
+      for (int64_t j = 0; j < len; ++j) {
+        F vv[kNv];
+#pragma GCC unroll 16
+        for (int c = 0; c < kNv; ++c) vv[c] = Load<F>(v + j * kDhPadded + c * W);
+#pragma GCC unroll 4
+        for (int qi = 0; qi < kOutBlock; ++qi) {
+          const float p = s[(qb + qi) * lp + j];
+#pragma GCC unroll 16
+          for (int c = 0; c < kNv; ++c) out[qi][c] += p * vv[c];
+        }
+      }
+      for (int qi = 0; qi < kOutBlock && qb + qi < nq; ++qi) {
+        float result[kDhPadded];
+        for (int c = 0; c < kNv; ++c) Store(result + c * W, out[qi][c] * inv_sum[qb + qi]);
+        const int64_t t = it.offset + i0 + qb + qi;
+        if (a.context_bf16) {
+          uint16_t* dst = static_cast<uint16_t*>(a.context) + t * a.hidden + it.head * dh;
+          for (int64_t d = 0; d < dh; ++d) dst[d] = Bf16(result[d]);
+        } else {
+          float* dst = static_cast<float*>(a.context) + t * a.hidden + it.head * dh;
+          std::memcpy(dst, result, dh * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+template <int W>
+INFER_INLINE void AttendAnyWidth(const Item& it, const AttentionArgs& a, float* scratch) {
+  switch ((a.hidden / a.heads + kPad - 1) / kPad) {
+    case 1:
+      return AttendItem<W, 1>(it, a, scratch);
+    case 2:
+      return AttendItem<W, 2>(it, a, scratch);
+    case 3:
+      return AttendItem<W, 3>(it, a, scratch);
+    case 4:
+      return AttendItem<W, 4>(it, a, scratch);
+    case 5:
+      return AttendItem<W, 5>(it, a, scratch);
+    case 6:
+      return AttendItem<W, 6>(it, a, scratch);
+    case 7:
+      return AttendItem<W, 7>(it, a, scratch);
+    case 8:
+      return AttendItem<W, 8>(it, a, scratch);
+    default:
+      return;  // refused at load (kMaxHeadDim)
+  }
+}
+
+// The same code for three instruction sets. The parallel loop stays outside
+// these: GCC outlines an OpenMP region before inlining, so a region inside a
+// target-specific function would be compiled for the baseline.
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2"))) void AttendAvx512(
+    const Item& it, const AttentionArgs& a, float* scratch) {
+  AttendAnyWidth<16>(it, a, scratch);
+}
+__attribute__((target("avx2,fma,bmi,bmi2"))) void AttendAvx2(const Item& it, const AttentionArgs& a,
+                                                             float* scratch) {
+  AttendAnyWidth<8>(it, a, scratch);
+}
+void AttendBaseline(const Item& it, const AttentionArgs& a, float* scratch) {
+  AttendAnyWidth<4>(it, a, scratch);
+}
+
+bool IsaIncludes(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
+  const auto i = static_cast<unsigned>(isa), p = static_cast<unsigned>(part);
+  return (i & p) == p;
+}
+
+}  // namespace
+
+SimdLevel DetectSimdLevel() {
+  __builtin_cpu_init();
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (IsaIncludes(isa, dnnl::cpu_isa::avx512_core) && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma")) {
+    return SimdLevel::kAvx512;
+  }
+  if (IsaIncludes(isa, dnnl::cpu_isa::avx2) && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma")) {
+    return SimdLevel::kAvx2;
+  }
+  return SimdLevel::kBaseline;
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return "avx512";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kBaseline:
+      return "x86-64 baseline";
+  }
+  return "?";
+}
+
+int64_t AttentionScratchFloats(int64_t longest, int64_t head_dim) {
+  return ScratchFloats(RoundUp(std::max<int64_t>(longest, 1), kPad), head_dim);
+}
+
+void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
+  std::vector<Item> items;
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t offset = a.offsets[r], length = a.offsets[r + 1] - offset;
+    for (int64_t h = 0; h < a.heads; ++h) {
+      for (int64_t q = 0; q < length; q += kQueryChunk) {
+        items.push_back({offset, length, h, q, std::min(length, q + kQueryChunk)});
+      }
+    }
+  }
+  // Longest sequences first, so the dynamic schedule ends evenly.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& x, const Item& y) { return x.length > y.length; });
+  void (*attend)(const Item&, const AttentionArgs&, float*) =
+      level == SimdLevel::kAvx512 ? AttendAvx512
+      : level == SimdLevel::kAvx2 ? AttendAvx2
+                                  : AttendBaseline;
+  const int64_t per_thread = AttentionScratchFloats(a.longest, a.hidden / a.heads);
+  const int64_t n = static_cast<int64_t>(items.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) {
+    attend(items[i], a, a.scratch + omp_get_thread_num() * per_thread);
+  }
+}
+
+void EmbeddingSum(const int32_t* ids, const int32_t* positions, int64_t tokens, int64_t hidden,
+                  const float* word, const float* position, const float* token_type, float* x,
+                  int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* w = word + static_cast<int64_t>(ids[t]) * hidden;
+    const float* p = position + static_cast<int64_t>(positions[t]) * hidden;
+    float* out = x + t * hidden;
+    for (int64_t i = 0; i < hidden; ++i) out[i] = w[i] + p[i] + token_type[i];
+  }
+}
+
+void Pool(const float* x, const int32_t* offsets, int64_t rows, int64_t hidden, bool first,
+          bool normalize, float* out, int threads) {
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * hidden;
+    std::fill(o, o + hidden, 0.0f);
+    const int64_t begin = offsets[r],
+                  end = first ? std::min<int64_t>(begin + 1, offsets[r + 1]) : offsets[r + 1];
+    for (int64_t t = begin; t < end; ++t) {
+      const float* row = x + t * hidden;
+      for (int64_t i = 0; i < hidden; ++i) o[i] += row[i];
+    }
+    const float inv_count = end > begin ? 1.0f / static_cast<float>(end - begin) : 0.0f;
+    double norm = 0;
+    for (int64_t i = 0; i < hidden; ++i) {
+      o[i] *= inv_count;
+      norm += double{o[i]} * o[i];
+    }
+    if (normalize && norm > 0) {
+      const float inv = static_cast<float>(1.0 / std::sqrt(norm));
+      for (int64_t i = 0; i < hidden; ++i) o[i] *= inv;
+    }
+  }
+}
+
+void ToBf16(const float* in, int64_t n, uint16_t* out, int threads) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < end; ++i) out[i] = Bf16(in[i]);
+  }
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,239 @@
+#include "models/bert/bert_cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "models/bert/bert_cuda_graphs.h"
+#include "models/bert/bert_cuda_kernels.cuh"
+#include "models/half.h"
+#include "models/packed_attention_cuda.cuh"
+#include "runtime/cuda_device.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+namespace {
+
+// Host copies that must stay alive until the weights stream has passed them.
+class Uploader {
+ public:
+  Uploader(const DeviceContext& context, Stream* stream) : context_(context), stream_(stream) {}
+
+  absl::StatusOr<DeviceBuffer> Half(const std::vector<float>& v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = FloatToHalf(v[i]);
+    halves_.push_back(std::move(h));
+    return Copy(halves_.back().data(), halves_.back().size() * sizeof(uint16_t));
+  }
+  absl::StatusOr<DeviceBuffer> Float(const std::vector<float>& v) {
+    return Copy(v.data(), v.size() * sizeof(float));
+  }
+  absl::StatusOr<DeviceBuffer> FloatOwned(std::vector<float> v) {
+    floats_.push_back(std::move(v));
+    return Float(floats_.back());
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  absl::StatusOr<DeviceBuffer> Copy(const void* host, size_t bytes) {
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer b,
+                           DeviceBuffer::Allocate(context_.allocator, bytes, stream_));
+    INFER_RETURN_IF_ERROR(context_.device->CopyToDevice(b.get(), host, bytes, stream_));
+    bytes_ += CachingAllocator::BlockBytes(static_cast<int64_t>(bytes));
+    return b;
+  }
+
+  const DeviceContext& context_;
+  Stream* const stream_;
+  std::vector<std::vector<uint16_t>> halves_;
+  std::vector<std::vector<float>> floats_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(
+    const BertWeights& w, const DeviceContext& context, const BertGraphOptions& graphs) {
+  const BertConfig& c = w.config;
+  const int64_t head_dim = c.hidden_size / c.num_attention_heads;
+  if (!cuda::PackedAttentionSupports(head_dim) || c.hidden_size > cuda::kMaxLayerNormHidden) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CUDA encoder handles head sizes 32, 64 and 128 and hidden sizes up to ",
+                     cuda::kMaxLayerNormHidden, "; this model has head size ", head_dim,
+                     " and hidden size ", c.hidden_size));
+  }
+  std::unique_ptr<BertEncoderCuda> m(new BertEncoderCuda(context));
+  m->config_ = c;
+  INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream(StreamKind::kCopy));
+  Uploader up(context, m->weights_stream_.get());
+  auto linear = [&](const BertWeights::Linear& l, Linear* out) -> absl::Status {
+    out->out = l.out;
+    out->in = l.in;
+    INFER_ASSIGN_OR_RETURN(out->w, up.Half(l.w));
+    INFER_ASSIGN_OR_RETURN(out->b, up.Float(l.b));
+    return absl::OkStatus();
+  };
+  auto norm = [&](const BertWeights::Norm& n, Norm* out) -> absl::Status {
+    INFER_ASSIGN_OR_RETURN(out->gamma, up.Float(n.gamma));
+    INFER_ASSIGN_OR_RETURN(out->beta, up.Float(n.beta));
+    return absl::OkStatus();
+  };
+  INFER_ASSIGN_OR_RETURN(m->word_, up.Half(w.word));
+  INFER_ASSIGN_OR_RETURN(m->position_, up.Half(w.position));
+  INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type));
+  INFER_RETURN_IF_ERROR(norm(w.embed_norm, &m->embed_norm_));
+  m->layers_.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const BertWeights::Layer& src = w.layers[i];
+    Layer& dst = m->layers_[i];
+    dst.qkv.out = 3 * c.hidden_size;
+    dst.qkv.in = c.hidden_size;
+    BertWeights::Linear qkv = FusedQkv(src);
+    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(qkv.w));
+    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.FloatOwned(std::move(qkv.b)));
+    INFER_RETURN_IF_ERROR(linear(src.attn_out, &dst.attn_out));
+    INFER_RETURN_IF_ERROR(linear(src.ffn_in, &dst.ffn_in));
+    INFER_RETURN_IF_ERROR(linear(src.ffn_out, &dst.ffn_out));
+    INFER_RETURN_IF_ERROR(norm(src.attn_norm, &dst.attn_norm));
+    INFER_RETURN_IF_ERROR(norm(src.ffn_norm, &dst.ffn_norm));
+  }
+  // The host copies die with `up`: wait for the uploads.
+  INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(m->weights_stream_.get()));
+  m->weight_bytes_ = up.bytes();
+  if (graphs.enabled) {
+    const BertCudaGraphs::Shape shape{
+        c.hidden_size, std::max(3 * c.hidden_size, c.intermediate_size), c.max_position_embeddings};
+    const BertEncoderCuda* self = m.get();  // the graphs die first (declared last)
+    INFER_ASSIGN_OR_RETURN(
+        m->graphs_, BertCudaGraphs::Create(context, graphs, shape,
+                                           [self](Stream* stream, const PackedSequencesView& batch,
+                                                  const BertCudaGraphs::Scratch& scratch,
+                                                  BertPooling pooling, bool normalize, float* out) {
+                                             return self->Forward(stream, batch, scratch, pooling,
+                                                                  normalize, out);
+                                           }));
+  }
+  return std::unique_ptr<BertEncoder>(std::move(m));
+}
+
+std::string BertEncoderCuda::Implementation() const {
+  std::string s = "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (mma)";
+  if (graphs_ != nullptr) {
+    absl::StrAppend(&s, ", CUDA graphs for batches of up to ", graphs_->max_tokens(), " tokens");
+  }
+  return s;
+}
+
+int64_t BertEncoderCuda::ResidentBytes() const { return graphs_ != nullptr ? graphs_->Bytes() : 0; }
+
+// Encode's scratch, by allocator block, over the batch's real tokens (none
+// for a batch a graph replays): x and
+// ctx ([tokens, hidden] FP16) and the work buffer (the fused QKV projection,
+// then the FFN intermediate: [tokens, max(3 * hidden, intermediate)] FP16).
+// The packed ids, positions and offsets are the batch's upload (BertModel
+// counts them); the cuBLAS workspace belongs to the compute stream
+// (runtime/compute_stream.h), outside every batch.
+int64_t BertEncoderCuda::PeakBytes(const BatchShape& shape) const {
+  const int64_t tokens = shape.tokens, half = 2;
+  if (tokens == 0) return 0;
+  // A batch a graph replays computes in the graphs' resident buffers.
+  if (graphs_ != nullptr && graphs_->Covers(shape.rows, tokens)) return 0;
+  const int64_t work_cols = std::max(3 * config_.hidden_size, config_.intermediate_size);
+  return 2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
+         CachingAllocator::BlockBytes(tokens * work_cols * half);
+}
+
+// y[rows, out] = x[rows, in] · W^T (row-major FP16; W stored [out, in]). In
+// cuBLAS's column-major terms: y^T = W · x^T, i.e. op(A) = W^T-as-stored.
+absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l,
+                                   void* y) const {
+  const float alpha = 1.0f, beta = 0.0f;
+  return CublasStatus(
+      cublasGemmEx(NativeCublasHandle(stream), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out),
+                   static_cast<int>(rows), static_cast<int>(l.in), &alpha, l.w.get(), CUDA_R_16F,
+                   static_cast<int>(l.in), x, CUDA_R_16F, static_cast<int>(l.in), &beta, y,
+                   CUDA_R_16F, static_cast<int>(l.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (FP16)");
+}
+
+absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
+                                     BertPooling pooling, bool normalize, float* out) const {
+  const BertConfig& c = config_;
+  const int64_t rows = packed.rows, tokens = packed.tokens, h = c.hidden_size;
+  if (rows == 0) return absl::OkStatus();
+  if (NativeCublasHandle(stream) == nullptr) {
+    return absl::FailedPreconditionError("the CUDA encoder runs on a compute stream");
+  }
+  if (tokens == 0) {  // every sequence empty: zero vectors
+    INFER_RETURN_IF_CUDA_ERROR(
+        cudaMemsetAsync(out, 0, rows * h * sizeof(float), NativeCudaStream(stream)),
+        "cudaMemsetAsync");
+    return absl::OkStatus();
+  }
+  if (graphs_ != nullptr && graphs_->Covers(rows, tokens)) {
+    return graphs_->Run(stream, packed, pooling, normalize, out);
+  }
+  const int64_t work_cols = std::max(3 * h, c.intermediate_size);
+  if (tokens > (int64_t{1} << 31) / work_cols) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
+  }
+  CachingAllocator* alloc = context_.allocator;
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer work,
+                         DeviceBuffer::Allocate(alloc, tokens * work_cols * 2, stream));
+  return Forward(stream, packed, {x.get(), ctx.get(), work.get()}, pooling, normalize, out);
+}
+
+absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
+                                      const BertCudaGraphs::Scratch& scratch, BertPooling pooling,
+                                      bool normalize, float* out) const {
+  const BertConfig& c = config_;
+  const int64_t rows = packed.rows, tokens = packed.tokens;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t heads = c.num_attention_heads, dh = h / heads;
+  cudaStream_t s = NativeCudaStream(stream);
+  auto* xh = static_cast<__half*>(scratch.x);
+  auto* ctxh = static_cast<__half*>(scratch.ctx);
+  auto* workh = static_cast<__half*>(scratch.work);
+  const auto eps = static_cast<float>(c.layer_norm_eps);
+  INFER_RETURN_IF_CUDA_ERROR(
+      cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, word_.as<__half>(),
+                                 position_.as<__half>(), token_type_.as<__half>(),
+                                 embed_norm_.gamma.as<float>(), embed_norm_.beta.as<float>(), eps,
+                                 tokens, h, xh),
+      "embedding kernel");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  for (const Layer& l : layers_) {
+    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.qkv, workh));
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchPackedAttention(s, workh, l.qkv.b.as<float>(), packed.offsets, rows,
+                                    packed.longest, heads, dh, scale, ctxh),
+        "attention kernel");
+    INFER_RETURN_IF_ERROR(Gemm(stream, ctxh, tokens, l.attn_out, workh));
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchBiasResidualLayerNorm(s, xh, workh, l.attn_out.b.as<float>(),
+                                          l.attn_norm.gamma.as<float>(),
+                                          l.attn_norm.beta.as<float>(), eps, tokens, h),
+        "residual LayerNorm kernel");
+    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
+    INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh));
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchBiasResidualLayerNorm(s, xh, ctxh, l.ffn_out.b.as<float>(),
+                                          l.ffn_norm.gamma.as<float>(), l.ffn_norm.beta.as<float>(),
+                                          eps, tokens, h),
+        "residual LayerNorm kernel");
+  }
+  INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, xh, packed.offsets, rows, h,
+                                                    pooling == BertPooling::kCls, normalize, out),
+                             "pooling kernel");
+  return absl::OkStatus();
+}
+
+}  // namespace infer

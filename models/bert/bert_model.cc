@@ -1,0 +1,262 @@
+#include "models/bert/bert_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "models/staged_batch.h"
+#include "runtime/json_parse.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+namespace {
+
+const Tensor* FindInput(const InferRequest& r, const std::string& name) {
+  for (const Tensor& t : r.inputs) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
+                   const std::vector<int64_t>& values) {
+  Tensor t;
+  t.name = name;
+  t.dtype = DataType::kInt64;
+  t.shape = {rows, cols};
+  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+  return t;
+}
+
+// The pooling a sentence-transformers checkpoint declares in
+// 1_Pooling/config.json (mean when the file is absent).
+absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) {
+  const std::string path = dir + "/1_Pooling/config.json";
+  std::ifstream in(path);
+  if (!in) return BertPooling::kMean;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(text, path);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
+  auto flag = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+  };
+  if (flag("pooling_mode_mean_tokens")) return BertPooling::kMean;
+  if (flag("pooling_mode_cls_token")) return BertPooling::kCls;
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": only pooling_mode_mean_tokens or pooling_mode_cls_token is supported"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
+                                                             const DeviceContext& context) {
+  if (context.device == nullptr || context.allocator == nullptr || context.staging == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bert model '", options.name, "': the device context is incomplete"));
+  }
+  std::unique_ptr<BertModel> m(new BertModel());
+  m->options_ = options;
+  m->context_ = context;
+  BertEncoderOptions encoder_options;
+  encoder_options.precision = options.precision;
+  encoder_options.graphs = options.graphs;
+  encoder_options.batch_invariant = options.batch_invariant;
+  INFER_ASSIGN_OR_RETURN(m->encoder_,
+                         LoadBertEncoder(options.checkpoint_dir, context, encoder_options));
+  INFER_ASSIGN_OR_RETURN(
+      m->tokenizer_, WordPieceTokenizer::FromVocabFile(options.checkpoint_dir + "/vocab.txt", {}));
+  const BertConfig& c = m->encoder_->config();
+  if (m->tokenizer_->vocab_size() != c.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.checkpoint_dir, ": vocab.txt has ", m->tokenizer_->vocab_size(),
+                     " tokens but config.json says vocab_size ", c.vocab_size));
+  }
+  m->max_length_ = options.max_sequence_length > 0
+                       ? std::min(options.max_sequence_length, c.max_position_embeddings)
+                       : c.max_position_embeddings;
+  if (options.pooling.has_value()) {
+    m->pooling_ = *options.pooling;
+  } else {
+    INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
+  }
+  m->spec_.name = options.name;
+  m->spec_.platform = "infer_bert";
+  m->spec_.backend = "bert";
+  m->spec_.precision = PrecisionName(m->encoder_->precision());
+  m->spec_.implementation = m->encoder_->Implementation();
+  m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
+  m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
+                     {"input_ids",
+                      DataType::kInt64,
+                      {-1, -1},
+                      /*optional=*/true,
+                      /*accepts_int32=*/true},
+                     {"attention_mask",
+                      DataType::kInt64,
+                      {-1, -1},
+                      /*optional=*/true,
+                      /*accepts_int32=*/true}};
+  m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, c.hidden_size}}};
+  return m;
+}
+
+absl::Status BertModel::Preprocess(InferRequest* request) const {
+  const Tensor* text = FindInput(*request, "text");
+  if (text == nullptr) {
+    if (FindInput(*request, "input_ids") == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model '", spec_.name, "' needs input 'text' (BYTES) or 'input_ids' (INT64)"));
+    }
+    return absl::OkStatus();
+  }
+  if (FindInput(*request, "input_ids") != nullptr ||
+      FindInput(*request, "attention_mask") != nullptr) {
+    return absl::InvalidArgumentError(
+        "send either 'text' or 'input_ids' (with an optional 'attention_mask'), not both");
+  }
+  std::vector<std::vector<int64_t>> rows;
+  int64_t seq = 0;
+  INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> sentences,
+                         BytesElements(*text, text->shape[0], "input 'text'"));
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    absl::StatusOr<std::vector<int64_t>> ids = tokenizer_->Encode(sentences[i]);
+    if (!ids.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input 'text' element ", i, ": ", ids.status().message()));
+    }
+    if (static_cast<int64_t>(ids->size()) > max_length_) {
+      return absl::InvalidArgumentError(absl::StrCat("input 'text' element ", i, " has ",
+                                                     ids->size(), " tokens; model '", spec_.name,
+                                                     "' allows ", max_length_));
+    }
+    seq = std::max<int64_t>(seq, ids->size());
+    rows.push_back(*std::move(ids));
+  }
+  std::vector<int64_t> ids, mask;
+  for (const auto& row : rows) {
+    for (int64_t s = 0; s < seq; ++s) {
+      const bool real = s < static_cast<int64_t>(row.size());
+      ids.push_back(real ? row[s] : tokenizer_->pad_id());
+      mask.push_back(real ? 1 : 0);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  request->inputs.clear();
+  request->inputs.push_back(Int64Tensor("input_ids", n, seq, ids));
+  request->inputs.push_back(Int64Tensor("attention_mask", n, seq, mask));
+  return absl::OkStatus();
+}
+
+absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
+  const Tensor* ids = FindInput(request, "input_ids");
+  if (ids == nullptr) {
+    return absl::InvalidArgumentError("'attention_mask' needs 'input_ids'");
+  }
+  if (ids->shape[1] > max_length_) {
+    return absl::InvalidArgumentError(absl::StrCat("input 'input_ids' has ", ids->shape[1],
+                                                   " tokens; model '", spec_.name, "' allows ",
+                                                   max_length_));
+  }
+  const int64_t vocab = encoder_->config().vocab_size;
+  const int64_t n = ids->shape[0] * ids->shape[1];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = ids->as<int64_t>()[i];
+    if (v < 0 || v >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("input 'input_ids' holds token id ", v,
+                                                     " at flat index ", i, "; model '", spec_.name,
+                                                     "' accepts ids in [0, ", vocab, ")"));
+    }
+  }
+  if (const Tensor* mask = FindInput(request, "attention_mask"); mask != nullptr) {
+    if (mask->shape != ids->shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input 'attention_mask' has shape ", ShapeToString(mask->shape),
+                       "; it must match 'input_ids' ", ShapeToString(ids->shape)));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = mask->as<int64_t>()[i];
+      if (v != 0 && v != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input 'attention_mask' holds ", v, " at flat index ", i, "; it must be 0 or 1"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t BertModel::RealTokens(const InferRequest& request) const {
+  const Tensor* ids = FindInput(request, "input_ids");
+  const Tensor* mask = FindInput(request, "attention_mask");
+  const int64_t n = ids->shape[0] * ids->shape[1];
+  return CountRealTokens(mask != nullptr ? mask->as<int64_t>() : nullptr, n);
+}
+
+int64_t BertModel::PeakBytes(const BatchShape& shape) const {
+  if (shape.rows == 0) return 0;
+  // The packed ids, positions and offsets, the pooled output, and the
+  // encoder's scratch.
+  const PackedLayout layout{shape.rows, shape.tokens};
+  return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
+                                              encoder_->config().hidden_size) +
+         encoder_->PeakBytes(shape);
+}
+
+// One batch: the packed ids, positions and offsets staged, uploaded and
+// encoded on the device (StagedRowsBatch does the copies and the split).
+class BertModel::Batch final : public StagedRowsBatch {
+ public:
+  Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
+        std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input)
+      : StagedRowsBatch(model.context_, "embedding", model.encoder_->config().hidden_size,
+                        std::move(rows_per_request), std::move(input), layout.bytes()),
+        model_(model),
+        layout_(layout),
+        host_offsets_(std::move(host_offsets)),
+        longest_(longest),
+        width_(width) {}
+
+ private:
+  absl::Status Run(Stream* stream, const void* input, float* out) override {
+    const PackedSequencesView view =
+        layout_.View(static_cast<const int32_t*>(input), host_offsets_.data(), longest_, width_);
+    return model_.encoder_->Encode(stream, view, model_.pooling_, model_.options_.normalize, out);
+  }
+
+  const BertModel& model_;
+  const PackedLayout layout_;
+  const std::vector<int32_t> host_offsets_;
+  const int64_t longest_, width_;
+};
+
+absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
+    absl::Span<const InferRequest* const> requests) {
+  std::vector<int64_t> rows_per_request;
+  PackedLayout layout;
+  for (const InferRequest* r : requests) {
+    const Tensor* ids = FindInput(*r, "input_ids");
+    const Tensor* mask = FindInput(*r, "attention_mask");
+    rows_per_request.push_back(ids->shape[0]);
+    layout.rows += ids->shape[0];
+    layout.tokens += CountRealTokens(mask != nullptr ? mask->as<int64_t>() : nullptr,
+                                     ids->shape[0] * ids->shape[1]);
+  }
+  INFER_ASSIGN_OR_RETURN(StagingBuffer input, context_.staging->Acquire(layout.bytes()));
+  auto* buffer = input.as<int32_t>();
+  int64_t row = 0, token = 0, longest = 0, width = 0;
+  for (const InferRequest* r : requests) {
+    const Tensor* ids = FindInput(*r, "input_ids");
+    const Tensor* mask = FindInput(*r, "attention_mask");
+    AppendPackedRows(ids->as<int64_t>(), mask != nullptr ? mask->as<int64_t>() : nullptr,
+                     ids->shape[0], ids->shape[1], layout, buffer, &row, &token, &longest, &width);
+  }
+  std::vector<int32_t> host_offsets(buffer + layout.offsets(),
+                                    buffer + layout.offsets() + layout.rows + 1);
+  return std::unique_ptr<ModelBatch>(new Batch(*this, std::move(rows_per_request), layout,
+                                               std::move(host_offsets), longest, width,
+                                               std::move(input)));
+}
+
+}  // namespace infer

@@ -1,0 +1,87 @@
+// bert: a BERT-family sentence encoder served from a Hugging Face checkpoint
+// folder (config.json, model.safetensors, vocab.txt), e.g. all-MiniLM-L6-v2.
+//
+// Inputs (send either text, or token ids):
+//   text            BYTES [-1]       one sentence per element (UTF-8)
+//   input_ids       INT64 [-1, -1]   (batch, sequence) WordPiece ids
+//   attention_mask  INT64 [-1, -1]   optional with input_ids: 1 real, 0 padding
+// Output:
+//   embedding       FP32  [-1, hidden]  mean over real tokens, L2-normalised
+//
+// Text is tokenised when the request arrives (Preprocess), so length classes
+// see real token counts. A batch is packed (models/packed_sequences.h): only
+// the tokens the attention masks mark real are staged, uploaded and
+// computed, so the memory model, max_batch_tokens and the statistics count
+// real tokens (ComputedTokens). The encoder runs on the context's device:
+// FP32 or BF16 with oneDNN on the CPU, FP16 with cuBLAS and fused kernels on
+// CUDA (models/bert/bert_encoder.h), in the configured precision. The packed
+// input, activations and output all come from the context's caching
+// allocator, and PeakBytes counts them block by block.
+//
+// Thread-safety: see Model.
+#ifndef INFER_MODELS_BERT_BERT_MODEL_H_
+#define INFER_MODELS_BERT_BERT_MODEL_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/bert/bert_encoder.h"
+#include "models/model.h"
+#include "models/text/wordpiece.h"
+#include "runtime/device_context.h"
+
+namespace infer {
+
+struct BertModelOptions {
+  std::string name = "minilm";
+  std::string checkpoint_dir;  // config.json, model.safetensors, vocab.txt
+  bool normalize = true;       // L2-normalise the pooled embedding
+  // Mean over real tokens, or the [CLS] token's state. Unset: what the
+  // checkpoint's sentence-transformers 1_Pooling/config.json says, else mean.
+  std::optional<BertPooling> pooling;
+  int64_t max_sequence_length = 0;  // 0: the config's max_position_embeddings
+  // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
+  Precision precision = Precision::kAuto;
+  // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
+  BertGraphOptions graphs;
+  // Each embedding bit-identical whatever it is batched with (CPU only;
+  // models/bert/bert_cpu.h).
+  bool batch_invariant = false;
+};
+
+class BertModel final : public Model {
+ public:
+  static absl::StatusOr<std::unique_ptr<BertModel>> Create(const BertModelOptions& options,
+                                                           const DeviceContext& context);
+
+  const ModelSpec& spec() const override { return spec_; }
+  absl::Status Preprocess(InferRequest* request) const override;
+  absl::Status ValidateRequest(const InferRequest& request) const override;
+  int64_t RealTokens(const InferRequest& request) const override;
+  int64_t PeakBytes(const BatchShape& shape) const override;
+  int64_t ComputedTokens(const BatchShape& shape) const override { return shape.tokens; }
+  int64_t WeightBytes() const override {
+    return encoder_->WeightBytes() + encoder_->ResidentBytes();
+  }
+  const BertEncoder& encoder() const { return *encoder_; }
+  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
+      absl::Span<const InferRequest* const> requests) override;
+
+ private:
+  class Batch;
+  BertModel() = default;
+
+  BertModelOptions options_;
+  DeviceContext context_;
+  ModelSpec spec_;
+  std::unique_ptr<BertEncoder> encoder_;
+  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+  int64_t max_length_ = 0;
+  BertPooling pooling_ = BertPooling::kMean;
+};
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_BERT_BERT_MODEL_H_

@@ -1,0 +1,388 @@
+// The served BERT model on every device this machine has: text and token ids,
+// input errors, the memory model against the allocator's measured peak, and
+// the CUDA encoder against the CPU one.
+#include "models/bert/bert_model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "models/bert/bert_cpu.h"
+#include "models/bert/bert_gen.h"
+#include "models/precision.h"
+#include "tests/testing/reference_data.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
+#include "tests/testing/test_device.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::Cosine;
+using ::infer::testing::EmbeddingFixture;
+using ::infer::testing::IsOk;
+using ::infer::testing::MiniLmDir;
+using ::infer::testing::ReadEmbeddingFixture;
+using ::infer::testing::StatusIs;
+using ::infer::testing::TestDevice;
+using ::infer::testing::TextTensor;
+
+Tensor Int64(const std::string& name, const std::vector<std::vector<int64_t>>& rows) {
+  Tensor t;
+  t.name = name;
+  t.dtype = DataType::kInt64;
+  t.shape = {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())};
+  for (const auto& r : rows) {
+    t.data.append(reinterpret_cast<const char*>(r.data()), r.size() * sizeof(int64_t));
+  }
+  return t;
+}
+
+// A synthetic checkpoint in a folder of this test process's own (CTest runs
+// test cases in parallel processes).
+std::string Generated(const std::string& preset, BertConfig* shape = nullptr) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/bert_model_test_", getpid(), "_", preset);
+  BertGenOptions o;
+  if (preset == "mid") {  // big enough for 2 MiB blocks, small enough for CPU
+    o.config = *BertPreset("tiny");
+    o.config.hidden_size = 128;
+    o.config.num_attention_heads = 4;
+    o.config.intermediate_size = 512;
+    o.config.max_position_embeddings = 512;
+    o.config.vocab_size = 1000;
+  } else {
+    o.config = *BertPreset(preset);
+  }
+  if (shape != nullptr) *shape = o.config;
+  EXPECT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
+  return dir;
+}
+
+std::vector<std::string> Devices() {
+  std::vector<std::string> specs = {"cpu"};
+  if (ProbeCuda().device_count > 0) specs.push_back("cuda:0");
+  return specs;
+}
+
+// FP32 on the CPU (FP16 on a GPU): what the exact comparisons below need.
+Precision Exact(const std::string& device) {
+  return device == "cpu" ? Precision::kFp32 : Precision::kAuto;
+}
+
+class Served {
+ public:
+  Served(const std::string& spec, const std::string& dir, Precision precision = Precision::kAuto) {
+    auto d = TestDevice::Create(spec);
+    EXPECT_THAT(d, IsOk());
+    device_ = *std::move(d);
+    BertModelOptions o;
+    o.checkpoint_dir = dir;
+    o.precision = precision == Precision::kAuto ? Exact(spec) : precision;
+    auto m = BertModel::Create(o, device_->context());
+    EXPECT_THAT(m, IsOk());
+    if (m.ok()) model_ = *std::move(m);
+  }
+  bool ok() const { return model_ != nullptr; }
+  BertModel& model() { return *model_; }
+  TestDevice& device() { return *device_; }
+
+  // Spec checks + Preprocess + ValidateRequest, as the engine does them.
+  absl::Status Admit(InferRequest* r) {
+    absl::Status s = ValidateRequestAgainstSpec(model_->spec(), *r);
+    if (s.ok()) s = model_->Preprocess(r);
+    if (s.ok()) s = model_->ValidateRequest(*r);
+    return s;
+  }
+  // [rows, hidden] embeddings of one request.
+  std::vector<float> Run(InferRequest r) {
+    EXPECT_THAT(Admit(&r), IsOk());
+    InferResponse out;
+    const InferRequest* in[] = {&r};
+    InferResponse* res[] = {&out};
+    EXPECT_THAT(RunBatch(*model_, device_->device.get(), device_->stream.get(), in, res), IsOk());
+    if (out.outputs.empty()) return {};
+    const Tensor& e = out.outputs.at(0);
+    return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[0] * e.shape[1]);
+  }
+
+ private:
+  std::unique_ptr<TestDevice> device_;
+  std::unique_ptr<BertModel> model_;
+};
+
+TEST(BertModelTest, IncompleteContextAndMissingCheckpointAreNamed) {
+  auto d = TestDevice::Create("cpu");
+  ASSERT_THAT(d, IsOk());
+  BertModelOptions o;
+  o.checkpoint_dir = "/nonexistent";
+  EXPECT_THAT(BertModel::Create(o, DeviceContext{(*d)->device.get(), nullptr, nullptr}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "context is incomplete"));
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/config.json"));
+}
+
+class BertModelOnDevice : public ::testing::TestWithParam<std::string> {};
+
+// The precisions each device computes (the CPU: FP32, and BF16 where oneDNN
+// has a BF16 matmul; a GPU: FP16).
+std::vector<Precision> PrecisionsOn(const std::string& device) {
+  if (device != "cpu") return {Precision::kFp16};
+  std::vector<Precision> p = {Precision::kFp32};
+  if (CpuHasNativeBf16()) p.push_back(Precision::kBf16);
+  return p;
+}
+
+// The memory model admission relies on, against the allocator's measured
+// peak over a grid of shapes, packed: never below, at most 25% above. Rows
+// have ragged real lengths (the model computes only those), the peak is
+// estimated from the real tokens and the longest row. On a GPU, shapes of up
+// to 2048 tokens replay a CUDA graph in resident buffers (the batch's own
+// are its input and output) and the larger ones run kernel by kernel.
+TEST_P(BertModelOnDevice, MemoryModelBoundsTheMeasuredPeak) {
+  BertConfig c;
+  const std::string dir = Generated("mid", &c);
+  for (const Precision precision : PrecisionsOn(GetParam())) {
+    Served s(GetParam(), dir, precision);
+    ASSERT_TRUE(s.ok());
+    CachingAllocator* alloc = s.device().allocator.get();
+    std::mt19937 rng(7);
+    for (int64_t rows : {1, 4, 16, 32}) {
+      for (int64_t len : {1, 7, 64, 300, 512}) {
+        alloc->EmptyCache();
+        const int64_t weights = alloc->stats().allocated_bytes;
+        alloc->ResetPeak();
+        std::vector<std::vector<int64_t>> ids(rows, std::vector<int64_t>(len));
+        std::vector<std::vector<int64_t>> mask(rows, std::vector<int64_t>(len, 0));
+        int64_t real = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          // The first row is full (it sets the length); the others ragged.
+          const int64_t n = r == 0 ? len : 1 + rng() % len;
+          for (int64_t t = 0; t < len; ++t) {
+            ids[r][t] = 5 + rng() % (c.vocab_size - 5);
+            mask[r][t] = t < n ? 1 : 0;
+          }
+          real += n;
+        }
+        InferRequest r;
+        r.inputs.push_back(Int64("input_ids", ids));
+        r.inputs.push_back(Int64("attention_mask", mask));
+        EXPECT_EQ(s.model().RealTokens(r), real);
+        ASSERT_EQ(s.Run(r).size(), static_cast<size_t>(rows * c.hidden_size));
+        const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
+        const int64_t predicted = s.model().PeakBytes({rows, real, len});
+        const std::string shape =
+            absl::StrCat(rows, "x", len, " (", real, " real tokens), ", PrecisionName(precision));
+        EXPECT_GE(predicted, measured) << shape;
+        EXPECT_LE(predicted, measured + measured / 4) << shape;
+      }
+    }
+  }
+}
+
+// The precision is resolved for the device at load and shown in the spec;
+// one the device's encoder cannot compute is refused naming it. (These tests
+// use "mid", whose head size 32 the CUDA encoder computes; "tiny" has 8.)
+TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
+  const std::string dir = Generated("mid");
+  auto d = TestDevice::Create(GetParam());
+  ASSERT_THAT(d, IsOk());
+  BertModelOptions o;
+  o.checkpoint_dir = dir;
+  auto automatic = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(automatic, IsOk());
+  const bool cpu = GetParam() == "cpu";
+  EXPECT_EQ((*automatic)->spec().precision, !cpu ? "fp16" : CpuHasNativeBf16() ? "bf16" : "fp32");
+  EXPECT_FALSE((*automatic)->spec().implementation.empty());
+  o.precision = cpu ? Precision::kFp16 : Precision::kFp32;
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       cpu ? "precision fp16: the CPU encoder computes fp32 or bf16"
+                           : "precision fp32: the CUDA encoder computes fp16"));
+  if (!cpu) {
+    o.checkpoint_dir = Generated("tiny");
+    o.precision = Precision::kAuto;
+    EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+                StatusIs(absl::StatusCode::kFailedPrecondition, "head size 8"));
+  }
+}
+
+// A sequence's embedding does not depend on its batch-mates or on padding.
+TEST_P(BertModelOnDevice, PaddingAndBatchMatesDoNotChangeAnEmbedding) {
+  BertConfig c;
+  Served s(GetParam(), Generated("mid", &c));
+  ASSERT_TRUE(s.ok());
+  const std::vector<int64_t> seq = {2, 40, 41, 42, 43, 3};
+  InferRequest alone;
+  alone.inputs.push_back(Int64("input_ids", {seq}));
+  const std::vector<float> a = s.Run(alone);
+  std::vector<int64_t> padded = seq, mask(seq.size(), 1);
+  padded.resize(20, 0);
+  mask.resize(20, 0);
+  InferRequest batch;
+  batch.inputs.push_back(Int64("input_ids", {std::vector<int64_t>(20, 50), padded}));
+  batch.inputs.push_back(Int64("attention_mask", {std::vector<int64_t>(20, 1), mask}));
+  const std::vector<float> b = s.Run(batch);
+  ASSERT_EQ(b.size(), 2u * c.hidden_size);
+  for (int64_t d = 0; d < c.hidden_size; ++d) {
+    EXPECT_NEAR(a[d], b[c.hidden_size + d], GetParam() == "cpu" ? 1e-5 : 2e-3) << d;
+  }
+}
+
+// A sentence-transformers checkpoint that pools by [CLS] (1_Pooling/config.json,
+// as bge models ship) is served with CLS pooling; a bad pooling file is named.
+TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
+  const std::string dir = Generated("mid");
+  std::filesystem::create_directories(dir + "/1_Pooling");
+  const std::vector<int64_t> seq = {2, 40, 41, 42, 3};
+  InferRequest r;
+  r.inputs.push_back(Int64("input_ids", {seq}));
+  auto encoder = BertEncoderCpu::Load(dir);
+  ASSERT_THAT(encoder, IsOk());
+  for (const bool cls : {true, false}) {
+    std::ofstream(dir + "/1_Pooling/config.json")
+        << "{\"pooling_mode_cls_token\": " << (cls ? "true" : "false")
+        << ", \"pooling_mode_mean_tokens\": " << (cls ? "false" : "true") << "}";
+    Served s(GetParam(), dir);
+    ASSERT_TRUE(s.ok());
+    const std::vector<float> got = s.Run(r);
+    auto want = (*encoder)->Encode(seq, std::vector<int64_t>(seq.size(), 1), 1, 5, true,
+                                   cls ? BertPooling::kCls : BertPooling::kMean);
+    ASSERT_THAT(want, IsOk());
+    ASSERT_EQ(got.size(), want->size());
+    for (size_t d = 0; d < got.size(); ++d) {
+      EXPECT_NEAR(got[d], (*want)[d], GetParam() == "cpu" ? 1e-6 : 2e-3) << d << " cls " << cls;
+    }
+  }
+  std::ofstream(dir + "/1_Pooling/config.json") << "{\"pooling_mode_max_tokens\": true}";
+  auto d = TestDevice::Create(GetParam());
+  ASSERT_THAT(d, IsOk());
+  BertModelOptions o;
+  o.checkpoint_dir = dir;
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "1_Pooling/config.json: only"));
+  std::filesystem::remove_all(dir + "/1_Pooling");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, BertModelOnDevice, ::testing::ValuesIn(Devices()));
+
+// The CUDA encoder (FP16) against the CPU one (FP32) on the same weights:
+// cosine >= 0.999 for every sequence, on a synthetic BERT-base-shaped model
+// cut to 4 layers and on the real MiniLM, with ragged padding.
+TEST(BertModelGpuTest, GpuMatchesCpu) {
+  const CudaAvailability cuda = ProbeCuda();
+  if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
+  std::vector<std::string> dirs;
+  {
+    const std::string dir =
+        absl::StrCat(::testing::TempDir(), "/bert_model_test_", getpid(), "_base4");
+    BertGenOptions o;
+    o.config = *BertPreset("bert-base");
+    o.config.num_hidden_layers = 4;
+    ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
+    dirs.push_back(dir);
+  }
+  if (!MiniLmDir().empty()) dirs.push_back(MiniLmDir());
+  for (const std::string& dir : dirs) {
+    Served cpu("cpu", dir), gpu("cuda:0", dir);
+    ASSERT_TRUE(cpu.ok() && gpu.ok()) << dir;
+    const int64_t hidden = cpu.model().spec().outputs[0].shape[1];
+    std::mt19937 rng(11);
+    for (int64_t len : {5, 77, 256}) {
+      std::vector<std::vector<int64_t>> ids(8, std::vector<int64_t>(len)), mask = ids;
+      for (size_t r = 0; r < ids.size(); ++r) {
+        const int64_t real = 1 + rng() % len;
+        for (int64_t t = 0; t < len; ++t) {
+          ids[r][t] = t < real ? 1000 + rng() % 20000 : 0;
+          mask[r][t] = t < real ? 1 : 0;
+        }
+      }
+      InferRequest req;
+      req.inputs.push_back(Int64("input_ids", ids));
+      req.inputs.push_back(Int64("attention_mask", mask));
+      const std::vector<float> a = cpu.Run(req), b = gpu.Run(req);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t r = 0; r < ids.size(); ++r) {
+        EXPECT_GE(Cosine(a.data() + r * hidden, b.data() + r * hidden, hidden), 0.999)
+            << dir << " len " << len << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(BertModelGpuTest, MiniLmTextMatchesSentenceTransformers) {
+  const CudaAvailability cuda = ProbeCuda();
+  if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
+  if (MiniLmDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
+  const EmbeddingFixture fixture = ReadEmbeddingFixture();
+  ASSERT_FALSE(fixture.sentences.empty());
+  Served gpu("cuda:0", MiniLmDir());
+  ASSERT_TRUE(gpu.ok());
+  InferRequest r;
+  r.inputs.push_back(TextTensor(fixture.sentences));
+  const std::vector<float> got = gpu.Run(r);
+  ASSERT_EQ(got.size(), fixture.sentences.size() * 384);
+  for (size_t i = 0; i < fixture.sentences.size(); ++i) {
+    EXPECT_GE(Cosine(got.data() + i * 384, fixture.embeddings[i].data(), 384), 0.999)
+        << fixture.sentences[i];
+  }
+}
+
+class BertModelOnMiniLm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (MiniLmDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
+    served_ = std::make_unique<Served>("cpu", MiniLmDir());
+    ASSERT_TRUE(served_->ok());
+  }
+  std::unique_ptr<Served> served_;
+};
+
+TEST_F(BertModelOnMiniLm, TextAndTokenIdsGiveTheSameNormalisedEmbedding) {
+  InferRequest text;
+  text.inputs.push_back(TextTensor({"A man is playing a guitar.", "Hello, world!"}));
+  const std::vector<float> a = served_->Run(text);
+  ASSERT_EQ(a.size(), 2u * 384);
+  double norm = 0;
+  for (int d = 0; d < 384; ++d) norm += double{a[d]} * a[d];
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  // "Hello, world!" as ids (from the reference tokenizer), no mask.
+  InferRequest ids;
+  ids.inputs.push_back(Int64("input_ids", {{101, 7592, 1010, 2088, 999, 102}}));
+  const std::vector<float> b = served_->Run(ids);
+  for (int d = 0; d < 384; ++d) EXPECT_NEAR(b[d], a[384 + d], 1e-5);
+}
+
+TEST_F(BertModelOnMiniLm, InputErrorsAreNamed) {
+  InferRequest none;
+  EXPECT_THAT(served_->Admit(&none), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              "needs input 'text' (BYTES) or 'input_ids' (INT64)"));
+  InferRequest both;
+  both.inputs.push_back(TextTensor({"hi"}));
+  both.inputs.push_back(Int64("input_ids", {{0}}));
+  EXPECT_THAT(served_->Admit(&both), StatusIs(absl::StatusCode::kInvalidArgument, "not both"));
+  InferRequest mask_only;
+  mask_only.inputs.push_back(Int64("attention_mask", {{0}}));
+  EXPECT_THAT(served_->Admit(&mask_only),
+              StatusIs(absl::StatusCode::kInvalidArgument, "needs input 'text'"));
+  InferRequest too_long;
+  std::string words;
+  for (int i = 0; i < 600; ++i) words += "word ";
+  too_long.inputs.push_back(TextTensor({words}));
+  EXPECT_THAT(served_->Admit(&too_long),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "input 'text' element 0 has 602 tokens; model 'minilm' allows 512"));
+  InferRequest bad_utf8;
+  bad_utf8.inputs.push_back(TextTensor({"ok", "\xff"}));
+  EXPECT_THAT(served_->Admit(&bad_utf8),
+              StatusIs(absl::StatusCode::kInvalidArgument, "element 1: text is not valid UTF-8"));
+}
+
+}  // namespace
+}  // namespace infer

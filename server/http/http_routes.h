@@ -1,0 +1,40 @@
+// The REST front end's routes over an Engine, on an HttpServer
+// (server/http/http_server.h):
+//
+//   KServe v2 REST, as Triton serves it on port 8000:
+//     GET  /v2                              server metadata
+//     GET  /v2/health/live, /v2/health/ready          200, or 400 when not
+//     GET  /v2/models/{m}[/versions/{v}]              model metadata
+//     GET  /v2/models/{m}[/versions/{v}]/ready        200, or 400 when not
+//     GET  /v2/models/{m}[/versions/{v}]/config       Triton's ModelConfig
+//     GET  /v2/models[/{m}[/versions/{v}]]/stats      statistics
+//     POST /v2/models/{m}[/versions/{v}]/infer        inference (JSON, and
+//                                                     Triton's binary data)
+//     POST /v2/repository/index                       the loaded models
+//   OpenAI: POST /v1/embeddings, GET /v1/models[/{m}]
+//     (server/http/openai_embeddings.h)
+//   Prometheus: GET /metrics (server/metrics.h)
+//
+// Errors are {"error": "<message>"} (OpenAI's shape under /v1) with the
+// message the gRPC front end gives for the same request, and the status of
+// HttpStatusFor. An unknown path is 404, a known path with another method
+// 405 (with Allow). A body with a Content-Encoding, or a Content-Type other
+// than JSON (or, for inference, application/octet-stream), is refused with
+// 415 before it is parsed.
+//
+// Ownership: the Engine and the telemetry (may be null) are borrowed and
+// must outlive the server the handler runs in.
+#ifndef INFER_SERVER_HTTP_HTTP_ROUTES_H_
+#define INFER_SERVER_HTTP_HTTP_ROUTES_H_
+
+#include "engine/engine.h"
+#include "runtime/nvml_telemetry.h"
+#include "server/http/http_server.h"
+
+namespace infer {
+
+HttpHandler MakeRestHandler(Engine* engine, const NvmlTelemetry* gpu);
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_HTTP_HTTP_ROUTES_H_

@@ -1,0 +1,268 @@
+#include "server/http/openai_embeddings.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/json_parse.h"
+#include "runtime/quote.h"
+#include "runtime/status_macros.h"
+#include "server/http/http_json.h"
+
+namespace infer {
+namespace {
+
+using nlohmann::json;
+
+const TensorSpec* FindInput(const ModelSpec& spec, absl::string_view name) {
+  for (const TensorSpec& t : spec.inputs) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// The embedding output: "embedding", else the model's one FP32 output.
+const TensorSpec* FindEmbedding(const ModelSpec& spec) {
+  const TensorSpec* only = nullptr;
+  int fp32 = 0;
+  for (const TensorSpec& t : spec.outputs) {
+    if (t.name == "embedding") return &t;
+    if (t.dtype == DataType::kFp32) {
+      only = &t;
+      ++fp32;
+    }
+  }
+  return fp32 == 1 ? only : nullptr;
+}
+
+absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+}  // namespace
+
+absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* declared) {
+  call_->declared = true;
+  call_->param = nullptr;
+  const TensorSpec* embedding = FindEmbedding(spec);
+  if (embedding == nullptr) {
+    return Invalid(absl::StrCat("model ", Quote(spec.name), " has no embedding output"));
+  }
+  call_->output = embedding->name;
+  call_->param = "encoding_format";
+  if (auto f = doc_.find("encoding_format"); f != doc_.end() && !f->is_null()) {
+    if (!f->is_string() || (*f != "float" && *f != "base64")) {
+      return Invalid("'encoding_format' must be \"float\" or \"base64\"");
+    }
+    call_->base64 = *f == "base64";
+  }
+  call_->param = "dimensions";
+  if (auto d = doc_.find("dimensions"); d != doc_.end() && !d->is_null()) {
+    const int64_t width = embedding->shape.empty() ? -1 : embedding->shape.back();
+    if (!d->is_number_integer() || d->get<int64_t>() != width) {
+      return Invalid(absl::StrCat("'dimensions' must be the model's embedding width, ", width,
+                                  "; model ", Quote(spec.name), " cannot shorten its embeddings"));
+    }
+  }
+  call_->param = "input";
+  auto input = doc_.find("input");
+  if (input == doc_.end()) return Invalid("'input' is required");
+  if (!input->is_string() && (!input->is_array() || input->empty())) {
+    return Invalid(
+        "'input' must be a string, an array of strings, an array of token ids, or an "
+        "array of arrays of token ids, and not empty");
+  }
+  input_ = &*input;
+  text_ = input->is_string() || input->front().is_string();
+  if (text_) {
+    if (FindInput(spec, "text") == nullptr) {
+      return Invalid(absl::StrCat("model ", Quote(spec.name),
+                                  " takes token ids, not text: send 'input' as an array of token "
+                                  "ids or an array of such arrays"));
+    }
+    // Strings: the "text" input, [n] BYTES.
+    if (input->is_string()) {
+      declared->text_bytes = 4 + static_cast<int64_t>(input->get_ref<const std::string&>().size());
+    } else {
+      for (const json& v : *input) {
+        if (!v.is_string()) {
+          return Invalid("'input' mixes strings with other values; send strings or token arrays");
+        }
+        declared->text_bytes += 4 + static_cast<int64_t>(v.get_ref<const std::string&>().size());
+      }
+    }
+    shape_ = {input->is_string() ? 1 : static_cast<int64_t>(input->size())};
+    declared->inputs.push_back({"text", shape_});
+    return absl::OkStatus();
+  }
+  // Token arrays: "input_ids" [n, longest] INT64 padded with 0, and
+  // "attention_mask" when the model has it, declared before either is
+  // allocated.
+  if (FindInput(spec, "input_ids") == nullptr) {
+    return Invalid(absl::StrCat("model ", Quote(spec.name),
+                                " takes text, not token ids: send 'input' as a string or an array "
+                                "of strings"));
+  }
+  if (input->front().is_array()) {
+    rows_.reserve(input->size());
+    for (const json& row : *input) rows_.push_back(&row);
+  } else {
+    rows_.push_back(&*input);
+  }
+  int64_t longest = 0;
+  call_->tokens = 0;
+  for (const json* row : rows_) {
+    if (!row->is_array() || row->empty()) {
+      return Invalid("'input' must be one array of token ids or an array of non-empty such arrays");
+    }
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(row->size()));
+    call_->tokens += static_cast<int64_t>(row->size());
+  }
+  mask_ = FindInput(spec, "attention_mask") != nullptr;
+  shape_ = {static_cast<int64_t>(rows_.size()), longest};
+  declared->inputs.push_back({"input_ids", shape_});
+  if (mask_) declared->inputs.push_back({"attention_mask", shape_});
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingsSource::Decode(const ModelSpec&, InferRequest* request) {
+  request->requested_outputs = {call_->output};
+  if (text_) {
+    Tensor text{"text", DataType::kBytes, shape_, {}};
+    text.data.reserve(static_cast<size_t>(shape_[0]) * 4);
+    // The values are read where they are: the body is never copied.
+    if (input_->is_string()) {
+      AppendBytesElement(input_->get_ref<const std::string&>(), &text.data);
+    } else {
+      for (const json& v : *input_) AppendBytesElement(v.get_ref<const std::string&>(), &text.data);
+    }
+    request->inputs.push_back(std::move(text));
+    call_->param = nullptr;
+    return absl::OkStatus();
+  }
+  const size_t longest = static_cast<size_t>(shape_[1]);
+  Tensor ids{"input_ids", DataType::kInt64, shape_,
+             std::string(rows_.size() * longest * sizeof(int64_t), '\0')};
+  Tensor mask{"attention_mask", DataType::kInt64, shape_,
+              std::string(mask_ ? ids.data.size() : 0, '\0')};
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    for (size_t c = 0; c < rows_[r]->size(); ++c) {
+      const json& v = (*rows_[r])[c];
+      if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+        return Invalid(absl::StrCat("'input' holds ", QuoteJson(v), " at [", r, "][", c,
+                                    "], which is not a token id (a non-negative integer)"));
+      }
+      ids.mutable_as<int64_t>()[r * longest + c] = v.get<int64_t>();
+      if (mask_) mask.mutable_as<int64_t>()[r * longest + c] = 1;
+    }
+  }
+  request->inputs.push_back(std::move(ids));
+  if (mask_) request->inputs.push_back(std::move(mask));
+  call_->param = nullptr;
+  return absl::OkStatus();
+}
+
+namespace {
+
+HttpResponse Encode(const InferResponse& response, const std::string& output, bool base64,
+                    int64_t tokens) {
+  const Tensor* t = nullptr;
+  for (const Tensor& o : response.outputs) {
+    if (o.name == output) t = &o;
+  }
+  if (t == nullptr || t->dtype != DataType::kFp32 || t->shape.size() != 2) {
+    return OpenAiError(absl::InternalError("the model's answer has no [n, width] FP32 embedding"));
+  }
+  if (tokens < 0) tokens = response.real_tokens;
+  const int64_t n = t->shape[0], width = t->shape[1];
+  // Written by hand rather than through nlohmann::json, which holds every
+  // value as a node and prints floats as doubles (17 digits).
+  std::string body = R"({"object":"list","data":[)";
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = t->as<float>() + i * width;
+    absl::StrAppend(&body, i > 0 ? "," : "", R"({"object":"embedding","index":)", i,
+                    R"(,"embedding":)");
+    if (base64) {
+      absl::StrAppend(
+          &body, "\"",
+          absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(row),
+                                               static_cast<size_t>(width) * sizeof(float))),
+          "\"");
+    } else {
+      AppendJsonFloats(row, static_cast<size_t>(width), &body);
+    }
+    body.push_back('}');
+  }
+  absl::StrAppend(&body, R"(],"model":)", JsonString(response.model_name),
+                  R"(,"usage":{"prompt_tokens":)", tokens, R"(,"total_tokens":)", tokens, "}}");
+  return {200, "application/json", std::move(body)};
+}
+
+}  // namespace
+
+HttpResponse OpenAiError(const absl::Status& status, const char* param) {
+  const int http = HttpStatusFor(status.code());
+  const char* type = http == 429   ? "rate_limit_error"
+                     : http >= 500 ? "server_error"
+                                   : "invalid_request_error";
+  json code = nullptr;
+  if (status.code() == absl::StatusCode::kNotFound) code = "model_not_found";
+  json doc = {{"error",
+               {{"message", std::string(status.message())},
+                {"type", type},
+                {"param", param == nullptr ? json(nullptr) : json(param)},
+                {"code", code}}}};
+  return {http, "application/json", DumpJson(doc)};
+}
+
+absl::StatusOr<EmbeddingsSource> ParseEmbeddingsRequest(const HttpRequest& request,
+                                                        EmbeddingsCall* call) {
+  call->param = nullptr;
+  INFER_ASSIGN_OR_RETURN(json doc, ParseJson(request.body, "the request body"));
+  if (!doc.is_object()) return Invalid("the request body is not a JSON object");
+  call->param = "model";
+  auto model = doc.find("model");
+  if (model == doc.end() || !model->is_string()) return Invalid("'model' (a string) is required");
+  std::string name = model->get<std::string>();
+  call->param = nullptr;
+  return EmbeddingsSource(std::move(name), std::move(doc), call);
+}
+
+void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply) {
+  // What the answer needs, filled as the engine has the request decoded.
+  auto call = std::make_shared<EmbeddingsCall>();
+  absl::StatusOr<EmbeddingsSource> source = ParseEmbeddingsRequest(request, call.get());
+  if (!source.ok()) return reply.Send(OpenAiError(source.status(), call->param));
+  request.body.clear();  // parsed; the source reads the document
+  auto shared = std::make_shared<HttpReply>(std::move(reply));
+  engine->Submit(*source, [shared, call](absl::StatusOr<InferResponse> r) {
+    if (!r.ok()) {
+      // A refusal while the request was declared or decoded names its
+      // field; one before, its model.
+      const char* param = call->declared                                     ? call->param
+                          : r.status().code() == absl::StatusCode::kNotFound ? "model"
+                                                                             : nullptr;
+      return shared->Send(OpenAiError(r.status(), param));
+    }
+    auto response = std::make_shared<InferResponse>(*std::move(r));
+    shared->SendFrom(
+        [response, call] { return Encode(*response, call->output, call->base64, call->tokens); });
+  });
+}
+
+HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model) {
+  auto entry = [](const std::string& name) {
+    return json{{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "infer"}};
+  };
+  if (!model.empty()) {
+    if (absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(model); !spec.ok()) {
+      return OpenAiError(spec.status(), "model");
+    }
+    return {200, "application/json", DumpJson(entry(model))};
+  }
+  json data = json::array();
+  for (const std::string& name : engine.ModelNames()) data.push_back(entry(name));
+  return {200, "application/json", DumpJson(json{{"object", "list"}, {"data", std::move(data)}})};
+}
+
+}  // namespace infer

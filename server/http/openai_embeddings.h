@@ -1,0 +1,96 @@
+// OpenAI-compatible embeddings over an Engine, the API most embedding users'
+// code already calls (as TEI, Infinity and vLLM answer it):
+//
+//   POST /v1/embeddings {"model": "minilm", "input": "a sentence" | ["a", "b"]
+//                        | [101, 2023, 102] | [[101, 102], ...],
+//                        "encoding_format": "float" | "base64", "dimensions": n}
+//   -> {"object": "list", "data": [{"object": "embedding", "index": i,
+//       "embedding": [...] | "<base64 of little-endian float32>"}],
+//       "model": "...", "usage": {"prompt_tokens": n, "total_tokens": n}}
+//   GET /v1/models, GET /v1/models/{model}
+//
+// Strings go to the model's BYTES input "text" (tokenised by the model);
+// token arrays to "input_ids" (padded with 0, with an "attention_mask" when
+// the model has one), decoded straight into the engine's request. The body
+// is a request source (engine/request_source.h): the engine looks the model
+// up, checks the limits on the declared shape before the ids are
+// allocated, and admits it as any other request, with the same errors and
+// statistics. "dimensions" must equal the
+// model's embedding width (no model here is trained for truncation).
+// usage.prompt_tokens counts the token ids sent (without the padding), or
+// for text the tokens the model's tokenizer made, [CLS] and [SEP] included
+// (InferResponse::real_tokens).
+//
+// A body nested deeper than kMaxJsonDepth (runtime/json_parse.h) is refused
+// while it is parsed, before any value past the limit exists.
+//
+// Errors use OpenAI's shape, {"error": {"message", "type", "param", "code"}},
+// with the HTTP status of HttpStatusFor (server/http/http_json.h).
+#ifndef INFER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
+#define INFER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request_source.h"
+#include "server/http/http_server.h"
+
+namespace infer {
+
+// How to answer a /v1/embeddings request, filled as the engine has it
+// declared and decoded.
+struct EmbeddingsCall {
+  std::string output;   // the model's embedding output
+  bool base64 = false;  // encoding_format "base64"
+  int64_t tokens = -1;  // token ids sent; -1 for text (the model counts them)
+  // The request field an error concerns (OpenAI's "param"), or null; and
+  // whether the engine got as far as asking what the request declares.
+  const char* param = nullptr;
+  bool declared = false;
+};
+
+// A parsed /v1/embeddings body as the engine's request source. Declare
+// checks the fields against the model (its embedding output,
+// encoding_format, dimensions, text or token ids) and declares the inputs;
+// Decode builds them. Both record in the EmbeddingsCall what the answer
+// needs.
+class EmbeddingsSource final : public RequestSource {
+ public:
+  EmbeddingsSource(std::string model, nlohmann::json doc, EmbeddingsCall* call)
+      : model_(std::move(model)), doc_(std::move(doc)), call_(call) {}
+  EmbeddingsSource(EmbeddingsSource&&) = default;
+  const std::string& model_name() const override { return model_; }
+  absl::Status Declare(const ModelSpec& spec, DeclaredRequest* declared) override;
+  absl::Status Decode(const ModelSpec& spec, InferRequest* request) override;
+
+ private:
+  std::string model_;
+  nlohmann::json doc_;
+  EmbeddingsCall* call_;  // borrowed
+  // From Declare, for Decode: views into doc_ (it does not move between
+  // the two), and the shape declared.
+  const nlohmann::json* input_ = nullptr;
+  std::vector<const nlohmann::json*> rows_;
+  std::vector<int64_t> shape_;
+  bool text_ = false;
+  bool mask_ = false;
+};
+
+// The body's JSON (depth-bounded, runtime/json_parse.h) and its model name:
+// what HandleEmbeddings needs before it submits. On an error, call->param
+// names the field at fault, or is null.
+absl::StatusOr<EmbeddingsSource> ParseEmbeddingsRequest(const HttpRequest& request,
+                                                        EmbeddingsCall* call);
+// POST /v1/embeddings: ParseEmbeddingsRequest, then the engine, then the
+// answer in OpenAI's shape.
+void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply);
+// GET /v1/models (`model` empty) or /v1/models/{model}.
+HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model);
+// An error in OpenAI's JSON shape.
+HttpResponse OpenAiError(const absl::Status& status, const char* param = nullptr);
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_

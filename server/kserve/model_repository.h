@@ -1,0 +1,69 @@
+// Model repository: one folder per model, each with a `config.pbtxt` in
+// protobuf text format (message infer.config.ModelConfig, see
+// protos/model_config.proto), e.g.
+//
+//   model_repository/
+//     embed_pool/
+//       config.pbtxt:   backend: "embed_pool"
+//                       max_batch_size: 32
+//                       dynamic_batching { max_queue_delay_microseconds: 2000 }
+//
+// Thread-compatible (plain functions).
+#ifndef INFER_SERVER_KSERVE_MODEL_REPOSITORY_H_
+#define INFER_SERVER_KSERVE_MODEL_REPOSITORY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "batching/batch_queue.h"
+#include "engine/engine.h"
+#include "model_config.pb.h"
+#include "models/bert/bert_encoder.h"
+
+namespace infer {
+
+// Defaults applied where a config leaves a field unset (0).
+inline constexpr int kDefaultMaxBatchSize = 32;
+inline constexpr int kDefaultMaxQueueDelayUs = 1000;
+inline constexpr int kDefaultMaxQueueSize = 1024;
+
+// Parses one config file. INVALID_ARGUMENT naming the file, line and field
+// for syntax errors and bad values.
+absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
+                                                     const std::string& text);
+
+// The batching policy a config asks for, with defaults filled in.
+QueueOptions BatchingFromConfig(const config::ModelConfig& config);
+
+// The CUDA-graph options a config asks for (optimization.cuda), with
+// defaults filled in.
+BertGraphOptions GraphsFromConfig(const config::ModelConfig& config);
+
+// The request limits a config asks for, with defaults filled in.
+RequestLimits LimitsFromConfig(const config::ModelConfig& config);
+
+// One model folder, loaded but not yet served: the model (created on
+// `context`) and the batching policy and request limits its config asks for.
+struct LoadedModel {
+  std::string name;  // the folder's name
+  std::unique_ptr<Model> model;
+  QueueOptions batching;
+  RequestLimits limits;
+};
+// Reads `dir`/config.pbtxt and creates its model, checking the config against
+// the model and `device`. Errors name the config file and the problem.
+absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
+                                            const DeviceInfo& device);
+
+// Loads every model folder under `dir` into `engine` (LoadModelFolder, then
+// Engine::AddModel); returns the names loaded. Fails on the first bad folder, naming the file and
+// the problem.
+absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
+                                                             Engine* engine);
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_KSERVE_MODEL_REPOSITORY_H_
