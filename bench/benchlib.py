@@ -102,9 +102,10 @@ def minilm_dir():
         check=True, capture_output=True, text=True).stdout.strip()
 
 
-def start_infer_server(repo, *extra):
+def start_infer_server(repo, *extra, binary=None):
+    """infer-server (build/bin's, or `binary`) serving `repo` on free ports."""
     log = tempfile.mktemp(prefix="infer_server_", suffix=".log")
-    return Process([os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
+    return Process([binary or os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
                     "--metrics-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--log-summary-interval-s", "0",
                     "--drain-grace-s", "0", "--model-repository", repo, *extra],
                    "infer-server listening", log)

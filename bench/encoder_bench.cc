@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "models/bert/bert_encoder.h"
+#include "models/bert/load_encoder.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/compute_stream.h"
 #include "runtime/device.h"

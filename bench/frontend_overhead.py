@@ -11,6 +11,11 @@ Answers: throughput ratio (ours / bare gRPC) and the difference of p50: the
 median over the rounds, with the range of the rounds beside it.
 
   python3 bench/frontend_overhead.py [--duration-s 5] [--repeats 3] [--length 128]
+                                    [--baseline-binary OLD/infer-server]
+
+--baseline-binary adds another build of infer-server (e.g. the previous
+commit's) to the same alternating rounds, so that a change is measured
+against what it replaces on the same machine at the same time.
 """
 
 import argparse
@@ -31,6 +36,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--length", type=int, default=128, help="tokens per request (INT64 ids)")
     ap.add_argument("--concurrency", default="1,64")
+    ap.add_argument("--baseline-binary", help="another infer-server build to measure alongside")
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
     print(f"front-end overhead on {benchlib.machine()}")
@@ -43,19 +49,23 @@ def main():
     try:
         servers["infer-server"] = benchlib.start_infer_server(repo, "--device", "cpu")
         servers["echo-server"] = benchlib.start_echo_server()
+        if a.baseline_binary:
+            servers["baseline"] = benchlib.start_infer_server(repo, "--device", "cpu",
+                                                              binary=a.baseline_binary)
+        names = list(servers)
         for c in levels:
             results[c] = benchlib.interleaved(
                 lambda name: benchlib.infer_bench(
                     servers[name].address, "identity", "--concurrency", c, "--lengths", a.length,
                     "--duration-s", a.duration_s, "--warmup-s", 1),
-                ["infer-server", "echo-server"], a.repeats)
+                names, a.repeats)
     finally:
         for server in servers.values():
             server.stop()
         shutil.rmtree(repo, ignore_errors=True)
     rows = []
     for c in levels:
-        for name in ("infer-server", "echo-server"):
+        for name in names:
             rs = results[c][name]
             rows.append([name, c, f"{benchlib.median([r['throughput_per_s'] for r in rs]):.0f}",
                          f"{benchlib.median([r['latency_ms']['p50'] for r in rs]):.3f}",
@@ -70,6 +80,12 @@ def main():
         print(f"concurrency {c}: throughput ours / bare gRPC = {benchlib.spread_text(*ratio)}; "
               f"p50 ours - bare = "
               f"{benchlib.spread_text(benchlib.median(diffs), min(diffs), max(diffs), '{:+.3f}')} ms")
+        if "baseline" in results[c]:
+            base = results[c]["baseline"]
+            print(f"concurrency {c}: baseline / bare gRPC = "
+                  f"{benchlib.spread_text(*benchlib.ratio_spread(base, bare, lambda r: r['throughput_per_s']))}"
+                  f"; ours / baseline = "
+                  f"{benchlib.spread_text(*benchlib.ratio_spread(ours, base, lambda r: r['throughput_per_s']))}")
 
 
 if __name__ == "__main__":

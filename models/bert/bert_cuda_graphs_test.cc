@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_cuda.h"
 #include "models/bert/bert_gen.h"
+#include "models/bert/load_encoder.h"
 #include "runtime/compute_stream.h"
 #include "tests/testing/cuda_arrays.h"
 #include "tests/testing/status_matchers.h"

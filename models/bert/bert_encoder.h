@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "batching/batch_shape.h"
+#include "models/bert/bert_config.h"
 #include "models/checkpoint.h"
 #include "models/packed_sequences.h"
 #include "models/precision.h"
@@ -116,20 +117,6 @@ class BertEncoder {
   virtual absl::Status Encode(Stream* stream, const PackedSequencesView& batch, BertPooling pooling,
                               bool normalize, float* out) const = 0;
 };
-
-// The precision `requested` resolves to on `device`: auto becomes bf16 or
-// fp32 on a CPU (bf16 where it has native BF16) and fp16 on CUDA.
-// FAILED_PRECONDITION naming what the device's encoder computes when it
-// cannot compute the requested one.
-absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device& device);
-
-// Loads `dir` (config.json, model.safetensors; Hugging Face layout, with or
-// without the "bert." prefix) for `context`'s device: the CPU encoder, or the
-// CUDA one when the build has CUDA, in the resolved precision. INVALID_ARGUMENT
-// naming the file and tensor when one is missing or has the wrong shape.
-absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(
-    const std::string& dir, const DeviceContext& context,
-    const BertEncoderOptions& options = BertEncoderOptions());
 
 }  // namespace infer
 

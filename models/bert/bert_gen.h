@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "models/bert/bert_config.h"
 #include "models/checkpoint.h"
 
 namespace infer {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "models/bert/load_encoder.h"
 #include "models/staged_batch.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"

@@ -213,11 +213,11 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
   return config;
 }
 
-BertGraphOptions GraphsFromConfig(const config::ModelConfig& config) {
+CudaGraphsConfig GraphsFromConfig(const config::ModelConfig& config) {
   const config::ModelOptimizationPolicy::Cuda& cuda = config.optimization().cuda();
-  BertGraphOptions g;
+  CudaGraphsConfig g;
   if (cuda.has_graphs()) g.enabled = cuda.graphs();
-  if (cuda.graph_max_tokens() > 0) g.max_tokens = static_cast<int64_t>(cuda.graph_max_tokens());
+  g.max_tokens = static_cast<int64_t>(cuda.graph_max_tokens());
   return g;
 }
 
@@ -278,16 +278,15 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
         absl::StrCat(config_path.string(), ": field 'name' = '", config.name(),
                      "' differs from the folder name '", loaded.name, "'"));
   }
-  ModelParams params;
-  for (const auto& [key, value] : config.parameters()) params[key] = value.string_value();
-  // Checked by ParseModelConfig; empty means auto.
-  BuiltinModelOptions options;
+  ModelOptions options;
+  options.name = loaded.name;
   options.model_dir = folder.string();
+  for (const auto& [key, value] : config.parameters()) options.params[key] = value.string_value();
+  // Checked by ParseModelConfig; empty means auto.
   options.precision =
       config.precision().empty() ? Precision::kAuto : *ParsePrecision(config.precision());
   options.cuda_graphs = GraphsFromConfig(config);
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      CreateBuiltinModel(config.backend(), loaded.name, params, context, options);
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config.backend(), options, context);
   if (!model.ok()) {
     return absl::Status(model.status().code(),
                         absl::StrCat(config_path.string(), ": ", model.status().message()));

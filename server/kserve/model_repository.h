@@ -21,7 +21,7 @@
 #include "batching/batch_queue.h"
 #include "engine/engine.h"
 #include "model_config.pb.h"
-#include "models/bert/bert_encoder.h"
+#include "models/registry.h"
 
 namespace infer {
 
@@ -38,9 +38,9 @@ absl::StatusOr<config::ModelConfig> ParseModelConfig(const std::string& path,
 // The batching policy a config asks for, with defaults filled in.
 QueueOptions BatchingFromConfig(const config::ModelConfig& config);
 
-// The CUDA-graph options a config asks for (optimization.cuda), with
-// defaults filled in.
-BertGraphOptions GraphsFromConfig(const config::ModelConfig& config);
+// The CUDA-graph options a config asks for (optimization.cuda); what it
+// leaves unset is left to the model's family.
+CudaGraphsConfig GraphsFromConfig(const config::ModelConfig& config);
 
 // The request limits a config asks for, with defaults filled in.
 RequestLimits LimitsFromConfig(const config::ModelConfig& config);

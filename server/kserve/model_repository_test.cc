@@ -189,23 +189,21 @@ TEST_F(RepositoryTest, RequestLimitsFieldsAndDefaults) {
                        "is too large"));
 }
 
-// optimization.cuda, Triton's field for CUDA Graphs: on unless set false,
-// with the server's own graph_max_tokens bounded.
+// optimization.cuda, Triton's field for CUDA Graphs: unset leaves the
+// family's defaults, and the server's own graph_max_tokens is bounded.
 TEST_F(RepositoryTest, CudaGraphFieldsAndDefaults) {
-  const BertGraphOptions defaults;
   auto parse = [](const std::string& text) { return ParseModelConfig("m/config.pbtxt", text); };
   auto unset = parse(R"(backend: "bert")");
   ASSERT_THAT(unset, IsOk());
-  EXPECT_EQ(GraphsFromConfig(*unset).enabled, defaults.enabled);
-  EXPECT_TRUE(defaults.enabled);
-  EXPECT_EQ(GraphsFromConfig(*unset).max_tokens, defaults.max_tokens);
+  EXPECT_FALSE(GraphsFromConfig(*unset).enabled.has_value());
+  EXPECT_EQ(GraphsFromConfig(*unset).max_tokens, 0);
   auto off = parse(R"(backend: "bert" optimization { cuda { graphs: false } })");
   ASSERT_THAT(off, IsOk());
-  EXPECT_FALSE(GraphsFromConfig(*off).enabled);
+  EXPECT_EQ(GraphsFromConfig(*off).enabled, false);
   auto sized =
       parse(R"(backend: "bert" optimization { cuda { graphs: true graph_max_tokens: 512 } })");
   ASSERT_THAT(sized, IsOk());
-  EXPECT_TRUE(GraphsFromConfig(*sized).enabled);
+  EXPECT_EQ(GraphsFromConfig(*sized).enabled, true);
   EXPECT_EQ(GraphsFromConfig(*sized).max_tokens, 512);
   EXPECT_THAT(parse(R"(backend: "bert" optimization { cuda { graph_max_tokens: 2000000 } })"),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -1,0 +1,52 @@
+// The bert family in the model registry (models/registry.h): a Hugging Face
+// BERT checkpoint folder (config.json, model.safetensors, vocab.txt).
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/bert/bert_model.h"
+#include "models/registry.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
+                                              const DeviceContext& context) {
+  const ModelParams& params = options.params;
+  const std::string& model_dir = options.model_dir;
+  BertModelOptions o;
+  o.name = options.name;
+  o.precision = options.precision;
+  if (options.cuda_graphs.enabled.has_value()) o.graphs.enabled = *options.cuda_graphs.enabled;
+  if (options.cuda_graphs.max_tokens > 0) o.graphs.max_tokens = options.cuda_graphs.max_tokens;
+  o.checkpoint_dir = model_dir;
+  if (auto it = params.find("checkpoint_dir"); it != params.end()) {
+    // Relative paths are relative to the model's folder.
+    o.checkpoint_dir = !it->second.empty() && it->second[0] == '/'
+                           ? it->second
+                           : absl::StrCat(model_dir, "/", it->second);
+  }
+  if (auto it = params.find("pooling"); it != params.end()) {
+    if (it->second != "mean" && it->second != "cls") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter 'pooling' = '", it->second, "' is not mean or cls"));
+    }
+    o.pooling = it->second == "cls" ? BertPooling::kCls : BertPooling::kMean;
+  }
+  INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
+  INFER_RETURN_IF_ERROR(ParseBoolParam(params, "batch_invariant", &o.batch_invariant));
+  INFER_RETURN_IF_ERROR(ParseIntParam(params, "max_sequence_length", &o.max_sequence_length));
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertModel> model, BertModel::Create(o, context));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace
+
+extern const ModelFamily kBertFamily;
+const ModelFamily kBertFamily = {
+    "bert",
+    {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant"},
+    Create};
+
+}  // namespace infer

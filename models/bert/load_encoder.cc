@@ -1,0 +1,66 @@
+#include "models/bert/load_encoder.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/bert/bert_cpu.h"
+#include "runtime/build_config.h"
+#include "runtime/status_macros.h"
+#if INFER_WITH_CUDA
+#include "models/bert/bert_cuda.h"
+#endif
+
+namespace infer {
+
+absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device& device) {
+  switch (device.info().kind) {
+    case DeviceKind::kCpu:
+      if (requested == Precision::kAuto) {
+        return CpuHasNativeBf16() ? Precision::kBf16 : Precision::kFp32;
+      }
+      if (requested == Precision::kFp32 || requested == Precision::kBf16) return requested;
+      return absl::FailedPreconditionError(absl::StrCat("precision ", PrecisionName(requested),
+                                                        ": the CPU encoder computes fp32 or bf16"));
+    case DeviceKind::kCuda:
+      if (requested == Precision::kAuto || requested == Precision::kFp16) return Precision::kFp16;
+      return absl::FailedPreconditionError(
+          absl::StrCat("precision ", PrecisionName(requested), ": the CUDA encoder computes fp16"));
+  }
+  return absl::FailedPreconditionError("unknown device kind");
+}
+
+absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& dir,
+                                                             const DeviceContext& context,
+                                                             const BertEncoderOptions& options) {
+  if (context.device == nullptr) return absl::InvalidArgumentError("no device");
+  INFER_ASSIGN_OR_RETURN(const Precision precision,
+                         ResolveBertPrecision(options.precision, *context.device));
+  INFER_ASSIGN_OR_RETURN(BertWeights weights, LoadBertWeights(dir));
+  switch (context.device->info().kind) {
+    case DeviceKind::kCpu: {
+      BertCpuOptions cpu;
+      cpu.precision = precision;
+      cpu.threads = context.device->info().compute_threads;
+      cpu.batch_invariant = options.batch_invariant;
+      INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertEncoderCpu> encoder,
+                             BertEncoderCpu::Create(std::move(weights), cpu, context.allocator));
+      return std::unique_ptr<BertEncoder>(std::move(encoder));
+    }
+    case DeviceKind::kCuda:
+      if (options.batch_invariant) {
+        // cuBLAS picks its GEMM algorithm by the row count too, and the
+        // CUDA encoder has no fixed-piece mode.
+        return absl::FailedPreconditionError(
+            "batch_invariant is a CPU mode; the CUDA encoder does not offer it");
+      }
+#if INFER_WITH_CUDA
+      return BertEncoderCuda::Create(weights, context, options.graphs);
+#else
+      break;
+#endif
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no BERT encoder for device ", context.device->spec()));
+}
+
+}  // namespace infer

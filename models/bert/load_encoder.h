@@ -1,0 +1,35 @@
+// Choosing and loading a BERT encoder for a device: the CPU encoder
+// (models/bert/bert_cpu.h) or, in a build with CUDA, the CUDA one
+// (models/bert/bert_cuda.h), behind the BertEncoder interface
+// (models/bert/bert_encoder.h), which knows neither.
+#ifndef INFER_MODELS_BERT_LOAD_ENCODER_H_
+#define INFER_MODELS_BERT_LOAD_ENCODER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/bert/bert_encoder.h"
+#include "models/precision.h"
+#include "runtime/device.h"
+#include "runtime/device_context.h"
+
+namespace infer {
+
+// The precision `requested` resolves to on `device`: auto becomes bf16 or
+// fp32 on a CPU (bf16 where it has native BF16) and fp16 on CUDA.
+// FAILED_PRECONDITION naming what the device's encoder computes when it
+// cannot compute the requested one.
+absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device& device);
+
+// Loads `dir` (config.json, model.safetensors; Hugging Face layout, with or
+// without the "bert." prefix) for `context`'s device: the CPU encoder, or the
+// CUDA one when the build has CUDA, in the resolved precision. INVALID_ARGUMENT
+// naming the file and tensor when one is missing or has the wrong shape.
+absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(
+    const std::string& dir, const DeviceContext& context,
+    const BertEncoderOptions& options = BertEncoderOptions());
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_BERT_LOAD_ENCODER_H_
