@@ -7,6 +7,7 @@
 #include "engine/engine_test_util.h"
 #include "models/bert/bert_gen.h"
 #include "models/bert/bert_model.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/float_tolerance.h"
 
 namespace infer {
@@ -14,27 +15,42 @@ namespace {
 
 using namespace ::infer::testing_engine;  // NOLINT: the shared test doubles
 
+// Time is the engine's clock, moved by the test: a request's timeout runs
+// out while a batch holds the device, without waiting for it.
 TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
-  auto engine = CpuEngine(/*max_in_flight=*/1);  // the blocker fills the device
-  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(300)});
+  testing::FakeClock clock(absl::FromUnixSeconds(1'000'000));
+  auto engine = CpuEngine(/*max_in_flight=*/1, &clock);  // the blocker fills the device
+  testing::Notification release;
+  ProbeModel::Options o;
+  o.release = &release;
+  auto model = std::make_unique<ProbeModel>(o);
   ProbeModel* probe = model.get();
   ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
   Results results;
   engine->Submit(Probe("blocker"), results.For("blocker"));
-  absl::SleepFor(absl::Milliseconds(50));  // the blocker is running
+  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // the blocker runs
   InferRequest late = Probe("late");
   late.timeout = absl::Milliseconds(20);
   engine->Submit(std::move(late), results.For("late"));
+  InferRequest in_time = Probe("in_time");
+  in_time.timeout = absl::Milliseconds(40);
+  engine->Submit(std::move(in_time), results.For("in_time"));
+  clock.Advance(absl::Milliseconds(30));  // past late's timeout, within in_time's
   InferRequest past = Probe("past");
-  past.deadline = absl::Now() - absl::Seconds(1);
+  past.deadline = clock.Now() - absl::Seconds(1);
   engine->Submit(std::move(past), results.For("past"));
-  ASSERT_TRUE(results.WaitFor(3));
+  release.Notify();
+  ASSERT_TRUE(results.WaitFor(4));
   EXPECT_THAT(results.status["blocker"], IsOk());
   EXPECT_THAT(results.status["late"],
-              StatusIs(absl::StatusCode::kDeadlineExceeded, "passed its deadline; it was not run"));
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       "request waited 30000 us in the queue of model 'probe' and passed its "
+                       "deadline; it was not run"));
+  EXPECT_THAT(results.status["in_time"], IsOk());
   EXPECT_THAT(results.status["past"],
               StatusIs(absl::StatusCode::kDeadlineExceeded, "passed before it arrived"));
-  EXPECT_EQ(probe->order(), std::vector<std::string>{"blocker"}) << "expired requests never ran";
+  EXPECT_EQ(probe->order(), (std::vector<std::string>{"blocker", "in_time"}))
+      << "expired requests never ran";
   EXPECT_EQ(engine->GetModelStats("probe")->rejected_deadline, 2u);
 }
 

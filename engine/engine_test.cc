@@ -170,27 +170,32 @@ TEST(EngineTest, ReturnsOnlyRequestedOutputsInRequestOrder) {
 // answered while another model's batch holds the whole pipeline.
 TEST(EngineTest, AModelWithoutDeviceWorkDoesNotWaitForThePipeline) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
-  ProbeModel::Options slow;
-  slow.compute_time = absl::Seconds(2);
-  ASSERT_THAT(
-      engine->AddModel(std::make_unique<ProbeModel>(slow), Batching(1, absl::ZeroDuration())),
-      IsOk());
+  testing::Notification release;
+  ProbeModel::Options held;
+  held.release = &release;
+  auto probe_model = std::make_unique<ProbeModel>(held);
+  ProbeModel* probe = probe_model.get();
+  ASSERT_THAT(engine->AddModel(std::move(probe_model), Batching(1, absl::ZeroDuration())), IsOk());
   ASSERT_THAT(
       engine->AddModel(std::make_unique<IdentityModel>("echo"), Batching(4, absl::ZeroDuration())),
       IsOk());
-  std::promise<absl::Time> probe_done;
-  engine->Submit(Probe("slow"), [&](absl::StatusOr<InferResponse> r) {
+  std::promise<void> probe_done;
+  engine->Submit(Probe("held"), [&](absl::StatusOr<InferResponse> r) {
     EXPECT_THAT(r, IsOk());
-    probe_done.set_value(absl::Now());
+    probe_done.set_value();
   });
-  absl::SleepFor(absl::Milliseconds(200));  // the probe holds the only pipeline slot
+  // The probe's batch holds the only pipeline slot until it is released.
+  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));
   InferRequest echo = Probe("echo");
   echo.model_name = "echo";
   auto answer = engine->Infer(std::move(echo));
-  const absl::Time echoed = absl::Now();
   ASSERT_THAT(answer, IsOk());
   EXPECT_EQ(answer->outputs.at(0).name, "output_ids");
-  EXPECT_LT(echoed, probe_done.get_future().get()) << "answered after the pipeline's batch";
+  std::future<void> done = probe_done.get_future();
+  EXPECT_EQ(done.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "answered only after the pipeline's batch";
+  release.Notify();
+  done.get();
 }
 
 TEST(EngineTest, ShutdownAnswersQueuedRequestsAndRefusesNewOnes) {

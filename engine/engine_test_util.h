@@ -95,6 +95,9 @@ class ProbeModel final : public Model {
     int64_t oom_above_rows = 0;  // 0: never
     int64_t bytes_per_row = 0;   // PeakBytes; 0: no memory model
     std::string name = "probe";
+    // When set, every Compute waits for it (after compute_time): a batch
+    // that holds the device until the test lets it go.
+    const testing::Notification* release = nullptr;
   };
   explicit ProbeModel(Options o) : o_(o) {
     spec_.name = o_.name;
@@ -143,6 +146,7 @@ class ProbeModel final : public Model {
     }
     absl::Status Compute(Stream*) override {
       absl::SleepFor(model->o_.compute_time);
+      if (model->o_.release != nullptr) model->o_.release->WaitForNotification();
       return absl::OkStatus();
     }
     absl::Status Download(Stream*) override { return absl::OkStatus(); }
@@ -165,9 +169,11 @@ inline InferRequest Probe(const std::string& id, int64_t rows = 1, int64_t len =
   return r;
 }
 
-inline std::unique_ptr<Engine> CpuEngine(int max_in_flight = 3) {
+// `clock`: the engine's time (borrowed); null: real time.
+inline std::unique_ptr<Engine> CpuEngine(int max_in_flight = 3, Clock* clock = nullptr) {
   EngineOptions o;
   o.device = "cpu";
+  o.clock = clock;
   o.pipeline.max_in_flight = max_in_flight;
   auto engine = Engine::Create(o);
   EXPECT_TRUE(engine.ok());

@@ -71,8 +71,10 @@
 
 namespace infer {
 
-// One batch's work, split in stages. Each method is called once, in order,
-// each from a different thread; a stage's failure skips the later ones.
+// One batch's work, split in stages. Each method is called once, in order;
+// each stage may run on a different thread (with fuse_stages, Upload,
+// Compute and Download run on one), so a job keeps no thread-local state
+// between them. A stage's failure skips the later ones.
 class PipelineJob {
  public:
   virtual ~PipelineJob() = default;

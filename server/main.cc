@@ -1,5 +1,6 @@
 // infer-server: serves the models of a model repository over the KServe v2
-// gRPC protocol. See --help.
+// protocol, on gRPC and on HTTP (KServe REST and OpenAI's /v1/embeddings),
+// with Prometheus metrics; drains on SIGTERM. See --help.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
