@@ -156,10 +156,9 @@ TEST(EngineStatsTest, QueueAndComputePhasesAddUpToAtMostTheRequestTime) {
 
 TEST(EngineStatsTest, FailedRequestsCountOnlyAsFailures) {
   auto engine = CpuEngine();
-  ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(1), Batching(4, absl::ZeroDuration())),
-              IsOk());
+  ASSERT_THAT(engine->AddModel(Flaky(1), Batching(4, absl::ZeroDuration())), IsOk());
   EXPECT_THAT(engine->Infer(Ids("flaky", {1, 2})),
-              StatusIs(absl::StatusCode::kInternal, "simulated kernel failure"));
+              StatusIs(absl::StatusCode::kInternal, "injected compute fault"));
   ASSERT_THAT(engine->Infer(Ids("flaky", {1, 2})), IsOk());
   const ModelStats st = *engine->GetModelStats("flaky");
   EXPECT_EQ(st.fail.count, 1u);

@@ -15,11 +15,10 @@ TEST(EngineTest, UnknownModelIsNotFound) {
 
 TEST(EngineTest, AddModelRejectsDuplicatesAndBadOptions) {
   auto engine = CpuEngine();
-  ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(0), Batching(4, absl::ZeroDuration())),
-              IsOk());
-  EXPECT_THAT(engine->AddModel(std::make_unique<FlakyModel>(0), Batching(4, absl::ZeroDuration())),
+  ASSERT_THAT(engine->AddModel(Flaky(0), Batching(4, absl::ZeroDuration())), IsOk());
+  EXPECT_THAT(engine->AddModel(Flaky(0), Batching(4, absl::ZeroDuration())),
               StatusIs(absl::StatusCode::kAlreadyExists, "model 'flaky' is already loaded"));
-  auto other = std::make_unique<FlakyModel>(0);
+  auto other = Flaky(0);
   EXPECT_THAT(engine->AddModel(std::move(other), Batching(0, absl::ZeroDuration())),
               StatusIs(absl::StatusCode::kInvalidArgument, "max_batch_size must be >= 1"));
 }
@@ -85,11 +84,10 @@ TEST(EngineTest, ConcurrentRequestsAreBatchedAndEachAnsweredOnce) {
 
 TEST(EngineTest, ModelFailureIsInternalAndServingContinues) {
   auto engine = CpuEngine();
-  ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(1), Batching(4, absl::ZeroDuration())),
-              IsOk());
+  ASSERT_THAT(engine->AddModel(Flaky(1), Batching(4, absl::ZeroDuration())), IsOk());
   EXPECT_THAT(
       engine->Infer(Ids("flaky", {1, 2})),
-      StatusIs(absl::StatusCode::kInternal, "model 'flaky' failed: simulated kernel failure"));
+      StatusIs(absl::StatusCode::kInternal, "model 'flaky' failed: injected compute fault"));
   auto r = engine->Infer(Ids("flaky", {1, 2, 3, 4}, 2));
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(*r->outputs[0].as<int64_t>(), 2);
@@ -97,12 +95,12 @@ TEST(EngineTest, ModelFailureIsInternalAndServingContinues) {
 
 TEST(EngineTest, ModelExceptionIsInternalAndServingContinues) {
   auto engine = CpuEngine();
-  auto model = std::make_unique<FlakyModel>(0);
-  FlakyModel* flaky = model.get();
+  auto model = Flaky(0);
+  testing::FaultyModel* flaky = model.get();
   ASSERT_THAT(engine->AddModel(std::move(model), Batching(4, absl::ZeroDuration())), IsOk());
-  flaky->ThrowNext();  // no request is in flight: the engine's worker is idle
+  flaky->ThrowNextPrepare();  // no request is in flight: the engine's worker is idle
   EXPECT_THAT(engine->Infer(Ids("flaky", {1})),
-              StatusIs(absl::StatusCode::kInternal, "exception: simulated exception"));
+              StatusIs(absl::StatusCode::kInternal, "exception: injected exception in prepare"));
   EXPECT_THAT(engine->Infer(Ids("flaky", {1})), IsOk());
 }
 
@@ -117,8 +115,8 @@ TEST(EngineTest, ALostDeviceTurnsNotReadyAnswersUnavailableAndIsReportedOnce) {
   };
   auto engine = Engine::Create(o);
   ASSERT_THAT(engine, IsOk());
-  auto model = std::make_unique<FlakyModel>(0);
-  FlakyModel* flaky = model.get();
+  auto model = Flaky(0);
+  testing::FaultyModel* flaky = model.get();
   ASSERT_THAT((*engine)->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
   ASSERT_THAT((*engine)->Infer(Ids("flaky", {1})), IsOk());
   flaky->LoseDevice();
@@ -139,7 +137,7 @@ TEST(EngineTest, ALostDeviceTurnsNotReadyAnswersUnavailableAndIsReportedOnce) {
   EXPECT_EQ(unavailable.load(), 8);
   EXPECT_FALSE((*engine)->Ready());
   EXPECT_EQ(reported.load(), 1);
-  EXPECT_THAT(reason, ::testing::HasSubstr("simulated cudaErrorIllegalAddress"));
+  EXPECT_THAT(reason, ::testing::HasSubstr("injected loss of the device"));
   const Engine::DeviceHealth health = (*engine)->GetDeviceHealth();
   EXPECT_TRUE(health.lost);
   EXPECT_GE(health.errors, 1u);
@@ -152,8 +150,7 @@ TEST(EngineTest, ALostDeviceTurnsNotReadyAnswersUnavailableAndIsReportedOnce) {
 
 TEST(EngineTest, ReturnsOnlyRequestedOutputsInRequestOrder) {
   auto engine = CpuEngine();
-  ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(0), Batching(4, absl::ZeroDuration())),
-              IsOk());
+  ASSERT_THAT(engine->AddModel(Flaky(0), Batching(4, absl::ZeroDuration())), IsOk());
   InferRequest r = Ids("flaky", {1});
   r.id = "req-7";
   r.requested_outputs = {"unused"};
@@ -222,8 +219,7 @@ TEST(EngineTest, ShutdownAnswersQueuedRequestsAndRefusesNewOnes) {
 // taken and answered, so load balancers move traffic away first.
 TEST(EngineTest, ADrainTurnsNotReadyButKeepsServingUntilShutdown) {
   auto engine = CpuEngine();
-  ASSERT_THAT(engine->AddModel(std::make_unique<FlakyModel>(0), Batching(4, absl::ZeroDuration())),
-              IsOk());
+  ASSERT_THAT(engine->AddModel(Flaky(0), Batching(4, absl::ZeroDuration())), IsOk());
   ASSERT_TRUE(engine->Ready());
   engine->BeginDrain();
   engine->BeginDrain();  // idempotent

@@ -1,7 +1,7 @@
 // Test doubles and helpers shared by the engine's tests (engine_test.cc,
-// engine_scheduling_test.cc, engine_limits_stats_test.cc): a model that
-// fails on demand, a probe model that records its batches, request
-// builders and a CPU engine. Test-only.
+// engine_scheduling_test.cc, engine_limits_stats_test.cc): a probe model
+// that records its batches, the same behind the fault-injecting wrapper
+// (Flaky), request builders and a CPU engine. Test-only.
 #ifndef INFER_ENGINE_ENGINE_TEST_UTIL_H_
 #define INFER_ENGINE_ENGINE_TEST_UTIL_H_
 
@@ -17,6 +17,8 @@
 #include "engine/engine.h"
 #include "models/embed_pool/embed_pool.h"
 #include "models/identity/identity.h"
+#include "runtime/status_macros.h"
+#include "tests/testing/faulty_model.h"
 #include "tests/testing/notification.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
@@ -34,59 +36,10 @@ inline InferRequest Ids(const std::string& model, std::vector<int64_t> ids, int6
   return r;
 }
 
-// A host-only model that fails its first `failures` batches, then answers
-// each request with its batch size (twice, as "rows" and "unused").
-class FlakyModel final : public Model {
- public:
-  explicit FlakyModel(int failures) : failures_(failures) {
-    spec_.name = "flaky";
-    spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
-    spec_.outputs = {{"rows", DataType::kInt64, {-1}}, {"unused", DataType::kInt64, {-1}}};
-  }
-  const ModelSpec& spec() const override { return spec_; }
-  absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
-      absl::Span<const InferRequest* const> requests) override {
-    if (throw_next_.exchange(false)) throw std::runtime_error("simulated exception");
-    auto batch = std::make_unique<Batch>();
-    batch->fail = failures_-- > 0;
-    batch->lost = &lost_;
-    for (const InferRequest* r : requests) batch->rows.push_back(RequestBatchSize(*r));
-    return std::unique_ptr<ModelBatch>(std::move(batch));
-  }
-  void ThrowNext() { throw_next_ = true; }
-  // From now on every Compute fails as on a GPU after a sticky error.
-  void LoseDevice() { lost_ = true; }
-
- private:
-  struct Batch final : ModelBatch {
-    bool fail = false;
-    const std::atomic<bool>* lost = nullptr;
-    std::vector<int64_t> rows;
-    absl::Status Upload(Stream*) override { return absl::OkStatus(); }
-    absl::Status Compute(Stream*) override {
-      if (*lost) return DeviceLostError("simulated cudaErrorIllegalAddress");
-      return fail ? absl::InternalError("simulated kernel failure") : absl::OkStatus();
-    }
-    absl::Status Download(Stream*) override { return absl::OkStatus(); }
-    absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-      for (size_t i = 0; i < responses.size(); ++i) {
-        for (const char* name : {"rows", "unused"}) {
-          responses[i]->outputs.push_back(testing::Int64Scalar(name, rows[i]));
-        }
-      }
-      return absl::OkStatus();
-    }
-  };
-
-  ModelSpec spec_;
-  int failures_;
-  std::atomic<bool> throw_next_{false};
-  std::atomic<bool> lost_{false};
-};
-
 // A host-only model for scheduling tests: answers each request with its
-// batch size, and can be told to be slow, to run out of memory above a row
-// count, and to declare a memory model. Records the order in which requests
+// batch size ("rows", and "unused" too when asked), and can be told to be
+// slow, to run out of memory above a row count, and to declare a memory
+// model. Records the order in which requests
 // (by id) ran, and the most memory its batches held at once.
 class ProbeModel final : public Model {
  public:
@@ -98,11 +51,14 @@ class ProbeModel final : public Model {
     // When set, every Compute waits for it (after compute_time): a batch
     // that holds the device until the test lets it go.
     const testing::Notification* release = nullptr;
+    // A second output, "unused", with the same values (for output selection).
+    bool unused_output = false;
   };
   explicit ProbeModel(Options o) : o_(o) {
     spec_.name = o_.name;
     spec_.inputs = {{"input_ids", DataType::kInt64, {-1, -1}}};
     spec_.outputs = {{"rows", DataType::kInt64, {-1}}};
+    if (o_.unused_output) spec_.outputs.push_back({"unused", DataType::kInt64, {-1}});
   }
   const ModelSpec& spec() const override { return spec_; }
   int64_t PeakBytes(const BatchShape& shape) const override {
@@ -151,7 +107,9 @@ class ProbeModel final : public Model {
     }
     absl::Status Download(Stream*) override { return absl::OkStatus(); }
     absl::Status Finish(absl::Span<InferResponse* const> responses) override {
-      return testing::AnswerInt64Scalars("rows", rows, responses);
+      INFER_RETURN_IF_ERROR(testing::AnswerInt64Scalars("rows", rows, responses));
+      if (!model->o_.unused_output) return absl::OkStatus();
+      return testing::AnswerInt64Scalars("unused", rows, responses);
     }
   };
 
@@ -162,6 +120,18 @@ class ProbeModel final : public Model {
   std::atomic<int64_t> held_{0};
   std::atomic<int64_t> max_held_{0};
 };
+
+// The "flaky" model: a probe answering "rows" and "unused", behind the
+// fault-injecting wrapper (tests/testing/faulty_model.h), whose first
+// `failures` batches fail.
+inline std::unique_ptr<testing::FaultyModel> Flaky(int failures) {
+  ProbeModel::Options probe;
+  probe.name = "flaky";
+  probe.unused_output = true;
+  testing::FaultyModelOptions faults;
+  faults.fail_first_batches = failures;
+  return std::make_unique<testing::FaultyModel>(std::make_unique<ProbeModel>(probe), faults);
+}
 
 inline InferRequest Probe(const std::string& id, int64_t rows = 1, int64_t len = 3) {
   InferRequest r = testing::IdsRequest("probe", rows, len);

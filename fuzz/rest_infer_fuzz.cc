@@ -1,8 +1,8 @@
 // A KServe v2 REST inference request (POST /v2/models/{m}/infer) through
 // what the route does to it before it is queued: its RestRequestSource
-// through admission (ParseRestInferRequest: the depth-bounded JSON, tensors
-// as JSON data or Triton's binary data extension; the declared limits;
-// decoding; the checks on the decoded request). Whatever the bytes: a
+// through admission (the depth-bounded JSON, the request's structure and
+// binary sizes, the declared limits, decoding JSON data or Triton's binary
+// data, the checks on the decoded request). Whatever the bytes: a
 // status, never a crash, a read out of bounds, deep recursion, or an
 // allocation in proportion to a declared size.
 //
@@ -18,8 +18,7 @@
 
 #include "absl/strings/string_view.h"
 #include "fuzz/served_models.h"
-#include "server/http/http_infer_codec.h"
-#include "server/kserve/proto_request.h"
+#include "server/http/rest_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   infer::fuzzing::ServedModels();
@@ -36,9 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!header.empty()) {
       request.headers.emplace_back("inference-header-content-length", std::string(header));
     }
-    const std::string name = model, version;
-    infer::RestInferRequest parsed;
-    infer::RestRequestSource source(name, version, &request, &parsed);
+    infer::RestOutputChoices choices;
+    infer::RestRequestSource source(model, "", &request, &choices);
     (void)infer::fuzzing::AdmitServed(source);
   }
   return 0;

@@ -8,24 +8,6 @@
 
 namespace infer {
 
-struct CachingAllocator::Block {
-  // Allocated: the allocation stream's id. Free: the id of the stream whose
-  // work may still touch the block (until free_event completes), or 0 once
-  // settled. Ids, unlike addresses, are never reused by a later stream.
-  uint64_t stream_id = 0;
-  Stream* stream = nullptr;  // the allocation stream, while allocated
-  char* ptr = nullptr;
-  size_t size = 0;                    // bytes of the block (a multiple of kRoundBytes)
-  size_t requested = 0;               // bytes asked for, while allocated
-  bool small = false;                 // from a small segment (small pool)
-  bool allocated = false;             // handed out, or freed but awaiting other streams
-  bool in_pool = false;               // free and in small_free_ / large_free_
-  std::shared_ptr<Event> free_event;  // free, not settled: recorded on `stream` at Free
-  Block* prev = nullptr;              // neighbours within the segment
-  Block* next = nullptr;
-  std::vector<Stream*> uses;  // other streams that used it (RecordStream)
-};
-
 bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
   if (a->stream_id != b->stream_id) return a->stream_id < b->stream_id;
   if (a->size != b->size) return a->size < b->size;
@@ -501,34 +483,6 @@ void CachingAllocator::ResetPeak() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
-}
-
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(DeviceAllocator* allocator, size_t bytes,
-                                                    Stream* stream) {
-  absl::StatusOr<void*> ptr = allocator->Allocate(bytes, stream);
-  if (!ptr.ok()) return ptr.status();
-  DeviceBuffer buffer;
-  buffer.allocator_ = allocator;
-  buffer.ptr_ = *ptr;
-  buffer.bytes_ = bytes;
-  return buffer;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    allocator_ = std::exchange(other.allocator_, nullptr);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void DeviceBuffer::Reset() {
-  if (ptr_ != nullptr) allocator_->Free(ptr_).IgnoreError();  // ours: cannot be foreign
-  allocator_ = nullptr;
-  ptr_ = nullptr;
-  bytes_ = 0;
 }
 
 }  // namespace infer

@@ -152,7 +152,23 @@ class CachingAllocator final : public DeviceAllocator {
   static int64_t BlockBytes(int64_t bytes);
 
  private:
-  struct Block;
+  struct Block {
+    // Allocated: the allocation stream's id. Free: the id of the stream whose
+    // work may still touch the block (until free_event completes), or 0 once
+    // settled. Ids, unlike addresses, are never reused by a later stream.
+    uint64_t stream_id = 0;
+    Stream* stream = nullptr;  // the allocation stream, while allocated
+    char* ptr = nullptr;
+    size_t size = 0;                    // bytes of the block (a multiple of kRoundBytes)
+    size_t requested = 0;               // bytes asked for, while allocated
+    bool small = false;                 // from a small segment (small pool)
+    bool allocated = false;             // handed out, or freed but awaiting other streams
+    bool in_pool = false;               // free and in small_free_ / large_free_
+    std::shared_ptr<Event> free_event;  // free, not settled: recorded on `stream` at Free
+    Block* prev = nullptr;              // neighbours within the segment
+    Block* next = nullptr;
+    std::vector<Stream*> uses;  // other streams that used it (RecordStream)
+  };
   struct BlockLess {
     bool operator()(const Block* a, const Block* b) const;
   };

@@ -7,12 +7,14 @@
 #include <thread>
 
 #include "tests/testing/fake_device.h"
+#include "tests/testing/faulty_device.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
 namespace {
 
 using ::infer::testing::FakeDevice;
+using ::infer::testing::FaultyDevice;
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
 
@@ -27,14 +29,17 @@ class AllocatorTest : public ::testing::Test {
     s1_.reset();
     s2_.reset();
     alloc_.reset();
-    device_ = std::make_unique<FakeDevice>(capacity, 1024 * kMiB);
+    faults_.reset();
+    auto fake = std::make_unique<FakeDevice>(capacity, 1024 * kMiB);
+    device_ = fake.get();
+    faults_ = std::make_unique<FaultyDevice>(std::move(fake));
     CachingAllocatorOptions o;
     o.budget_bytes = budget;
-    auto a = CachingAllocator::Create(device_.get(), o);
+    auto a = CachingAllocator::Create(faults_.get(), o);
     ASSERT_THAT(a, IsOk());
     alloc_ = *std::move(a);
-    s1_ = *device_->CreateStream();
-    s2_ = *device_->CreateStream();
+    s1_ = *faults_->CreateStream(StreamKind::kCompute);
+    s2_ = *faults_->CreateStream(StreamKind::kCompute);
   }
   void* Alloc(size_t bytes, Stream* s) {
     absl::StatusOr<void*> p = alloc_->Allocate(bytes, s);
@@ -42,7 +47,10 @@ class AllocatorTest : public ::testing::Test {
     return p.ok() ? *p : nullptr;
   }
 
-  std::unique_ptr<FakeDevice> device_;
+  // The fake device's memory and events, behind the fault injector (which
+  // owns it) for the tests of refused allocations and a lost device.
+  std::unique_ptr<FaultyDevice> faults_;
+  FakeDevice* device_ = nullptr;
   std::unique_ptr<CachingAllocator> alloc_;
   std::unique_ptr<Stream> s1_, s2_;
 };
@@ -190,12 +198,12 @@ TEST_F(AllocatorTest, DeviceRefusalUnderBudgetTakesTheSamePath) {
               StatusIs(absl::StatusCode::kResourceExhausted, "out of memory"));
   ASSERT_THAT(alloc_->Free(c), IsOk());
   alloc_->EmptyCache();
-  device_->FailNextAllocations(2);
+  faults_->FailAllocations(/*skip=*/0, /*count=*/2);
   // The message says the device refused, not the budget, and why.
   EXPECT_THAT(alloc_->Allocate(3 * kMiB, s1_.get()),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        "the device refused a new 4194304-byte segment within the budget of "
-                       "67108864 bytes (fake device: allocation refused)"));
+                       "67108864 bytes (out of memory allocating 4194304 bytes (injected))"));
   ASSERT_THAT(alloc_->Free(a), IsOk());
 }
 
@@ -324,7 +332,7 @@ TEST_F(AllocatorTest, ALostDeviceNeverRecyclesABlock) {
   ASSERT_THAT(alloc_->Free(a), IsOk());  // its free event is pending
   void* b = Alloc(2 * kMiB, s1_.get());  // reused on its own stream
   EXPECT_EQ(b, a);
-  device_->LoseDevice();
+  faults_->LoseDevice();
   ASSERT_THAT(alloc_->Free(b), IsOk());  // the event cannot be recorded
   EXPECT_EQ(alloc_->stats().lost_bytes, 2 * kMiB);
   // Nothing the lost device may still be writing is handed out again, and
@@ -343,7 +351,7 @@ TEST_F(AllocatorTest, ACrossStreamFreePendingWhenTheDeviceIsLostCountsAsLost) {
   ASSERT_THAT(alloc_->Free(a), IsOk());  // out of the cache until both streams pass
   EXPECT_EQ(alloc_->stats().active_bytes, 2 * kMiB);
   EXPECT_EQ(alloc_->stats().lost_bytes, 0);
-  device_->LoseDevice();
+  faults_->LoseDevice();
   alloc_->EmptyCache();  // its events cannot be queried any more
   const AllocatorStats st = alloc_->stats();
   EXPECT_EQ(st.lost_bytes, 2 * kMiB);

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/json_parse.h"
 #include "runtime/quote.h"
@@ -136,9 +135,11 @@ absl::Status AppendAll(const std::vector<const json*>& leaves, DataType dtype,
   return absl::OkStatus();
 }
 
-// JSON "data" of `dtype` as raw tensor bytes.
-absl::Status JsonDataToRaw(const json& data, DataType dtype, absl::Span<const int64_t> shape,
-                           const std::string& what, std::string* out) {
+}  // namespace
+
+absl::Status JsonDataToTensorBytes(const json& data, DataType dtype,
+                                   absl::Span<const int64_t> shape, const std::string& what,
+                                   std::string* out) {
   INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(shape, what));
   std::vector<const json*> leaves;
   INFER_RETURN_IF_ERROR(CollectLeaves(data, 0, what, &leaves));
@@ -167,133 +168,20 @@ absl::Status JsonDataToRaw(const json& data, DataType dtype, absl::Span<const in
                                     "(parameters.binary_data_size)"));
 }
 
-// A scheduling parameter as the gRPC message carries it; others are kept
-// out (Triton ignores parameters it does not know).
-absl::Status CopyParameter(const std::string& key, const json& value,
-                           inference::ModelInferRequest* proto) {
-  if (key != "priority" && key != "timeout") return absl::OkStatus();
-  if (value.is_number_unsigned()) {
-    (*proto->mutable_parameters())[key].set_uint64_param(value.get<uint64_t>());
-  } else if (value.is_number_integer()) {
-    (*proto->mutable_parameters())[key].set_int64_param(value.get<int64_t>());
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' must be an integer"));
-  }
-  return absl::OkStatus();
-}
+namespace {
 
-bool BoolParameter(const json& object, const char* name) {
-  if (!object.is_object()) return false;
-  auto p = object.find("parameters");
-  if (p == object.end() || !p->is_object()) return false;
-  auto v = p->find(name);
-  return v != p->end() && v->is_boolean() && v->get<bool>();
-}
-
-absl::StatusOr<std::string> StringField(const json& object, const char* name,
-                                        absl::string_view what, bool required) {
-  auto it = object.find(name);
-  if (it == object.end()) {
-    if (required) return Invalid(what, absl::StrCat("has no '", name, "'"));
-    return std::string();
-  }
-  if (!it->is_string()) return Invalid(what, absl::StrCat("'", name, "' is not a string"));
-  return it->get<std::string>();
+// JsonTextBytes below `depth`.
+int64_t TextBytes(const json& data, int depth) {
+  if (data.is_string()) return 4 + static_cast<int64_t>(data.get_ref<const std::string&>().size());
+  if (!data.is_array() || depth >= kMaxDataDepth) return 0;
+  int64_t bytes = 0;
+  for (const json& v : data) bytes += TextBytes(v, depth + 1);
+  return bytes;
 }
 
 }  // namespace
 
-absl::StatusOr<RestInferRequest> ParseRestInferRequest(const std::string& model,
-                                                       const std::string& version, std::string body,
-                                                       absl::string_view json_length) {
-  size_t header_bytes = body.size();
-  if (!json_length.empty()) {
-    uint64_t n = 0;
-    if (!absl::SimpleAtoi(json_length, &n) || n > body.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Inference-Header-Content-Length ", Quote(json_length),
-                       " is not a number of bytes within the body's ", body.size()));
-    }
-    header_bytes = static_cast<size_t>(n);
-  }
-  INFER_ASSIGN_OR_RETURN(
-      const json doc, ParseJson(absl::string_view(body.data(), header_bytes), "the request body"));
-  if (!doc.is_object()) return absl::InvalidArgumentError("the request body is not a JSON object");
-  RestInferRequest out;
-  inference::ModelInferRequest& proto = out.proto;
-  proto.set_model_name(model);
-  proto.set_model_version(version);
-  INFER_ASSIGN_OR_RETURN(*proto.mutable_id(), StringField(doc, "id", "the request", false));
-  if (auto p = doc.find("parameters"); p != doc.end()) {
-    if (!p->is_object()) return absl::InvalidArgumentError("'parameters' is not a JSON object");
-    for (const auto& [key, value] : p->items()) {
-      INFER_RETURN_IF_ERROR(CopyParameter(key, value, &proto));
-    }
-    out.all_binary = BoolParameter(doc, "binary_data_output");
-  }
-  auto inputs = doc.find("inputs");
-  if (inputs == doc.end() || !inputs->is_array()) {
-    return absl::InvalidArgumentError("the request has no 'inputs' array");
-  }
-  size_t binary_offset = header_bytes;
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    const json& in = (*inputs)[i];
-    if (!in.is_object())
-      return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "] is not a JSON object"));
-    auto* input = proto.add_inputs();
-    INFER_ASSIGN_OR_RETURN(*input->mutable_name(),
-                           StringField(in, "name", absl::StrCat("inputs[", i, "]"), true));
-    const std::string what = absl::StrCat("input ", Quote(input->name()));
-    INFER_ASSIGN_OR_RETURN(*input->mutable_datatype(), StringField(in, "datatype", what, true));
-    auto shape = in.find("shape");
-    if (shape == in.end() || !shape->is_array()) return Invalid(what, "has no 'shape' array");
-    for (const json& d : *shape) {
-      if (!d.is_number_integer())
-        return Invalid(what, "has a 'shape' value that is not an integer");
-      input->add_shape(d.get<int64_t>());
-    }
-    std::string* raw = proto.add_raw_input_contents();
-    auto params = in.find("parameters");
-    auto size =
-        params != in.end() && params->is_object() ? params->find("binary_data_size") : in.end();
-    if (params != in.end() && params->is_object() && size != params->end()) {
-      if (!size->is_number_unsigned() || size->get<uint64_t>() > body.size() - binary_offset) {
-        return Invalid(what, absl::StrCat("has binary_data_size ", QuoteJson(*size), " but ",
-                                          body.size() - binary_offset,
-                                          " bytes of binary data are left in the body"));
-      }
-      const size_t n = static_cast<size_t>(size->get<uint64_t>());
-      raw->assign(body, binary_offset, n);
-      binary_offset += n;
-      continue;
-    }
-    auto data = in.find("data");
-    if (data == in.end())
-      return Invalid(what, "has neither 'data' nor parameters.binary_data_size");
-    std::optional<DataType> dtype = DataTypeFromName(input->datatype());
-    if (!dtype) continue;  // named by the decoding, with the list of datatypes
-    const std::vector<int64_t> dims(input->shape().begin(), input->shape().end());
-    INFER_RETURN_IF_ERROR(JsonDataToRaw(*data, *dtype, dims, what, raw));
-  }
-  if (binary_offset != body.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the body holds ", body.size() - binary_offset,
-                     " bytes of binary data past the inputs' binary_data_size values"));
-  }
-  if (auto outputs = doc.find("outputs"); outputs != doc.end()) {
-    if (!outputs->is_array()) return absl::InvalidArgumentError("'outputs' is not an array");
-    for (size_t i = 0; i < outputs->size(); ++i) {
-      const json& o = (*outputs)[i];
-      if (!o.is_object())
-        return absl::InvalidArgumentError(absl::StrCat("outputs[", i, "] is not a JSON object"));
-      INFER_ASSIGN_OR_RETURN(std::string name,
-                             StringField(o, "name", absl::StrCat("outputs[", i, "]"), true));
-      proto.add_outputs()->set_name(name);
-      out.binary_outputs.emplace_back(std::move(name), BoolParameter(o, "binary_data"));
-    }
-  }
-  return out;
-}
+int64_t JsonTextBytes(const json& data) { return TextBytes(data, 0); }
 
 namespace {
 
@@ -331,7 +219,7 @@ json TensorData(const Tensor& t) {
 
 }  // namespace
 
-RestBody EncodeRestInferResponse(const InferResponse& response, const RestInferRequest& request) {
+RestBody EncodeRestInferResponse(const InferResponse& response, const RestOutputChoices& choices) {
   // Written by hand (values through nlohmann::json only for types other
   // than FP32), so that an embedding's floats print in their shortest form.
   std::string out =
@@ -344,9 +232,9 @@ RestBody EncodeRestInferResponse(const InferResponse& response, const RestInferR
     const Tensor& t = response.outputs[i];
     absl::StrAppend(&out, i > 0 ? "," : "", R"({"name":)", JsonString(t.name), R"(,"datatype":")",
                     DataTypeName(t.dtype), R"(","shape":)", DumpJson(json(t.shape)));
-    bool as_binary = request.all_binary || t.dtype == DataType::kFp16 ||
+    bool as_binary = choices.all_binary || t.dtype == DataType::kFp16 ||
                      t.dtype == DataType::kBf16;  // JSON cannot carry them
-    for (const auto& [name, flag] : request.binary_outputs) {
+    for (const auto& [name, flag] : choices.binary_outputs) {
       if (name == t.name) as_binary = flag || as_binary;
     }
     if (as_binary) {
@@ -371,22 +259,6 @@ RestBody EncodeRestInferResponse(const InferResponse& response, const RestInferR
   for (const Tensor* t : binary) out += t->data;
   body.body = std::move(out);
   return body;
-}
-
-absl::Status RestRequestSource::Declare(const ModelSpec& spec, DeclaredRequest* declared) {
-  absl::StatusOr<RestInferRequest> parsed =
-      ParseRestInferRequest(model_, version_, std::move(request_->body),
-                            request_->Header("inference-header-content-length"));
-  if (!parsed.ok()) return parsed.status();
-  *parsed_ = *std::move(parsed);
-  proto_.emplace(&parsed_->proto);
-  return proto_->Declare(spec, declared);
-}
-
-absl::Status RestRequestSource::Decode(const ModelSpec& spec, InferRequest* request) {
-  absl::Status status = proto_->Decode(spec, request);
-  parsed_->proto.Clear();  // only the output choices are needed now
-  return status;
 }
 
 }  // namespace infer

@@ -14,8 +14,8 @@
 #include "server/http/http_infer_codec.h"
 #include "server/http/http_json.h"
 #include "server/http/openai_embeddings.h"
+#include "server/http/rest_request.h"
 #include "server/kserve/kserve_service.h"
-#include "server/kserve/proto_request.h"
 #include "server/metrics.h"
 
 namespace infer {
@@ -104,14 +104,14 @@ void Infer(Engine* engine, const std::string& model, const std::string& version,
            HttpRequest request, HttpReply reply) {
   // Filled when the engine has the body parsed; a success is answered only
   // after that, a refusal needs none of it.
-  auto parsed = std::make_shared<RestInferRequest>();
-  RestRequestSource source(model, version, &request, parsed.get());
+  auto choices = std::make_shared<RestOutputChoices>();
+  RestRequestSource source(model, version, &request, choices.get());
   auto shared_reply = std::make_shared<HttpReply>(std::move(reply));
-  engine->Submit(source, [shared_reply, parsed](absl::StatusOr<InferResponse> result) {
+  engine->Submit(source, [shared_reply, choices](absl::StatusOr<InferResponse> result) {
     if (!result.ok()) return shared_reply->Send(Error(result.status()));
     auto response = std::make_shared<InferResponse>(*std::move(result));
-    shared_reply->SendFrom([response, parsed] {
-      RestBody body = EncodeRestInferResponse(*response, *parsed);
+    shared_reply->SendFrom([response, choices] {
+      RestBody body = EncodeRestInferResponse(*response, *choices);
       HttpResponse r{200, body.content_type, std::move(body.body)};
       if (body.binary) {
         r.headers.emplace_back("Inference-Header-Content-Length", std::to_string(body.json_length));

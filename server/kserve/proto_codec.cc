@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "runtime/quote.h"
 #include "runtime/status_macros.h"
+#include "server/kserve/input_checks.h"
 
 namespace infer {
 namespace {
@@ -117,14 +118,7 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
     const std::string what = absl::StrCat("input ", Quote(input.name()));
     Tensor t;
     t.name = input.name();
-    std::optional<DataType> dtype = DataTypeFromName(input.datatype());
-    if (!dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has unknown datatype ", Quote(input.datatype()),
-                       "; KServe v2 datatypes are BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
-                       "INT16, INT32, INT64, FP16, BF16, FP32, FP64, BYTES"));
-    }
-    t.dtype = *dtype;
+    INFER_ASSIGN_OR_RETURN(t.dtype, InputDataType(input.datatype(), what));
     t.shape.assign(input.shape().begin(), input.shape().end());
     INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, what));
     if (use_raw) {
@@ -136,12 +130,7 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
       }
       std::string* raw = proto->mutable_raw_input_contents(i);
       if (t.dtype != DataType::kBytes) {
-        INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
-        if (static_cast<int64_t>(raw->size()) != bytes) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, " has ", raw->size(), " bytes in raw_input_contents; its shape ",
-              ShapeToString(t.shape), " and datatype ", DataTypeName(t.dtype), " need ", bytes));
-        }
+        INFER_RETURN_IF_ERROR(CheckRawInputSize(t.dtype, t.shape, raw->size(), what));
       }
       t.data.swap(*raw);
     } else {
@@ -152,7 +141,7 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
   for (const auto& out : proto->outputs()) request.requested_outputs.push_back(out.name());
   // Scheduling parameters, as Triton names them; others are ignored.
   for (const auto& [key, value] : proto->parameters()) {
-    if (key != "priority" && key != "timeout") continue;
+    if (!IsSchedulingParameter(key)) continue;
     int64_t v = 0;
     if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {
       v = value.int64_param();
@@ -160,18 +149,9 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
                value.uint64_param() <= static_cast<uint64_t>(INT64_MAX)) {
       v = static_cast<int64_t>(value.uint64_param());
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", key, "' must be an int64 or uint64"));
+      return SchedulingParameterNotAnInteger(key);
     }
-    if (v < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", key, "' must not be negative, got ", v));
-    }
-    if (key == "priority") {
-      request.priority = v;
-    } else {
-      request.timeout = absl::Microseconds(v);  // Triton: microseconds
-    }
+    INFER_RETURN_IF_ERROR(ApplySchedulingParameter(key, v, &request));
   }
   return request;
 }

@@ -1,6 +1,6 @@
 // A KServe v2 ModelInferRequest as the engine's request source
-// (engine/request_source.h), for both front ends: gRPC hands the message it
-// received, KServe REST the message it parsed from JSON. Declare checks the
+// (engine/request_source.h): the gRPC front end's, unary and streaming
+// (KServe REST has its own, server/http/rest_request.h). Declare checks the
 // model version and declares the inputs' shapes and text bytes from the
 // message, before any contents are copied (typed contents can be a few
 // times larger decoded than on the wire); Decode is RequestFromProto

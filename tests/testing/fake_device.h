@@ -1,15 +1,13 @@
 // FakeDevice: a Device over host memory with a fixed capacity, for testing
 // what runs above the device layer (allocator, pipeline) without a GPU.
 //
-// - Allocate fails with RESOURCE_EXHAUSTED past `capacity_bytes`, or when a
-//   test asks the next allocations to fail (as a real cudaMalloc can under
-//   the budget, e.g. memory held by another process).
+// - Allocate fails with RESOURCE_EXHAUSTED past `capacity_bytes`.
 // - Copies are memcpy. Streams are tokens. Events complete at once, unless
 //   manual events are on: then a recorded event stays pending until
 //   CompleteAllEvents() or SynchronizeEvent() (which counts the wait).
 // - Sgemm is not provided (UNIMPLEMENTED).
-// - Device loss: after LoseDevice(), every event, copy and allocation call
-//   fails with DeviceLostError, as a CUDA device does after a sticky error.
+// - Faults (allocations refused under the capacity, a lost device): wrap it
+//   in FaultyDevice (tests/testing/faulty_device.h), the one fault injector.
 // - Hooks: a test may run code inside Allocate, Free, AllocateHost and
 //   FreeHost (outside the fake's own lock), e.g. to check that the caller
 //   holds no lock of its own across them.
@@ -50,11 +48,6 @@ class FakeDevice final : public Device {
   absl::StatusOr<void*> Allocate(size_t bytes) override {
     RunHook();
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
-    if (fail_next_ > 0) {
-      --fail_next_;
-      return absl::ResourceExhaustedError("fake device: allocation refused");
-    }
     if (used_ + static_cast<int64_t>(bytes) > capacity_) {
       return absl::ResourceExhaustedError(
           absl::StrCat("fake device: ", bytes, " bytes do not fit; ", used_, " used"));
@@ -95,47 +88,39 @@ class FakeDevice final : public Device {
   }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
     ++events_created_;
     return std::unique_ptr<Event>(new FakeEvent(this));
   }
   absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream*) override {
-    if (is_lost()) return Lost();
     std::memcpy(dst, host, bytes);
     return absl::OkStatus();
   }
   absl::Status CopyToHost(void* host, const void* src, size_t bytes, Stream*) override {
-    if (is_lost()) return Lost();
     std::memcpy(host, src, bytes);
     return absl::OkStatus();
   }
   absl::Status RecordEvent(Event* event, Stream*) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
     if (manual_events_) pending_.insert(event);
     return absl::OkStatus();
   }
   absl::Status StreamWaitEvent(Stream*, Event*) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
     ++stream_waits_;
     return absl::OkStatus();
   }
   absl::Status SynchronizeEvent(Event* event) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
     if (pending_.erase(event) > 0) ++event_waits_;
     return absl::OkStatus();
   }
   absl::Status SynchronizeStream(Stream*) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
     ++stream_syncs_;
     return absl::OkStatus();
   }
   absl::StatusOr<bool> QueryEvent(Event* event) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return Lost();
     return !pending_.contains(event);
   }
   absl::Status Sgemm(Stream*, const GemmArgs&) override {
@@ -151,14 +136,6 @@ class FakeDevice final : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.clear();
   }
-  void LoseDevice() {
-    std::lock_guard<std::mutex> lock(mu_);
-    lost_ = true;
-  }
-  bool is_lost() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lost_;
-  }
   // Runs inside Allocate, Free, AllocateHost and FreeHost; null: none.
   void set_hook(std::function<void()> hook) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,10 +148,6 @@ class FakeDevice final : public Device {
   int64_t host_allocations() const {
     std::lock_guard<std::mutex> lock(mu_);
     return host_allocations_;
-  }
-  void FailNextAllocations(int n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    fail_next_ = n;
   }
   int64_t used_bytes() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -202,9 +175,6 @@ class FakeDevice final : public Device {
   }
 
  private:
-  static absl::Status Lost() {
-    return DeviceLostError("fake device: an illegal memory access was encountered");
-  }
   void RunHook() {
     std::function<void()> hook;
     {
@@ -237,9 +207,7 @@ class FakeDevice final : public Device {
   int64_t stream_syncs_ = 0;
   int64_t events_created_ = 0;
   int64_t host_allocations_ = 0;
-  int fail_next_ = 0;
   bool manual_events_ = false;
-  bool lost_ = false;
   std::function<void()> hook_;
   absl::flat_hash_map<void*, size_t> sizes_;
   std::set<Event*> pending_;

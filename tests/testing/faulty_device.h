@@ -1,8 +1,10 @@
-// FaultyDevice: a working device (the CPU's, in the tests) behind a wrapper
-// that injects the faults a GPU shows in production, so that the layers above
-// it (caching allocator, pipeline, engine, gRPC server) can be tested against
-// them with real models. Engine::Create takes it through
-// EngineOptions::create_device; nothing in the server refers to it.
+// FaultyDevice: a working device behind a wrapper that injects the faults a
+// GPU shows in production, so that the layers above it (caching allocator,
+// pipeline, engine, gRPC server) can be tested against them: over the CPU's
+// device with real models, or over FakeDevice (tests/testing/fake_device.h)
+// for the allocator's bookkeeping. The tests' one fault injector. Engine::
+// Create takes it through EngineOptions::create_device; nothing in the server
+// refers to it.
 //
 // - FailAllocations(skip, count): after `skip` more device allocations have
 //   succeeded, the next `count` fail with RESOURCE_EXHAUSTED, as cudaMalloc

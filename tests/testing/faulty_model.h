@@ -11,6 +11,10 @@
 // - Time: every batch's Compute takes at least `compute_time` (it sleeps
 //   what the inner model's compute left of it); a batch holding a request
 //   whose id starts with `slow_prefix` takes `slow_factor` times as long.
+// - Whole batches: the first `fail_first_batches` batches fail at Compute,
+//   whatever they hold; ThrowNextPrepare makes the next Prepare throw;
+//   LoseDevice makes every later Compute fail with a lost device's error
+//   (DeviceLostError), as a GPU does after a sticky error.
 // - Records the ids of every batch a fault hit, and counts the slow batches
 //   that have started.
 //
@@ -30,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "models/model.h"
+#include "runtime/device.h"
 
 namespace infer::testing {
 
@@ -63,6 +68,7 @@ struct FaultyModelOptions {
   absl::Duration compute_time = absl::ZeroDuration();
   std::string slow_prefix;  // empty: no slow batches
   double slow_factor = 10.0;
+  int fail_first_batches = 0;
 };
 
 class FaultyModel final : public Model {
@@ -78,6 +84,12 @@ class FaultyModel final : public Model {
     return faulted_;
   }
   int slow_batches_started() const { return slow_started_.load(); }
+  // The next Prepare throws std::runtime_error("injected exception in
+  // prepare").
+  void ThrowNextPrepare() { throw_next_ = true; }
+  // From now on every Compute fails with DeviceLostError("injected loss of
+  // the device").
+  void LoseDevice() { lost_ = true; }
 
   const ModelSpec& spec() const override { return spec_; }
   absl::Status Preprocess(InferRequest* request) const override {
@@ -104,9 +116,11 @@ class FaultyModel final : public Model {
 
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override {
+    if (throw_next_.exchange(false)) throw std::runtime_error("injected exception in prepare");
     std::vector<std::string> ids;
     bool slow = false;
     const FaultRule* rule = nullptr;
+    if (batches_.fetch_add(1) < options_.fail_first_batches) rule = &kEveryBatch;
     for (const InferRequest* r : requests) {
       ids.push_back(r->id);
       if (!options_.slow_prefix.empty() && absl::StartsWith(r->id, options_.slow_prefix)) {
@@ -147,6 +161,7 @@ class FaultyModel final : public Model {
         model_->Fault(*rule_, ids_).IgnoreError();  // recorded; thrown instead
         throw std::runtime_error("injected exception in compute");
       }
+      if (model_->lost_) return DeviceLostError("injected loss of the device");
       if (Hit(FaultStage::kCompute)) return model_->Fault(*rule_, ids_);
       const absl::Status s = inner_->Compute(stream);
       absl::SleepFor(time_ - (absl::Now() - start));
@@ -178,12 +193,18 @@ class FaultyModel final : public Model {
     return absl::InternalError(absl::StrCat("injected ", FaultStageName(rule.stage), " fault"));
   }
 
+  // The rule of a batch among the first fail_first_batches.
+  static inline const FaultRule kEveryBatch{"", FaultStage::kCompute};
+
   const std::unique_ptr<Model> inner_;
   const FaultyModelOptions options_;
   ModelSpec spec_;
   mutable std::mutex mu_;
   std::vector<std::vector<std::string>> faulted_;
   std::atomic<int> slow_started_{0};
+  std::atomic<int> batches_{0};
+  std::atomic<bool> throw_next_{false};
+  std::atomic<bool> lost_{false};
 };
 
 }  // namespace infer::testing

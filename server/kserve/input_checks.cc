@@ -1,0 +1,47 @@
+#include "server/kserve/input_checks.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/quote.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+
+absl::StatusOr<DataType> InputDataType(absl::string_view datatype, const std::string& what) {
+  std::optional<DataType> dtype = DataTypeFromName(datatype);
+  if (dtype) return *dtype;
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " has unknown datatype ", Quote(datatype),
+                   "; KServe v2 datatypes are BOOL, UINT8, UINT16, UINT32, UINT64, INT8, "
+                   "INT16, INT32, INT64, FP16, BF16, FP32, FP64, BYTES"));
+}
+
+absl::Status CheckRawInputSize(DataType dtype, absl::Span<const int64_t> shape, size_t bytes,
+                               const std::string& what) {
+  INFER_ASSIGN_OR_RETURN(const int64_t need, ByteSize(dtype, shape, what));
+  if (static_cast<int64_t>(bytes) == need) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " has ", bytes, " bytes in raw_input_contents; its shape ",
+                   ShapeToString(shape), " and datatype ", DataTypeName(dtype), " need ", need));
+}
+
+bool IsSchedulingParameter(absl::string_view key) { return key == "priority" || key == "timeout"; }
+
+absl::Status ApplySchedulingParameter(absl::string_view key, int64_t value, InferRequest* request) {
+  if (value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", key, "' must not be negative, got ", value));
+  }
+  if (key == "priority") {
+    request->priority = value;
+  } else if (key == "timeout") {
+    request->timeout = absl::Microseconds(value);  // Triton: microseconds
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SchedulingParameterNotAnInteger(absl::string_view key) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("parameter '", key, "' must be an int64 or uint64"));
+}
+
+}  // namespace infer
