@@ -98,11 +98,9 @@ struct QueueOptions {
   // A request that has waited this long counts as more urgent than any
   // level (the starvation bound for low priorities).
   absl::Duration priority_aging = absl::Milliseconds(100);
-  // The level of requests that name none; 0 means the lowest
-  // (priority_levels).
+  // The level of requests that name none; 0: the lowest (priority_levels).
   int default_priority_level = 0;
-  // Deadline of requests that set no timeout (counted from arrival); zero:
-  // none.
+  // Deadline of requests that set no timeout (from arrival); zero: none.
   absl::Duration default_timeout = absl::ZeroDuration();
 };
 

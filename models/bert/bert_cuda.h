@@ -8,7 +8,7 @@
 // each sequence's own tokens (models/packed_attention_cuda.cuh), so a batch
 // costs its real tokens, not rows × longest. Bias + GELU, bias + residual +
 // LayerNorm, the embedding sum + LayerNorm and pooling are fused kernels
-// (models/bert/bert_cuda_kernels.cu).
+// (models/bert/bert_cuda_layer_norm.cu, bert_cuda_gelu_pool.cu).
 //
 // Every byte it touches on the GPU comes from the context's caching
 // allocator: the weights at load, and per Encode three activation buffers on

@@ -1,7 +1,7 @@
 // Launchers for the BERT encoder's fused CUDA kernels (FP16 storage, FP32
 // arithmetic), over packed tokens (models/packed_sequences.h). Plain CUDA
 // types only, so the host compiler can include this. Designs in
-// bert_cuda_kernels.cu.
+// bert_cuda_layer_norm.cu and bert_cuda_gelu_pool.cu.
 //
 // Every launcher: enqueues its kernel on `stream` alone and returns
 // cudaGetLastError() after the launch; never allocates, copies or
