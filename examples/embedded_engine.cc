@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
-#include "models/embed_pool/embed_pool.h"
+#include "infer/engine/engine.h"
+#include "infer/models/embed_pool/embed_pool.h"
 
 int main(int argc, char** argv) {
   infer::EngineOptions options;
