@@ -1,28 +1,20 @@
 #include "models/checkpoint.h"
 
-#include <filesystem>
-#include <fstream>
+#include <string>
 
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace infer {
 namespace {
 
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
-namespace fs = std::filesystem;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("infer_ckpt_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   // A safetensors file from a JSON header and raw data.
   std::string Safetensors(const std::string& header, const std::string& data,
                           int64_t declared_len = -1) {
@@ -32,11 +24,10 @@ class CheckpointTest : public ::testing::Test {
     return Write("model.safetensors", bytes + header + data);
   }
   std::string Write(const std::string& name, const std::string& content) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
+    return dir_.Write(name, content);
   }
-  fs::path dir_;
+  ::infer::testing::TempDir dir_{std::string("ckpt_") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
 
 std::string Floats(std::initializer_list<float> v) {
@@ -100,7 +91,7 @@ TEST_F(CheckpointTest, CorruptFilesGiveClearErrors) {
               StatusIs(kInvalid, "not a non-negative integer"));
   EXPECT_THAT(ReadSafetensors(Safetensors(R"({"a":{"dtype":"F32"}})", "")),
               StatusIs(kInvalid, "tensor 'a' needs dtype, shape and two data_offsets"));
-  EXPECT_THAT(ReadSafetensors((dir_ / "missing").string()),
+  EXPECT_THAT(ReadSafetensors((dir_.path() / "missing").string()),
               StatusIs(absl::StatusCode::kNotFound, "cannot read"));
 }
 

@@ -1,36 +1,25 @@
 #include "models/bert/bert_config.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
+#include <string>
 
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace infer {
 namespace {
 
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
-namespace fs = std::filesystem;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
 class BertConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("infer_bert_config_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Write(const std::string& name, const std::string& content) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
+    return dir_.Write(name, content);
   }
-  fs::path dir_;
+  ::infer::testing::TempDir dir_{std::string("bert_config_") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
 
 TEST_F(BertConfigTest, ConfigIsCheckedFieldByField) {
@@ -66,7 +55,7 @@ TEST_F(BertConfigTest, WrittenConfigReadsBack) {
   c.pad_token_id = 1;
   c.layer_norm_eps = 1e-5;
   c.hidden_act = "gelu";
-  const std::string path = (dir_ / "config.json").string();
+  const std::string path = (dir_.path() / "config.json").string();
   ASSERT_THAT(WriteBertConfig(path, c), IsOk());
   auto back = ReadBertConfig(path);
   ASSERT_THAT(back, IsOk());

@@ -38,20 +38,6 @@ std::string ServerBinary() {
   return env != nullptr && *env != '\0' ? env : INFER_SERVER_BINARY;
 }
 
-TempDir::TempDir(const std::string& tag)
-    : path_(std::filesystem::temp_directory_path() /
-            ("infer_test_" + tag + "_" + std::to_string(getpid()))) {
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() { std::filesystem::remove_all(path_); }
-
-void TempDir::AddModel(const std::string& name, const std::string& config) const {
-  std::filesystem::create_directories(path_ / name);
-  std::ofstream(path_ / name / "config.pbtxt") << config;
-}
-
 std::vector<std::vector<int64_t>> Rows(int rows, int length) {
   return std::vector<std::vector<int64_t>>(rows, std::vector<int64_t>(length, 7));
 }

@@ -13,27 +13,13 @@
 #include <vector>
 
 #include "grpc_service.grpc.pb.h"
+#include "tests/testing/temp_dir.h"
 
 namespace infer::testing {
 
 // The server binary: $INFER_SERVER_BINARY if set (e.g. when the tests run
 // from a copied bundle), else the one this build produced.
 std::string ServerBinary();
-
-// A temporary folder (under the system's temp dir, named by `tag` and the
-// pid) removed with the object; AddModel writes a model repository entry.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag);
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  void AddModel(const std::string& name, const std::string& config) const;
-
- private:
-  std::filesystem::path path_;
-};
 
 // One server for a whole test suite (SetUpTestSuite / TearDownTestSuite):
 // StartSharedServer starts the server binary with `args` on the CPU
