@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/load_encoder.h"
 #include "models/staged_batch.h"
+#include "models/text/wordpiece.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 

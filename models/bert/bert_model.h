@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "models/bert/bert_encoder.h"
 #include "models/model.h"
-#include "models/text/wordpiece.h"
+#include "models/text/tokenizer.h"
 #include "runtime/device_context.h"
 
 namespace infer {
@@ -77,7 +77,8 @@ class BertModel final : public Model {
   DeviceContext context_;
   ModelSpec spec_;
   std::unique_ptr<BertEncoder> encoder_;
-  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+  // The folder's vocab.txt (WordPiece), behind the Tokenizer interface.
+  std::unique_ptr<Tokenizer> tokenizer_;
   int64_t max_length_ = 0;
   BertPooling pooling_ = BertPooling::kMean;
 };
