@@ -174,7 +174,10 @@ TEST(EngineStatsTest, FailedRequestsCountOnlyAsFailures) {
 
 TEST(EngineStatsTest, ASplitRequestWithARefusedPieceIsRefusedOnceAndItsOtherPiecesDropped) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
-  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(300)});
+  testing::Notification release;  // the blocker holds the device until then
+  ProbeModel::Options o;
+  o.release = &release;
+  auto model = std::make_unique<ProbeModel>(o);
   ProbeModel* probe = model.get();
   // One queued request at most: of the split request's three pieces, the
   // first is queued behind the running blocker and the other two refused.
@@ -183,6 +186,7 @@ TEST(EngineStatsTest, ASplitRequestWithARefusedPieceIsRefusedOnceAndItsOtherPiec
   engine->Submit(Probe("blocker"), results.For("blocker"));
   while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // blocker runs
   engine->Submit(Probe("split", 5), results.For("split"));
+  release.Notify();
   ASSERT_TRUE(results.WaitFor(2));
   EXPECT_THAT(results.status["blocker"], IsOk());
   EXPECT_THAT(results.status["split"], StatusIs(absl::StatusCode::kUnavailable, "full"));

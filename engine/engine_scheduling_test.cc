@@ -56,16 +56,21 @@ TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
 
 TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
-  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(200)});
+  testing::Notification release;  // the blocker holds the device until then
+  ProbeModel::Options o;
+  o.release = &release;
+  auto model = std::make_unique<ProbeModel>(o);
   ProbeModel* probe = model.get();
   ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
   Results results;
   engine->Submit(Probe("blocker"), results.For("blocker"));
+  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // the blocker runs
   auto gone = std::make_shared<std::atomic<bool>>(false);
   InferRequest r = Probe("quitter");
   r.is_cancelled = [gone] { return gone->load(); };
   engine->Submit(std::move(r), results.For("quitter"));
   *gone = true;
+  release.Notify();
   ASSERT_TRUE(results.WaitFor(2));
   EXPECT_THAT(results.status["quitter"], StatusIs(absl::StatusCode::kCancelled, "cancelled"));
   EXPECT_EQ(probe->order(), std::vector<std::string>{"blocker"});
@@ -74,7 +79,10 @@ TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
 
 TEST(EngineSchedulingTest, HigherPriorityRunsFirst) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
-  auto model = std::make_unique<ProbeModel>(ProbeModel::Options{absl::Milliseconds(100)});
+  testing::Notification release;  // the blocker holds the device until all are queued
+  ProbeModel::Options o;
+  o.release = &release;
+  auto model = std::make_unique<ProbeModel>(o);
   ProbeModel* probe = model.get();
   QueueOptions q = Batching(1, absl::ZeroDuration());
   q.priority_levels = 3;
@@ -91,6 +99,7 @@ TEST(EngineSchedulingTest, HigherPriorityRunsFirst) {
   InferRequest bad = Probe("bad");
   bad.priority = 4;
   engine->Submit(std::move(bad), results.For("bad"));
+  release.Notify();
   ASSERT_TRUE(results.WaitFor(5));
   EXPECT_THAT(results.status["bad"],
               StatusIs(absl::StatusCode::kInvalidArgument, "priority 4 is outside [1, 3]"));
