@@ -153,8 +153,14 @@ TEST(DrainTest, GraceServesThenStopsAcceptingAnswersEverythingAndExitsZero) {
   // when gRPC's Shutdown begins may be cancelled instead: that race is the
   // load balancers' to avoid, in the grace period.)
   ASSERT_TRUE(WaitForListenerClosed(server->port(), absl::Seconds(10)));
+  // A new client: its own connection. (gRPC shares subchannels between
+  // channels to one address by default, so without a local pool the call
+  // could ride the test's open connection to the draining server, which
+  // then cancels it.)
+  grpc::ChannelArguments late_args;
+  late_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto late_stub = GRPCInferenceService::NewStub(
-      grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), late_args));
   grpc::ClientContext late_ctx;
   late_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   inference::ModelInferResponse ignored;
