@@ -18,13 +18,16 @@
 // bytes reserved, so nothing leaks across connections.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -91,7 +94,24 @@ int Connect(int port) {
   to.sin_family = AF_INET;
   to.sin_port = htons(static_cast<uint16_t>(port));
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) abort();
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    // A signal (libFuzzer's timer) interrupted it: the connection goes on
+    // being made; wait for it rather than connect again.
+    int error = errno;
+    if (error == EINTR) {
+      pollfd p{fd, POLLOUT, 0};
+      while (poll(&p, 1, 10'000) < 0 && errno == EINTR) {
+      }
+      socklen_t len = sizeof(error);
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+      if ((p.revents & POLLOUT) == 0 && error == 0) error = ETIMEDOUT;
+    }
+    if (error != 0) {
+      std::fprintf(stderr, "connect from 127.0.%u.%u failed: %s\n", 1 + n / 256, n % 256,
+                   std::strerror(error));
+      abort();
+    }
+  }
   return fd;
 }
 
@@ -107,6 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t sent = 0;
     while (sent < size) {
       const ssize_t n = send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       sent += static_cast<size_t>(n);
     }
