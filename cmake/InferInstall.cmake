@@ -48,7 +48,7 @@ if(NOT INFER_WITH_CUDA)
 endif()
 install(DIRECTORY runtime batching models engine DESTINATION ${INFER_INSTALL_INCLUDEDIR}
         COMPONENT dev FILES_MATCHING PATTERN "*.h" ${infer_header_excludes}
-        PATTERN "served_model.h" EXCLUDE PATTERN "lifecycle.h" EXCLUDE
+        PATTERN "served_model.h" EXCLUDE
         PATTERN "*test_util.h" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/generated/runtime/build_config.h
         DESTINATION ${INFER_INSTALL_INCLUDEDIR}/runtime COMPONENT dev)

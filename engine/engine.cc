@@ -192,10 +192,7 @@ bool Engine::Accepting() const { return lifecycle_->Accepting(); }
 
 void Engine::BeginDrain() { lifecycle_->BeginDrain(); }
 
-Engine::DeviceHealth Engine::GetDeviceHealth() const {
-  EngineLifecycle::DeviceHealth h = lifecycle_->Health();
-  return {h.lost, h.errors, std::move(h.message)};
-}
+Engine::DeviceHealth Engine::GetDeviceHealth() const { return lifecycle_->Health(); }
 
 void Engine::NotifyBatchers() {
   std::vector<std::shared_ptr<ServedModel>> models;

@@ -39,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "batching/batch_queue.h"
 #include "batching/clock.h"
+#include "engine/lifecycle.h"
 #include "engine/memory_admission.h"
 #include "engine/model_stats.h"
 #include "engine/request_limits.h"
@@ -54,7 +55,6 @@ namespace infer {
 
 class ComputeStream;
 class DeviceOwnershipLock;
-class EngineLifecycle;
 class SerialWorker;
 class ServedModel;
 
@@ -153,12 +153,9 @@ class Engine {
   // engine still accepts and serves requests, so load balancers move
   // traffic away before anything is refused; Shutdown follows. Idempotent.
   void BeginDrain();
-  // Whether the device was lost, and how many batches failed for it.
-  struct DeviceHealth {
-    bool lost = false;
-    uint64_t errors = 0;  // batches answered with a lost device's error
-    std::string message;  // the first such error
-  };
+  // Whether the device was lost, and how many batches failed for it
+  // (engine/lifecycle.h).
+  using DeviceHealth = EngineLifecycle::DeviceHealth;
   DeviceHealth GetDeviceHealth() const;
   // Device bytes batches may use: budget − headroom − weights.
   int64_t ActivationCapacityBytes() const;

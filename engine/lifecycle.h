@@ -6,7 +6,8 @@
 // once.
 //
 // Thread-safe. The flags are read without a lock on every request and batch.
-// Private to the engine (not installed).
+// Embedders see it through Engine (its DeviceHealth); the served models
+// hold it through ServingContext.
 #ifndef INFER_ENGINE_LIFECYCLE_H_
 #define INFER_ENGINE_LIFECYCLE_H_
 
