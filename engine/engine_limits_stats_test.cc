@@ -175,16 +175,12 @@ TEST(EngineStatsTest, FailedRequestsCountOnlyAsFailures) {
 TEST(EngineStatsTest, ASplitRequestWithARefusedPieceIsRefusedOnceAndItsOtherPiecesDropped) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
   testing::Notification release;  // the blocker holds the device until then
-  ProbeModel::Options o;
-  o.release = &release;
-  auto model = std::make_unique<ProbeModel>(o);
-  ProbeModel* probe = model.get();
   // One queued request at most: of the split request's three pieces, the
   // first is queued behind the running blocker and the other two refused.
-  ASSERT_THAT(engine->AddModel(std::move(model), Batching(2, absl::ZeroDuration(), 1)), IsOk());
   Results results;
-  engine->Submit(Probe("blocker"), results.For("blocker"));
-  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // blocker runs
+  ProbeModel* probe =
+      AddProbeAndHoldTheDevice(*engine, Batching(2, absl::ZeroDuration(), 1), &release, results);
+  ASSERT_NE(probe, nullptr);
   engine->Submit(Probe("split", 5), results.For("split"));
   release.Notify();
   ASSERT_TRUE(results.WaitFor(2));

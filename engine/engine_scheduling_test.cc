@@ -21,14 +21,10 @@ TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
   testing::FakeClock clock(absl::FromUnixSeconds(1'000'000));
   auto engine = CpuEngine(/*max_in_flight=*/1, &clock);  // the blocker fills the device
   testing::Notification release;
-  ProbeModel::Options o;
-  o.release = &release;
-  auto model = std::make_unique<ProbeModel>(o);
-  ProbeModel* probe = model.get();
-  ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
   Results results;
-  engine->Submit(Probe("blocker"), results.For("blocker"));
-  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // the blocker runs
+  ProbeModel* probe =
+      AddProbeAndHoldTheDevice(*engine, Batching(1, absl::ZeroDuration()), &release, results);
+  ASSERT_NE(probe, nullptr);
   InferRequest late = Probe("late");
   late.timeout = absl::Milliseconds(20);
   engine->Submit(std::move(late), results.For("late"));
@@ -57,14 +53,10 @@ TEST(EngineSchedulingTest, ExpiredRequestsAreAnsweredWithoutRunning) {
 TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
   testing::Notification release;  // the blocker holds the device until then
-  ProbeModel::Options o;
-  o.release = &release;
-  auto model = std::make_unique<ProbeModel>(o);
-  ProbeModel* probe = model.get();
-  ASSERT_THAT(engine->AddModel(std::move(model), Batching(1, absl::ZeroDuration())), IsOk());
   Results results;
-  engine->Submit(Probe("blocker"), results.For("blocker"));
-  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // the blocker runs
+  ProbeModel* probe =
+      AddProbeAndHoldTheDevice(*engine, Batching(1, absl::ZeroDuration()), &release, results);
+  ASSERT_NE(probe, nullptr);
   auto gone = std::make_shared<std::atomic<bool>>(false);
   InferRequest r = Probe("quitter");
   r.is_cancelled = [gone] { return gone->load(); };
@@ -80,17 +72,12 @@ TEST(EngineSchedulingTest, CancelledRequestsLeaveTheQueue) {
 TEST(EngineSchedulingTest, HigherPriorityRunsFirst) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
   testing::Notification release;  // the blocker holds the device until all are queued
-  ProbeModel::Options o;
-  o.release = &release;
-  auto model = std::make_unique<ProbeModel>(o);
-  ProbeModel* probe = model.get();
   QueueOptions q = Batching(1, absl::ZeroDuration());
   q.priority_levels = 3;
   q.priority_aging = absl::Seconds(10);
-  ASSERT_THAT(engine->AddModel(std::move(model), q), IsOk());
   Results results;
-  engine->Submit(Probe("blocker"), results.For("blocker"));
-  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));  // blocker runs
+  ProbeModel* probe = AddProbeAndHoldTheDevice(*engine, q, &release, results);
+  ASSERT_NE(probe, nullptr);
   for (auto [id, prio] : {std::pair{"low", 3}, std::pair{"default", 0}, std::pair{"high", 1}}) {
     InferRequest r = Probe(id);
     r.priority = prio;

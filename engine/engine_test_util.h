@@ -176,6 +176,26 @@ struct Results {
   }
 };
 
+// Adds a probe model (`batching`) whose batches hold the device until
+// `release` is notified, and submits "blocker" to it; returns the probe once
+// the blocker's batch runs, so that what is submitted next waits behind it
+// (null, with a test failure, if the model cannot be added).
+inline ProbeModel* AddProbeAndHoldTheDevice(Engine& engine, const QueueOptions& batching,
+                                            const testing::Notification* release,
+                                            Results& results) {
+  ProbeModel::Options o;
+  o.release = release;
+  auto model = std::make_unique<ProbeModel>(o);
+  ProbeModel* probe = model.get();
+  if (absl::Status s = engine.AddModel(std::move(model), batching); !s.ok()) {
+    ADD_FAILURE() << "AddModel: " << s;
+    return nullptr;
+  }
+  engine.Submit(Probe("blocker"), results.For("blocker"));
+  while (probe->order().empty()) absl::SleepFor(absl::Milliseconds(1));
+  return probe;
+}
+
 }  // namespace testing_engine
 }  // namespace infer
 
