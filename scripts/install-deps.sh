@@ -10,7 +10,7 @@ PACKAGES=(
   build-essential cmake pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
-  libdnnl-dev libcli11-dev nlohmann-json3-dev libboost-dev openssl
+  libdnnl-dev libcli11-dev nlohmann-json3-dev libboost-dev libicu-dev libpcre2-dev openssl
   python3 python3-venv
 )
 if [ "${1:-}" = "--test" ]; then

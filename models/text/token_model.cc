@@ -1,0 +1,148 @@
+#include "models/text/token_model.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/text/json_fields.h"
+#include "runtime/status_macros.h"
+
+namespace infer::text {
+
+absl::Status Vocab::Add(std::string token, int64_t id) {
+  // Ids index a table: a file may not make it larger than a vocabulary can
+  // sensibly be (2^24 entries; the largest real ones have about 2^18).
+  if (id < 0 || id >= (int64_t{1} << 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token \"", token, "\" has id ", id, ", outside [0, 2^24)"));
+  }
+  if (static_cast<size_t>(id) < has_.size() && has_[id]) {
+    return absl::InvalidArgumentError(absl::StrCat("id ", id, " is given to two tokens"));
+  }
+  if (ids_.contains(token)) {
+    return absl::InvalidArgumentError(absl::StrCat("token \"", token, "\" appears twice"));
+  }
+  if (static_cast<size_t>(id) >= tokens_.size()) {
+    tokens_.resize(id + 1);
+    has_.resize(id + 1, false);
+  }
+  max_bytes_ = std::max(max_bytes_, token.size());
+  tokens_[id] = token;
+  has_[id] = true;
+  ids_.emplace(std::move(token), static_cast<int32_t>(id));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// {"token": id, ...}, as WordPiece and BPE store it.
+absl::Status VocabFromObject(const nlohmann::json& j, const std::string& type, Vocab* vocab) {
+  auto it = j.find("vocab");
+  if (it == j.end() || !it->is_object()) return FieldError(type, "vocab", "an object");
+  for (auto entry = it->begin(); entry != it->end(); ++entry) {
+    if (!entry.value().is_number_integer()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(type, ": the id of vocab token \"", entry.key(), "\" is not an integer"));
+    }
+    if (absl::Status s = vocab->Add(entry.key(), entry.value().get<int64_t>()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(type, " vocab: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class WordPieceModel final : public TokenModel {
+ public:
+  WordPieceModel(Vocab vocab, std::string unk, int32_t unk_id, std::string prefix, size_t max_chars)
+      : vocab_(std::move(vocab)), unk_(std::move(unk)), unk_id_(unk_id), prefix_(std::move(prefix)),
+        max_chars_(max_chars) {}
+
+  // Greedy longest match first, continuations carrying the prefix; a word
+  // with a part that matches nothing, or longer than max_chars characters,
+  // is one unknown token.
+  void Tokenize(absl::string_view word, std::vector<Token>* out) const override {
+    const size_t first = out->size();
+    if (CountChars(word) <= max_chars_) {
+      std::string candidate;
+      size_t start = 0;
+      bool bad = false;
+      while (start < word.size()) {
+        // No token is longer than the longest in the vocabulary: starting
+        // there gives the same match and keeps the search linear in the word.
+        const size_t max_bytes = vocab_.max_token_bytes();
+        const size_t limit = max_bytes - (start > 0 ? std::min(prefix_.size(), max_bytes) : 0);
+        size_t end = std::min(word.size(), start + limit);
+        while (end > start && end < word.size() &&
+               (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) {
+          --end;  // back to a character boundary
+        }
+        bool found = false;
+        while (start < end) {
+          candidate.clear();
+          if (start > 0) candidate = prefix_;
+          candidate.append(word.data() + start, end - start);
+          if (std::optional<int32_t> id = vocab_.Find(candidate)) {
+            out->push_back({*id, candidate,
+                            {static_cast<uint32_t>(start), static_cast<uint32_t>(end)}});
+            found = true;
+            break;
+          }
+          do {
+            --end;
+          } while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80);
+        }
+        if (!found) {
+          bad = true;
+          break;
+        }
+        start = end;
+      }
+      if (!bad) return;
+    }
+    out->resize(first);
+    out->push_back({unk_id_, unk_, {0, static_cast<uint32_t>(word.size())}});
+  }
+
+  int64_t vocab_size() const override { return vocab_.size(); }
+  std::optional<int32_t> TokenToId(absl::string_view t) const override { return vocab_.Find(t); }
+  const std::string* IdToToken(int32_t id) const override { return vocab_.Token(id); }
+
+ private:
+  const Vocab vocab_;
+  const std::string unk_;
+  const int32_t unk_id_;
+  const std::string prefix_;
+  const size_t max_chars_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TokenModel>> WordPieceFromJson(const nlohmann::json& j) {
+  const std::string type = "WordPiece";
+  Vocab vocab;
+  INFER_RETURN_IF_ERROR(VocabFromObject(j, type, &vocab));
+  INFER_ASSIGN_OR_RETURN(std::optional<std::string> unk, OptionalString(j, type, "unk_token"));
+  if (!unk.has_value()) unk = "[UNK]";
+  // The original fails each encode that needs the unknown token when the
+  // vocabulary lacks it; here such a file is refused once, at load.
+  std::optional<int32_t> unk_id = vocab.Find(*unk);
+  if (!unk_id.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WordPiece: unk_token \"", *unk, "\" is not in the vocabulary"));
+  }
+  INFER_ASSIGN_OR_RETURN(std::optional<std::string> prefix,
+                         OptionalString(j, type, "continuing_subword_prefix"));
+  INFER_ASSIGN_OR_RETURN(int64_t max_chars, OptionalInt(j, type, "max_input_chars_per_word", 100));
+  if (max_chars < 0) return FieldError(type, "max_input_chars_per_word", "non-negative");
+  return std::make_unique<WordPieceModel>(std::move(vocab), *unk, *unk_id,
+                                          prefix.value_or("##"), static_cast<size_t>(max_chars));
+}
+
+absl::StatusOr<std::unique_ptr<TokenModel>> TokenModelFromJson(const nlohmann::json& j) {
+  INFER_ASSIGN_OR_RETURN(std::string type, ComponentType(j, "model"));
+  if (type == "WordPiece") return WordPieceFromJson(j);
+  if (type == "BPE") return BpeFromJson(j);
+  return absl::InvalidArgumentError(absl::StrCat("model type \"", type, "\" is not supported"));
+}
+
+}  // namespace infer::text

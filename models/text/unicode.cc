@@ -1,0 +1,336 @@
+#include "models/text/unicode.h"
+
+#include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+#include <unicode/ustring.h>
+#include <unicode/utf16.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace infer::text {
+namespace {
+
+const icu::Normalizer2& Instance(bool compat) {
+  // ICU's singletons live for the process; failure means ICU's data is
+  // missing, which no tokenizer could survive.
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* n =
+      compat ? icu::Normalizer2::getNFKDInstance(err) : icu::Normalizer2::getNFDInstance(err);
+  if (U_FAILURE(err) || n == nullptr) std::abort();
+  return *n;
+}
+
+const icu::Normalizer2& Composer() {
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(err);
+  if (U_FAILURE(err) || n == nullptr) std::abort();
+  return *n;
+}
+
+int8_t Category(char32_t c) { return u_charType(static_cast<UChar32>(c)); }
+
+uint8_t CombiningClass(char32_t c) {
+  return c < 0x300 ? 0 : u_getCombiningClass(static_cast<UChar32>(c));
+}
+
+// Full decomposition of c (canonical or compatibility), appended to out.
+void Decompose(char32_t c, bool compat, std::vector<char32_t>* out) {
+  if (c < 0xC0) {  // nothing below U+00C0 decomposes canonically
+    if (!compat || c < 0xA0) {
+      out->push_back(c);
+      return;
+    }
+  }
+  icu::UnicodeString d;
+  if (!Instance(compat).getDecomposition(static_cast<UChar32>(c), d)) {
+    out->push_back(c);
+    return;
+  }
+  for (int32_t i = 0; i < d.length();) {
+    UChar32 cp = d.char32At(i);
+    out->push_back(static_cast<char32_t>(cp));
+    i += U16_LENGTH(cp);
+  }
+}
+
+// Decomposition with canonical ordering: marks between two starters are
+// sorted by combining class, stably, carrying their change tags with them.
+std::vector<CharChange> Decompositions(const std::vector<char32_t>& in, bool compat) {
+  std::vector<CharChange> out;
+  out.reserve(in.size());
+  std::vector<uint8_t> classes;
+  classes.reserve(in.size());
+  size_t pending = 0;
+  auto sort_pending = [&] {
+    if (out.size() - pending > 1) {
+      std::vector<size_t> order(out.size() - pending);
+      for (size_t i = 0; i < order.size(); ++i) order[i] = pending + i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return classes[a] < classes[b]; });
+      std::vector<CharChange> chars;
+      std::vector<uint8_t> cls;
+      for (size_t i : order) {
+        chars.push_back(out[i]);
+        cls.push_back(classes[i]);
+      }
+      std::copy(chars.begin(), chars.end(), out.begin() + pending);
+      std::copy(cls.begin(), cls.end(), classes.begin() + pending);
+    }
+    pending = out.size();
+  };
+  std::vector<char32_t> d;
+  for (char32_t c : in) {
+    d.clear();
+    Decompose(c, compat, &d);
+    for (size_t i = 0; i < d.size(); ++i) {
+      const uint8_t cls = CombiningClass(d[i]);
+      if (cls == 0) sort_pending();
+      out.push_back({d[i], i == 0 ? 0 : 1});
+      classes.push_back(cls);
+    }
+  }
+  sort_pending();
+  return out;
+}
+
+// Canonical composition of a decomposed sequence, as the
+// unicode-normalization crate's Recompositions iterator does it (the same
+// blocking rules as UAX #15), with the change tags of composed characters
+// summed: a composed character replaces the first and removes the others.
+std::vector<CharChange> Recompose(const std::vector<CharChange>& in) {
+  std::vector<CharChange> out;
+  out.reserve(in.size());
+  std::vector<CharChange> blocked;
+  bool has_composee = false;
+  CharChange composee{};
+  int last_ccc = -1;  // -1: none since the composee
+  const icu::Normalizer2& nfc = Composer();
+  for (const CharChange& ch : in) {
+    const int cls = CombiningClass(ch.c);
+    if (!has_composee) {
+      if (cls != 0) {
+        out.push_back(ch);
+        continue;
+      }
+      composee = ch;
+      has_composee = true;
+      continue;
+    }
+    if (last_ccc >= 0 && last_ccc >= cls) {  // blocked from the composee
+      if (cls == 0) {
+        out.push_back(composee);
+        out.insert(out.end(), blocked.begin(), blocked.end());
+        blocked.clear();
+        composee = ch;
+        last_ccc = -1;
+        continue;
+      }
+      blocked.push_back(ch);
+      last_ccc = cls;
+      continue;
+    }
+    const UChar32 r = nfc.composePair(static_cast<UChar32>(composee.c), static_cast<UChar32>(ch.c));
+    if (r >= 0) {
+      composee = {static_cast<char32_t>(r), composee.change + ch.change - 1};
+      continue;
+    }
+    if (last_ccc < 0 && cls == 0) {
+      out.push_back(composee);
+      composee = ch;
+      continue;
+    }
+    blocked.push_back(ch);
+    last_ccc = cls;
+  }
+  if (has_composee) out.push_back(composee);
+  out.insert(out.end(), blocked.begin(), blocked.end());
+  return out;
+}
+
+}  // namespace
+
+bool ValidUtf8(absl::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char b = p[i];
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    int len;
+    char32_t c;
+    if ((b & 0xE0) == 0xC0) {
+      len = 2;
+      c = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      len = 3;
+      c = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      len = 4;
+      c = b & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      c = (c << 6) | (p[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF.
+    if ((len == 2 && c < 0x80) || (len == 3 && c < 0x800) || (len == 4 && c < 0x10000) ||
+        (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+char32_t DecodeUtf8(absl::string_view s, size_t* i) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + *i;
+  const unsigned char b = p[0];
+  if (b < 0x80) {
+    *i += 1;
+    return b;
+  }
+  if ((b & 0xE0) == 0xC0) {
+    *i += 2;
+    return (char32_t{b & 0x1Fu} << 6) | (p[1] & 0x3F);
+  }
+  if ((b & 0xF0) == 0xE0) {
+    *i += 3;
+    return (char32_t{b & 0x0Fu} << 12) | (char32_t{p[1] & 0x3Fu} << 6) | (p[2] & 0x3F);
+  }
+  *i += 4;
+  return (char32_t{b & 0x07u} << 18) | (char32_t{p[1] & 0x3Fu} << 12) |
+         (char32_t{p[2] & 0x3Fu} << 6) | (p[3] & 0x3F);
+}
+
+int Utf8Length(char32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+
+void AppendUtf8(char32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+size_t CountChars(absl::string_view s) {
+  size_t n = 0;
+  for (char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  return n;
+}
+
+bool IsWhitespace(char32_t c) {
+  if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
+  return u_isUWhiteSpace(static_cast<UChar32>(c));
+}
+
+bool IsAlphabetic(char32_t c) {
+  if (c < 0x80) return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC);
+}
+
+bool IsNumeric(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
+  const int8_t t = Category(c);
+  return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+}
+
+bool IsPunctuation(char32_t c) {
+  switch (Category(c)) {
+    case U_CONNECTOR_PUNCTUATION:
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION:
+    case U_OTHER_PUNCTUATION:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsAsciiPunctuation(char32_t c) {
+  return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+         (c >= 0x7B && c <= 0x7E);
+}
+
+bool IsOther(char32_t c) {
+  switch (Category(c)) {
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_SURROGATE:
+    case U_PRIVATE_USE_CHAR:
+    case U_UNASSIGNED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsMarkNonspacing(char32_t c) { return c >= 0x300 && Category(c) == U_NON_SPACING_MARK; }
+
+bool IsCombiningMark(char32_t c) {
+  if (c < 0x300) return false;
+  const int8_t t = Category(c);
+  return t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK;
+}
+
+bool IsWordChar(char32_t c) {
+  if (c < 0x80) {
+    return ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  }
+  const int8_t t = Category(c);
+  return t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK ||
+         t == U_DECIMAL_DIGIT_NUMBER || t == U_CONNECTOR_PUNCTUATION || c == 0x200C ||
+         c == 0x200D || u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC);
+}
+
+void AppendLowercase(char32_t c, std::vector<char32_t>* out) {
+  if (c < 0x80) {
+    out->push_back(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    return;
+  }
+  UChar src[2];
+  int32_t n = 0;
+  U16_APPEND_UNSAFE(src, n, static_cast<UChar32>(c));
+  UChar dest[8];
+  UErrorCode err = U_ZERO_ERROR;
+  // The root locale: no language-specific rules, as Rust's to_lowercase.
+  const int32_t len = u_strToLower(dest, 8, src, n, "", &err);
+  if (U_FAILURE(err)) {
+    out->push_back(c);
+    return;
+  }
+  for (int32_t i = 0; i < len;) {
+    UChar32 cp;
+    U16_NEXT_UNSAFE(dest, i, cp);
+    out->push_back(static_cast<char32_t>(cp));
+  }
+}
+
+std::vector<CharChange> Normalize(const std::vector<char32_t>& in, NormalForm form) {
+  const bool compat = form == NormalForm::kNfkd || form == NormalForm::kNfkc;
+  std::vector<CharChange> decomposed = Decompositions(in, compat);
+  if (form == NormalForm::kNfd || form == NormalForm::kNfkd) return decomposed;
+  return Recompose(decomposed);
+}
+
+}  // namespace infer::text
