@@ -1,5 +1,6 @@
 #include "batching/dynamic_batcher.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -123,7 +124,7 @@ TEST(DynamicBatcherTest, RefusesWhenFullAndAfterShutdown) {
 // run_on_caller: a batch ready at Schedule runs on the scheduling thread
 // while a worker slot is free; while the only slot is taken (here by a
 // caller blocked in process), the next ready batch waits for it instead,
-// and is processed by the worker once the slot is free.
+// and the caller holding the slot takes it once its own batch is done.
 TEST(DynamicBatcherTest, ReadyBatchesRunOnTheCallerWhileASlotIsFree) {
   ::infer::testing::Notification entered, release;
   std::mutex mu;
@@ -150,7 +151,9 @@ TEST(DynamicBatcherTest, ReadyBatchesRunOnTheCallerWhileASlotIsFree) {
     ASSERT_EQ(ran.size(), 1u) << "processed before Schedule returned";
     EXPECT_EQ(ran[0].second, std::this_thread::get_id());
   }
+  std::thread::id blocker_id;
   std::thread blocker([&] {
+    blocker_id = std::this_thread::get_id();
     auto t = std::make_unique<Task>();
     t->id = 1;
     ASSERT_THAT((*batcher)->Schedule(&t), IsOk());  // blocks in process
@@ -169,7 +172,48 @@ TEST(DynamicBatcherTest, ReadyBatchesRunOnTheCallerWhileASlotIsFree) {
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(ran.size(), 3u);
   EXPECT_EQ(ran[2].first, 2);
-  EXPECT_NE(ran[2].second, std::this_thread::get_id()) << "the worker ran it";
+  EXPECT_EQ(ran[2].second, blocker_id) << "the caller that freed the slot ran it";
+}
+
+// run_on_caller: the caller goes on with what arrived while it processed,
+// but for kCallerBatches batches at most; a worker takes the rest.
+TEST(DynamicBatcherTest, CallerTakesAtMostABoundedNumberOfBatches) {
+  ::infer::testing::Notification entered, release;
+  std::mutex mu;
+  std::vector<std::thread::id> ran;
+  BatcherOptions o = Options(1, absl::ZeroDuration(), 100);
+  o.run_on_caller = true;
+  auto batcher = DynamicBatcher<Task>::Create(o, [&](Batch b) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ran.push_back(std::this_thread::get_id());
+    }
+    if (b.tasks.at(0)->id == 0) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+  });
+  ASSERT_TRUE(batcher.ok());
+  std::thread::id caller_id;
+  std::thread caller([&] {
+    caller_id = std::this_thread::get_id();
+    auto t = std::make_unique<Task>();
+    ASSERT_THAT((*batcher)->Schedule(&t), IsOk());
+  });
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  constexpr int kQueued = 20;
+  for (int i = 1; i <= kQueued; ++i) {
+    auto t = std::make_unique<Task>();
+    t->id = i;
+    ASSERT_THAT((*batcher)->Schedule(&t), IsOk());
+  }
+  release.Notify();
+  caller.join();
+  (*batcher)->Shutdown();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(ran.size(), 1u + kQueued);
+  const auto on_caller = std::count(ran.begin(), ran.end(), caller_id);
+  EXPECT_EQ(on_caller, DynamicBatcher<Task>::kCallerBatches);
 }
 
 }  // namespace
