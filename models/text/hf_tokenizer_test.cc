@@ -123,7 +123,10 @@ TEST(HfTokenizerTest, UnknownComponentsAreRefusedByName) {
 
 TEST(HfTokenizerTest, MalformedModelsAreRefused) {
   const std::pair<std::string, std::string> cases[] = {
-      {R"({"model": {"type": "Unigram", "vocab": []}})", "model type \"Unigram\""},
+      {R"({"model": {"type": "Unigram", "vocab": []}})", "empty"},
+      {R"({"model": {"type": "Unigram", "vocab": [["a", -1.0]]}})", "unk_id"},
+      {R"({"model": {"type": "Unigram", "unk_id": 0, "vocab": [["a", "x"]]}})", "[piece, score]"},
+      {R"({"model": {"type": "WordLevel", "vocab": {}}})", "model type \"WordLevel\""},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})",
        "not in the vocabulary"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["ab"]}})",

@@ -177,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
     }
     return FieldError(type, "pattern", "{\"String\": ...} or {\"Regex\": ...}");
   }
+  if (type == "Precompiled") return PrecompiledFromJson(j);
   if (type == "Prepend") {
     INFER_ASSIGN_OR_RETURN(std::string prepend, RequiredString(j, type, "prepend"));
     return std::make_unique<PrependNormalizer>(std::move(prepend));

