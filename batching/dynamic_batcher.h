@@ -157,8 +157,9 @@ class DynamicBatcher {
     }
   }
 
-  // Processes `batch` without the lock, counted in active_.
-  void ProcessLocked(std::unique_lock<std::mutex>& lock, Batch batch) {
+  // Processes `batch` without the lock, counted in active_. Then, with
+  // hand_off, wakes a worker for what waits (RunOnCaller looks itself).
+  void ProcessLocked(std::unique_lock<std::mutex>& lock, Batch batch, bool hand_off = true) {
     ++active_;
     // More may be ready for another idle worker, if a slot is left for it.
     if (!queue_.empty() && active_ < num_workers_) cv_.notify_one();
@@ -168,7 +169,7 @@ class DynamicBatcher {
     --active_;
     if (stopping_) {
       cv_.notify_all();  // Shutdown may be waiting for the last batch
-    } else if (!queue_.empty()) {
+    } else if (hand_off && !queue_.empty()) {
       cv_.notify_one();  // the slot freed: a worker looks at what waits
     }
   }
@@ -182,16 +183,8 @@ class DynamicBatcher {
     for (int n = 0; n < kCallerBatches; ++n) {
       Batch batch = queue_.PopBatch(now, false, !can_launch_ || can_launch_());
       if (batch.empty()) return n > 0;
-      ++active_;
-      if (!queue_.empty() && active_ < num_workers_) cv_.notify_one();
-      lock.unlock();
-      process_(std::move(batch));
-      lock.lock();
-      --active_;
-      if (stopping_) {
-        cv_.notify_all();  // Shutdown may be waiting for the last batch
-        return true;
-      }
+      ProcessLocked(lock, std::move(batch), /*hand_off=*/false);
+      if (stopping_) return true;
       now = clock_->Now();
     }
     if (!queue_.empty()) cv_.notify_one();  // a worker takes over
