@@ -36,6 +36,7 @@ target_flags() {
   case "$1" in
     openai_embeddings_fuzz | rest_infer_fuzz) echo "-max_len=1048576 -dict=fuzz/json.dict" ;;
     http_request_fuzz) echo "-max_len=1048576 -dict=fuzz/http.dict" ;;
+    tokenizer_json_fuzz) echo "-dict=fuzz/json.dict" ;;
   esac
 }
 failed=0

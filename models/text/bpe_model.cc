@@ -3,7 +3,6 @@
 // unknown token, fused or not, or their bytes with byte_fallback), then the
 // adjacent pair of lowest merge rank is merged, leftmost first, until no
 // pair has a merge.
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <utility>
@@ -37,13 +36,7 @@ class BpeModel final : public TokenModel {
   BpeModel(Vocab vocab, absl::flat_hash_map<uint64_t, Merge> merges, Options o,
            std::optional<int32_t> unk_id)
       : vocab_(std::move(vocab)), merges_(std::move(merges)), o_(std::move(o)), unk_id_(unk_id) {
-    if (o_.byte_fallback) {
-      for (int b = 0; b < 256; ++b) {
-        char name[8];
-        std::snprintf(name, sizeof(name), "<0x%02X>", b);
-        byte_ids_[b] = vocab_.Find(name).value_or(-1);
-      }
-    }
+    FindByteTokens(vocab_, byte_ids_);
   }
 
   void Tokenize(absl::string_view piece, std::vector<Token>* out) const override {
@@ -190,6 +183,7 @@ absl::StatusOr<std::unique_ptr<TokenModel>> BpeFromJson(const nlohmann::json& j)
   {
     auto it = j.find("vocab");
     if (it == j.end() || !it->is_object()) return FieldError(type, "vocab", "an object");
+    vocab.Expect(it->size());
     for (auto entry = it->begin(); entry != it->end(); ++entry) {
       if (!entry.value().is_number_integer()) {
         return absl::InvalidArgumentError(

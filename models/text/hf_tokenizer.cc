@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "models/text/json_fields.h"
 #include "runtime/json_parse.h"
@@ -99,46 +100,52 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(absl::string_
     auto it = j.find(name);
     return it == j.end() || it->is_null() ? nullptr : &*it;
   };
-  if (const nlohmann::json* n = component("normalizer")) {
-    auto r = NormalizerFromJson(*n);
+  // Each part from its section (a missing or null section leaves it null),
+  // an error naming the file.
+  auto load = [&](const char* name, auto from_json, auto* out) -> absl::Status {
+    const nlohmann::json* section = component(name);
+    if (section == nullptr) return absl::OkStatus();
+    auto r = from_json(*section);
     if (!r.ok()) return InFile(what, r.status());
-    t->normalizer_ = *std::move(r);
+    *out = *std::move(r);
+    return absl::OkStatus();
+  };
+  INFER_RETURN_IF_ERROR(load("normalizer", NormalizerFromJson, &t->normalizer_));
+  INFER_RETURN_IF_ERROR(load("pre_tokenizer", PreTokenizerFromJson, &t->pre_tokenizer_));
+  INFER_RETURN_IF_ERROR(load("model", TokenModelFromJson, &t->model_));
+  if (t->model_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no \"model\""));
   }
-  if (const nlohmann::json* p = component("pre_tokenizer")) {
-    auto r = PreTokenizerFromJson(*p);
-    if (!r.ok()) return InFile(what, r.status());
-    t->pre_tokenizer_ = *std::move(r);
-  }
-  const nlohmann::json* m = component("model");
-  if (m == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": no \"model\""));
-  {
-    auto r = TokenModelFromJson(*m);
-    if (!r.ok()) return InFile(what, r.status());
-    t->model_ = *std::move(r);
-  }
-  if (const nlohmann::json* p = component("post_processor")) {
-    auto r = PostProcessorFromJson(*p);
-    if (!r.ok()) return InFile(what, r.status());
-    t->post_processor_ = *std::move(r);
-  }
+  INFER_RETURN_IF_ERROR(load("post_processor", PostProcessorFromJson, &t->post_processor_));
   auto tokens = AddedTokensFromJson(j);
   if (!tokens.ok()) return InFile(what, tokens.status());
   // Ids as the original assigns them on load: a token the model knows
   // keeps the model's id, any other gets the next id after the model's
   // vocabulary (or after the largest added id, when that is larger).
+  // A content given twice keeps the id it got first.
   int64_t next_id = t->model_->vocab_size();
+  absl::flat_hash_map<std::string, int32_t> given;
   for (AddedToken& a : *tokens) {
     if (a.content.empty()) continue;
-    if (std::optional<int32_t> id = t->model_->TokenToId(a.content)) {
+    if (auto it = given.find(a.content); it != given.end()) {
+      a.id = it->second;
+    } else if (std::optional<int32_t> id = t->model_->TokenToId(a.content)) {
       a.id = *id;
     } else {
       a.id = static_cast<int32_t>(next_id++);
     }
+    given.emplace(a.content, a.id);
   }
   t->added_ = AddedVocabulary(*std::move(tokens), t->normalizer_.get());
   t->vocab_size_ = t->model_->vocab_size();
   for (const AddedToken& a : t->added_.tokens()) {
     t->vocab_size_ = std::max<int64_t>(t->vocab_size_, int64_t{a.id} + 1);
+  }
+  // The post-processor's special tokens carry ids of the file's choosing:
+  // they count too, so that a model can refuse a tokenizer whose ids its
+  // embedding table does not have.
+  if (t->post_processor_) {
+    t->vocab_size_ = std::max<int64_t>(t->vocab_size_, t->post_processor_->MaxId() + 1);
   }
   // The padding id: the file's padding section, else a conventional pad
   // token, else 0.

@@ -75,6 +75,8 @@ class HfTokenizer final : public Tokenizer {
   // Tokenizer: ids with the special tokens, no truncation.
   absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const override;
   int64_t pad_id() const override { return pad_id_; }
+  // Above every id Encode can give: the model's, the added tokens' and the
+  // post-processor's.
   int64_t vocab_size() const override { return vocab_size_; }
 
   std::optional<int32_t> TokenToId(absl::string_view token) const;

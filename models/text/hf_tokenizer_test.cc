@@ -51,6 +51,20 @@ TEST(HfTokenizerTest, EncodesWithSpecialTokensAndOffsets) {
   EXPECT_EQ(t->vocab_size(), 12);
 }
 
+// The post-processor's special ids are the file's own: vocab_size covers
+// them, so a model can refuse a tokenizer whose ids its table lacks.
+TEST(HfTokenizerTest, VocabSizeCoversEveryIdEncodeGives) {
+  std::string json = BertJson();
+  const std::string cls = R"("cls": ["[CLS]", 2])";
+  json.replace(json.find(cls), cls.size(), R"("cls": ["[CLS]", 50])");
+  auto t = Load(json);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->vocab_size(), 51);
+  auto e = t->Encode("hello", std::nullopt, EncodeOptions{});
+  ASSERT_TRUE(e.ok());
+  EXPECT_THAT(e->ids, ElementsAre(50, 4, 3));
+}
+
 TEST(HfTokenizerTest, OffsetsPointIntoTheTextAsSent) {
   auto t = Load(BertJson());
   ASSERT_NE(t, nullptr);

@@ -1,5 +1,6 @@
 #include "models/text/post_processors.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -45,8 +46,9 @@ absl::StatusOr<SpecialToken> PairFromJson(const nlohmann::json& j, const std::st
                                           const char* field) {
   auto it = j.find(field);
   if (it == j.end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
-      !(*it)[1].is_number_integer()) {
-    return FieldError(type, field, "[token, id]");
+      !(*it)[1].is_number_integer() || (*it)[1].get<int64_t>() < 0 ||
+      (*it)[1].get<int64_t>() >= (int64_t{1} << 24)) {
+    return FieldError(type, field, "[token, id] with an id in [0, 2^24)");
   }
   return SpecialToken{(*it)[0].get<std::string>(), (*it)[1].get<int32_t>()};
 }
@@ -61,6 +63,7 @@ class ClsSepProcessor final : public PostProcessor {
   size_t AddedTokens(bool is_pair) const override {
     return is_pair ? (roberta_ ? 4 : 3) : 2;
   }
+  int64_t MaxId() const override { return std::max(cls_.id, sep_.id); }
 
   void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const override {
     if (roberta_) {
@@ -94,6 +97,7 @@ class ByteLevelProcessor final : public PostProcessor {
  public:
   ByteLevelProcessor(bool trim, bool prefix) : trim_(trim), prefix_(prefix) {}
   size_t AddedTokens(bool) const override { return 0; }
+  int64_t MaxId() const override { return -1; }
   void Process(std::vector<Encoding>* encodings, bool) const override {
     if (!trim_) return;
     for (Encoding& e : *encodings) TrimByteLevelOffsets(&e, prefix_);
@@ -126,6 +130,14 @@ class TemplateProcessor final : public PostProcessor {
       if (item.special) n += specials_.at(item.name).ids.size();
     }
     return n;
+  }
+
+  int64_t MaxId() const override {
+    int64_t m = -1;
+    for (const auto& [name, s] : specials_) {
+      for (int32_t id : s.ids) m = std::max<int64_t>(m, id);
+    }
+    return m;
   }
 
   void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const override {
@@ -162,6 +174,11 @@ class SequenceProcessor final : public PostProcessor {
   }
   void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const override {
     for (const auto& p : parts_) p->Process(encodings, add_special_tokens);
+  }
+  int64_t MaxId() const override {
+    int64_t m = -1;
+    for (const auto& p : parts_) m = std::max(m, p->MaxId());
+    return m;
   }
 
  private:
@@ -225,7 +242,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateProcessorFromJson(const n
           type, ": special token \"", it.key(), "\" needs as many \"ids\" as \"tokens\""));
     }
     for (size_t k = 0; k < s["ids"].size(); ++k) {
-      if (!s["ids"][k].is_number_integer() || !s["tokens"][k].is_string()) {
+      if (!s["ids"][k].is_number_integer() || s["ids"][k].get<int64_t>() < 0 ||
+          s["ids"][k].get<int64_t>() >= (int64_t{1} << 24) || !s["tokens"][k].is_string()) {
         return absl::InvalidArgumentError(
             absl::StrCat(type, ": special token \"", it.key(), "\" has a malformed id or token"));
       }

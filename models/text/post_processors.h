@@ -9,6 +9,7 @@
 #define INFER_MODELS_TEXT_POST_PROCESSORS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,9 @@ class PostProcessor {
   // Rewrites the encodings of a text, or of a text and its pair (each with
   // type ids 0 and 1 on entry); the caller concatenates what comes back.
   virtual void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const = 0;
+  // The largest id Process may add (-1: none). The file states these ids
+  // itself, so they count towards the tokenizer's vocab_size.
+  virtual int64_t MaxId() const = 0;
 };
 
 // From a tokenizer.json "post_processor" object (not null).

@@ -1,5 +1,6 @@
 #include "models/text/token_model.h"
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -10,11 +11,11 @@
 namespace infer::text {
 
 absl::Status Vocab::Add(std::string token, int64_t id) {
-  // Ids index a table: a file may not make it larger than a vocabulary can
-  // sensibly be (2^24 entries; the largest real ones have about 2^18).
-  if (id < 0 || id >= (int64_t{1} << 24)) {
+  // Ids index a table: a file may not make it much larger than itself, nor
+  // larger than a vocabulary can sensibly be (2^24; real ones reach 2^18).
+  if (id < 0 || id >= max_id_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("token \"", token, "\" has id ", id, ", outside [0, 2^24)"));
+        absl::StrCat("token \"", token, "\" has id ", id, ", outside [0, ", max_id_, ")"));
   }
   if (static_cast<size_t>(id) < has_.size() && has_[id]) {
     return absl::InvalidArgumentError(absl::StrCat("id ", id, " is given to two tokens"));
@@ -33,12 +34,21 @@ absl::Status Vocab::Add(std::string token, int64_t id) {
   return absl::OkStatus();
 }
 
+void FindByteTokens(const Vocab& vocab, int32_t ids[256]) {
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    ids[b] = vocab.Find(name).value_or(-1);
+  }
+}
+
 namespace {
 
 // {"token": id, ...}, as WordPiece and BPE store it.
 absl::Status VocabFromObject(const nlohmann::json& j, const std::string& type, Vocab* vocab) {
   auto it = j.find("vocab");
   if (it == j.end() || !it->is_object()) return FieldError(type, "vocab", "an object");
+  vocab->Expect(it->size());
   for (auto entry = it->begin(); entry != it->end(); ++entry) {
     if (!entry.value().is_number_integer()) {
       return absl::InvalidArgumentError(

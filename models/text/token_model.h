@@ -8,6 +8,7 @@
 #ifndef INFER_MODELS_TEXT_TOKEN_MODEL_H_
 #define INFER_MODELS_TEXT_TOKEN_MODEL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -43,7 +44,11 @@ absl::StatusOr<std::unique_ptr<TokenModel>> TokenModelFromJson(const nlohmann::j
 // A vocabulary: token -> id and back. Shared by the model types.
 class Vocab {
  public:
-  // Refuses negative ids and a token or id given twice.
+  // The number of entries about to be added: ids must then stay below
+  // twice that plus 1024 (real vocabularies are dense), so a file cannot
+  // make the id table far larger than itself.
+  void Expect(size_t entries) { max_id_ = std::min<int64_t>(2 * entries + 1024, int64_t{1} << 24); }
+  // Refuses negative ids, ids past the bound, and a token or id given twice.
   absl::Status Add(std::string token, int64_t id);
   std::optional<int32_t> Find(absl::string_view token) const {
     auto it = ids_.find(token);
@@ -62,7 +67,11 @@ class Vocab {
   std::vector<std::string> tokens_;
   std::vector<bool> has_;
   size_t max_bytes_ = 0;
+  int64_t max_id_ = int64_t{1} << 24;
 };
+
+// byte_fallback's pieces: ids[b] is the id of "<0xNN>" for byte b, or -1.
+void FindByteTokens(const Vocab& vocab, int32_t ids[256]);
 
 absl::StatusOr<std::unique_ptr<TokenModel>> WordPieceFromJson(const nlohmann::json& j);
 absl::StatusOr<std::unique_ptr<TokenModel>> BpeFromJson(const nlohmann::json& j);

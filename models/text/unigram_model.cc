@@ -9,7 +9,6 @@
 // short dynamic programme, and its ties, unknown fusing and byte fallback
 // must follow `tokenizers` exactly (the tests compare with it); the
 // vocabulary comes from tokenizer.json either way.
-#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -48,13 +47,7 @@ class UnigramModel final : public TokenModel {
         if (k + 1 == piece->size()) it->second.id = id;
       }
     }
-    if (byte_fallback_) {
-      for (int b = 0; b < 256; ++b) {
-        char name[8];
-        std::snprintf(name, sizeof(name), "<0x%02X>", b);
-        byte_ids_[b] = vocab_.Find(name).value_or(-1);
-      }
-    }
+    FindByteTokens(vocab_, byte_ids_);
   }
 
   void Tokenize(absl::string_view s, std::vector<Token>* out) const override {
@@ -166,6 +159,7 @@ absl::StatusOr<std::unique_ptr<TokenModel>> UnigramFromJson(const nlohmann::json
   if (list == j.end() || !list->is_array()) return FieldError(type, "vocab", "an array");
   if (list->empty()) return absl::InvalidArgumentError("Unigram: the vocabulary is empty");
   Vocab vocab;
+  vocab.Expect(list->size());
   std::vector<double> scores;
   scores.reserve(list->size());
   int64_t id = 0;

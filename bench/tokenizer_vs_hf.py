@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Tokenizer speed against Hugging Face's tokenizers (the Rust library, through
+its wheel) on one thread: tokenizer-bench --tokenizer FILE --corpus FILE
+against tokenizers' encode_batch with TOKENIZERS_PARALLELISM=false, on the
+same tokenizer.json and the same 10,000-line multilingual corpus
+(tests/integration/tokenizer_corpus.py), in alternating rounds (A B, B A,
+...). One tokenizer per model type: WordPiece (all-MiniLM-L6-v2's real
+file), BPE (a byte-level BPE with Qwen's split pattern, trained here by
+tokenizers' trainer to 16,000 tokens) and Unigram (multilingual-e5-small's
+real file, 250,002 pieces). Prints tokens/s for each and the ratio, the
+median over the rounds with their range, and MiniLM's tokenizer.json
+against the vocab.txt WordPiece the server has used so far.
+
+  .venv/bin/python bench/tokenizer_vs_hf.py [--repeats 5]
+
+Needs the test environment (scripts/setup-venv.sh --test) and a build.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ["TOKENIZERS_PARALLELISM"] = "false"  # before tokenizers is imported
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+import benchlib  # noqa: E402
+import test_tokenizer_oracle as oracle  # noqa: E402
+import tokenizer_corpus  # noqa: E402
+from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
+
+
+def trained_bpe(path):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(oracle.QWEN_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.train_from_iterator(tokenizer_corpus.lines(20000, seed=3), trainers.BpeTrainer(
+        vocab_size=16000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(path)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--binary", default=os.path.join(HERE, "..", "build", "bin", "tokenizer-bench"))
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="tokenizer-bench-")
+    corpus = tokenizer_corpus.lines(10000, seed=11)
+    corpus_path = os.path.join(work, "corpus.txt")
+    with open(corpus_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus) + "\n")
+    files = {"WordPiece (MiniLM)": oracle.minilm_tokenizer_json(),
+             "BPE (byte-level, 16k)": trained_bpe(os.path.join(work, "bpe.json")),
+             "Unigram (multilingual-e5)": oracle.e5_tokenizer_json()}
+    print(f"tokenizer speed on {benchlib.machine()}, one thread")
+    print(f"corpus: {len(corpus)} lines, {sum(len(x.encode()) for x in corpus)} bytes "
+          f"(tests/integration/tokenizer_corpus.py, seed 11); {a.repeats} alternating rounds")
+    rows = []
+    for name, path in files.items():
+        if path is None:
+            print(f"{name}: file not installed, skipped")
+            continue
+        tok = Tokenizer.from_file(path)
+        tok.no_truncation()
+        tok.no_padding()
+
+        def hf():
+            t0 = time.perf_counter()
+            out = tok.encode_batch(corpus)
+            s = time.perf_counter() - t0
+            return sum(len(e.ids) for e in out) / s
+
+        def ours():
+            run = subprocess.run([a.binary, "--tokenizer", path, "--corpus", corpus_path,
+                                  "--rounds", "1"], capture_output=True, text=True, check=True)
+            return json.loads(run.stdout)["tokens_per_s"]
+
+        hf()  # warm both
+        ours()
+        results = benchlib.interleaved(lambda who: {"tps": ours() if who == "ours" else hf()},
+                                       ["ours", "hf"], a.repeats)
+        ratio = benchlib.ratio_spread(results["ours"], results["hf"], lambda r: r["tps"])
+        rows.append([name, f"{benchlib.median([r['tps'] for r in results['ours']]):.0f}",
+                     f"{benchlib.median([r['tps'] for r in results['hf']]):.0f}",
+                     benchlib.spread_text(*ratio)])
+    benchlib.table(["tokenizer", "ours tokens/s", "tokenizers tokens/s", "ours / tokenizers"], rows)
+    # The vocab.txt WordPiece the server uses today, on the same MiniLM and corpus.
+    minilm = files["WordPiece (MiniLM)"]
+    if minilm:
+        vocab = os.path.join(os.path.dirname(minilm), "vocab.txt")
+
+        def run(extra):
+            out = subprocess.run([a.binary, "--corpus", corpus_path, "--rounds", "1"] + extra,
+                                 capture_output=True, text=True, check=True)
+            return {"tps": json.loads(out.stdout)["tokens_per_s"]}
+
+        results = benchlib.interleaved(
+            lambda who: run(["--tokenizer", minilm] if who == "json" else ["--vocab", vocab]),
+            ["json", "vocab"], a.repeats)
+        ratio = benchlib.ratio_spread(results["json"], results["vocab"], lambda r: r["tps"])
+        print(f"MiniLM: tokenizer.json / vocab.txt WordPiece (the server's today) = "
+              f"{benchlib.spread_text(*ratio)}")
+
+
+if __name__ == "__main__":
+    main()
