@@ -31,7 +31,10 @@ from tokenizers import pre_tokenizers, processors, trainers
 import tokenizer_corpus
 
 BINARY = os.environ.get("INFER_TOKENIZE_BINARY", "")
-CORPUS_LINES = 10000
+# Fewer lines where the binary is slow to run: the sanitizer build sets
+# INFER_TOKENIZER_ORACLE_LINES (its memory checks need the pipelines, not
+# the whole corpus).
+CORPUS_LINES = int(os.environ.get("INFER_TOKENIZER_ORACLE_LINES", "10000"))
 ADDED_TEXTS = ["<mask>", "New York", "[RAW]", "Straße", "ünï", "<|im_end|>", "NewYork", "New Yorker",
                " <mask> ", "[RAW]   x", "STRASSE"]
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
@@ -302,7 +305,7 @@ class TokenizerOracleTest(unittest.TestCase):
         # Pairs: each line with the next. Pairs and truncation run on the
         # first 3,000 lines.
         if truncation is not None or paired:
-            texts = texts[:3000]
+            texts = texts[:min(3000, CORPUS_LINES)]
         pairs = texts[1:] + texts[:1] if paired else None
         want = reference(tok, texts, pairs, special, truncation)
         got = ours(self.files[name], texts, pairs, special, truncation)
@@ -332,7 +335,7 @@ class TokenizerOracleTest(unittest.TestCase):
         text = "".join(self.corpus)
         for sample in ["ж", "λ", "ب", "ש", "क", "ก", "的", "가", "あ", "😀", "\u200d", "\u0301"]:
             self.assertIn(sample, text)
-        self.assertGreaterEqual(len(self.corpus), 10000)
+        self.assertEqual(len(self.corpus), CORPUS_LINES)
 
 
 def _add_cases():
