@@ -26,10 +26,18 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalize
     : tokens_(std::move(tokens)) {
   raw_.nodes.emplace_back();
   normalized_.nodes.emplace_back();
+  strings_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const AddedToken& t = tokens_[i];
     by_content_[t.content] = static_cast<int32_t>(i);
     by_id_[t.id] = static_cast<int32_t>(i);
+    if (t.normalized && normalizer != nullptr) {
+      NormalizedString s(t.content);
+      normalizer->Normalize(&s);
+      strings_.push_back(s.get());
+    } else {
+      strings_.push_back(t.content);
+    }
   }
   // A content given twice: the later entry wins, as in the original's map.
   for (const auto& [content, index] : by_content_) {
@@ -39,12 +47,7 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalize
       raw_.Add(t.content, index);
       continue;
     }
-    std::string pattern = t.content;
-    if (normalizer != nullptr) {
-      NormalizedString s(t.content);
-      normalizer->Normalize(&s);
-      pattern = s.get();
-    }
+    const std::string& pattern = strings_[index];
     if (!pattern.empty()) normalized_.Add(pattern, index);
   }
 }
@@ -55,9 +58,24 @@ std::optional<int32_t> AddedVocabulary::Find(absl::string_view content) const {
   return tokens_[it->second].id;
 }
 
+bool AddedVocabulary::IsSpecial(absl::string_view content) const {
+  auto it = by_content_.find(content);
+  if (it != by_content_.end() && tokens_[it->second].special) return true;
+  // A content given twice counts as special if any of its entries is.
+  for (const AddedToken& t : tokens_) {
+    if (t.special && t.content == content) return true;
+  }
+  return false;
+}
+
 const AddedToken* AddedVocabulary::ById(int32_t id) const {
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : &tokens_[it->second];
+}
+
+const std::string* AddedVocabulary::TokenString(int32_t id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &strings_[it->second];
 }
 
 namespace {

@@ -44,7 +44,12 @@ class AddedVocabulary {
   Pieces ExtractAndNormalize(absl::string_view text, const Normalizer* normalizer) const;
 
   std::optional<int32_t> Find(absl::string_view content) const;
+  // Whether `content` is the content of a token marked special.
+  bool IsSpecial(absl::string_view content) const;
   const AddedToken* ById(int32_t id) const;
+  // The string an id stands for: the content, or for a token with
+  // normalized true its normalized content (as the original's id_to_token).
+  const std::string* TokenString(int32_t id) const;
   const std::vector<AddedToken>& tokens() const { return tokens_; }
 
  private:
@@ -67,6 +72,7 @@ class AddedVocabulary {
   void SplitWith(Piece piece, const Trie& trie, Pieces* out) const;
 
   std::vector<AddedToken> tokens_;
+  std::vector<std::string> strings_;  // per token: what TokenString gives
   absl::flat_hash_map<std::string, int32_t> by_content_;  // -> index
   absl::flat_hash_map<int32_t, int32_t> by_id_;           // -> index
   Trie raw_;         // normalized false: matched on the text as sent

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "models/text/json_fields.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
@@ -117,6 +118,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(absl::string_
     return absl::InvalidArgumentError(absl::StrCat(what, ": no \"model\""));
   }
   INFER_RETURN_IF_ERROR(load("post_processor", PostProcessorFromJson, &t->post_processor_));
+  INFER_RETURN_IF_ERROR(load("decoder", DecoderFromJson, &t->decoder_));
   auto tokens = AddedTokensFromJson(j);
   if (!tokens.ok()) return InFile(what, tokens.status());
   // Ids as the original assigns them on load: a token the model knows
@@ -171,8 +173,22 @@ std::optional<int32_t> HfTokenizer::TokenToId(absl::string_view token) const {
 }
 
 const std::string* HfTokenizer::IdToToken(int32_t id) const {
-  if (const AddedToken* a = added_.ById(id)) return &a->content;
+  if (const std::string* s = added_.TokenString(id)) return s;
   return model_->IdToToken(id);
+}
+
+std::string HfTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    const std::string* token = IdToToken(id);
+    if (token == nullptr) continue;
+    if (skip_special_tokens && added_.IsSpecial(*token)) continue;
+    tokens.push_back(*token);
+  }
+  if (decoder_ == nullptr) return absl::StrJoin(tokens, " ");
+  decoder_->DecodeChain(&tokens);
+  return absl::StrJoin(tokens, "");
 }
 
 Encoding HfTokenizer::EncodeOne(absl::string_view text, int32_t type_id, int8_t sequence_id,

@@ -8,6 +8,8 @@
 // special tokens (post_processors.h). Every component type the file names
 // must be one this implements: anything else is refused at load, naming it.
 //
+// Decode runs the file's "decoder" the same way.
+//
 // Differences from the original, by design: the file's "truncation" and
 // "padding" sections are not applied (a caller asks for truncation per
 // encode, and the engine pads batches itself); text that is not valid UTF-8
@@ -30,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "models/text/added_vocabulary.h"
+#include "models/text/decoders.h"
 #include "models/text/encoding.h"
 #include "models/text/normalizers.h"
 #include "models/text/post_processors.h"
@@ -79,6 +82,11 @@ class HfTokenizer final : public Tokenizer {
   // post-processor's.
   int64_t vocab_size() const override { return vocab_size_; }
 
+  // `ids` back to text through the file's decoder (without one, the tokens
+  // joined with spaces), leaving out ids the tokenizer does not have and,
+  // with skip_special_tokens, the special tokens.
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const;
+
   std::optional<int32_t> TokenToId(absl::string_view token) const;
   const std::string* IdToToken(int32_t id) const;
 
@@ -91,6 +99,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;  // may be null
   std::unique_ptr<TokenModel> model_;
   std::unique_ptr<PostProcessor> post_processor_;  // may be null
+  std::unique_ptr<Decoder> decoder_;                // may be null
   AddedVocabulary added_;
   int64_t pad_id_ = 0;
   int64_t vocab_size_ = 0;

@@ -185,6 +185,30 @@ TEST(HfTokenizerTest, PathologicalTextEncodes) {
   EXPECT_THAT(e->ids, ElementsAre(2, 9, 3));
 }
 
+// Rust's String::from_utf8_lossy: one U+FFFD per maximal invalid subpart.
+TEST(DecodersTest, LossyUtf8ReplacesMaximalSubparts) {
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(Utf8Lossy("a\xF0\x9F\x98" "b"), "a" + r + "b");     // a cut 4-byte sequence
+  EXPECT_EQ(Utf8Lossy("\xC0\x80"), r + r);                       // never a lead byte
+  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), r + r + r);               // a surrogate
+  EXPECT_EQ(Utf8Lossy("\xE2\x82\xAC\xE2\x82"), "\xE2\x82\xAC" + r);
+  EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), r + r + r + r);       // past U+10FFFF
+}
+
+TEST(DecodersTest, DecodeRunsTheFilesDecoder) {
+  std::string json = BertJson();
+  json.insert(json.rfind('}'), R"(, "decoder": {"type": "WordPiece", "prefix": "##"})");
+  auto t = Load(json);
+  ASSERT_NE(t, nullptr);
+  // [CLS] he ##llo world ! [SEP], 99 unknown to the tokenizer.
+  EXPECT_EQ(t->Decode({2, 7, 8, 5, 6, 99, 3}, true), "hello world!");
+  EXPECT_EQ(t->Decode({2, 7, 8, 3}, false), "[CLS] hello [SEP]");
+  auto bad = HfTokenizer::FromJson(BertJson().insert(BertJson().rfind('}'),
+                                                     R"(, "decoder": {"type": "CTC"})"),
+                                   "t.json");
+  EXPECT_THAT(bad.status().message(), HasSubstr("decoder type \"CTC\""));
+}
+
 TEST(NormalizedStringTest, TransformKeepsAlignments) {
   NormalizedString s("ab");
   // "ab" -> "xyb": x replaces a, y is inserted (shares a's range).

@@ -3,6 +3,8 @@
 // and writes one JSON line per text:
 //   {"ids": [...], "type_ids": [...], "offsets": [[start, end], ...],
 //    "tokens": [...], "special_tokens_mask": [...]}
+// (with --decode also "decoded": the ids back to text, as the file's decoder
+// makes it, special tokens skipped)
 // or {"error": "..."} for a line that cannot be encoded (e.g. invalid UTF-8).
 // Offsets are in characters, as Python's `tokenizers` reports them
 // (--byte-offsets for bytes). For debugging a model's tokenization, and for
@@ -11,7 +13,7 @@
 //   infer-tokenize --tokenizer tokenizer.json [--pair] [--max-length N]
 //                  [--truncation-side right|left]
 //                  [--strategy longest_first|only_first|only_second]
-//                  [--no-special-tokens] [--byte-offsets]
+//                  [--no-special-tokens] [--byte-offsets] [--decode]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -26,7 +28,7 @@ using infer::text::Encoding;
 using infer::text::EncodeOptions;
 using infer::text::HfTokenizer;
 
-std::string ToJson(const Encoding& e) {
+std::string ToJson(const Encoding& e, const std::string* decoded) {
   nlohmann::json j;
   j["ids"] = e.ids;
   j["type_ids"] = e.type_ids;
@@ -35,6 +37,7 @@ std::string ToJson(const Encoding& e) {
   j["offsets"] = std::move(offsets);
   j["tokens"] = e.tokens;
   j["special_tokens_mask"] = e.special_tokens_mask;
+  if (decoded != nullptr) j["decoded"] = *decoded;
   // Tokens are valid UTF-8 except byte-level pieces cut inside a character,
   // which are written with U+FFFD rather than failing the line.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -44,7 +47,7 @@ std::string ToJson(const Encoding& e) {
 
 int main(int argc, char** argv) {
   std::string path, side = "right", strategy = "longest_first";
-  bool pair = false, no_special = false, byte_offsets = false;
+  bool pair = false, no_special = false, byte_offsets = false, decode = false;
   int64_t max_length = -1;
   CLI::App app{
       "infer-tokenize: encode texts from stdin (one per line; with --pair a tab separates the "
@@ -58,6 +61,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   app.add_flag("--no-special-tokens", no_special, "leave out the post-processor's special tokens");
   app.add_flag("--byte-offsets", byte_offsets, "offsets in bytes instead of characters");
+  app.add_flag("--decode", decode,
+               "add \"decoded\": the ids decoded back to text, special tokens skipped");
   CLI11_PARSE(app, argc, argv);
 
   auto tokenizer = HfTokenizer::FromFile(path);
@@ -93,7 +98,9 @@ int main(int argc, char** argv) {
       e = (*tokenizer)->Encode(line, std::nullopt, options);
     }
     if (e.ok()) {
-      std::cout << ToJson(*e) << '\n';
+      std::string decoded;
+      if (decode) decoded = (*tokenizer)->Decode(e->ids, /*skip_special_tokens=*/true);
+      std::cout << ToJson(*e, decode ? &decoded : nullptr) << '\n';
     } else {
       std::cout << nlohmann::json{{"error", std::string(e.status().message())}}.dump() << '\n';
     }

@@ -1,8 +1,8 @@
 """infer-tokenize against Hugging Face `tokenizers` (the Rust original, through
 its PyPI wheel): ids, type ids, tokens, special-token masks and character
 offsets must be identical, on a seeded multilingual corpus of 10,000 lines
-(tokenizer_corpus.py), for single texts, and on its first 3,000 lines for
-pairs and every truncation strategy and side.
+(tokenizer_corpus.py), for single texts (and their ids decoded back), and
+on its first 3,000 lines for pairs and every truncation strategy and side.
 
 The tokenizers compared are trained here with `tokenizers`' own trainers on
 another corpus drawn from the same generator, one per pipeline family users
@@ -61,6 +61,7 @@ def build_wordpiece_bert(train):
         vocab_size=3000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
     cls, sep = _ids(tok, "[CLS]", "[SEP]")
     tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
+    tok.decoder = decoders.WordPiece()
     _added(tok, "<mask>")
     return tok
 
@@ -77,6 +78,7 @@ def build_wordpiece_template(train):
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
     _added(tok, "<mask>")
     return tok
 
@@ -113,6 +115,9 @@ def build_bpe_metaspace(train):
     bos = tok.token_to_id("<s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B:1", special_tokens=[("<s>", bos)])
+    # Llama 2's decoder chain.
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
     _added(tok, "<|im_end|>")
     return tok
 
@@ -134,6 +139,7 @@ def build_bpe_split_regex(train):
         processors.ByteLevel(trim_offsets=True),
         processors.TemplateProcessing(single="$A <|endoftext|>", pair="$A <|endoftext|> $B:1",
                                       special_tokens=[("<|endoftext|>", eot)])])
+    tok.decoder = decoders.ByteLevel()
     _added(tok, "<|im_end|>")
     return tok
 
@@ -147,6 +153,7 @@ def build_bpe_whitespace(train):
     tok.train_from_iterator(train, trainers.BpeTrainer(
         vocab_size=3000, special_tokens=["[UNK]"], continuing_subword_prefix="##",
         end_of_word_suffix="</w>", limit_alphabet=400))
+    tok.decoder = decoders.BPEDecoder(suffix="</w>")
     _added(tok, "<mask>")
     return tok
 
@@ -186,6 +193,7 @@ def build_unigram(train):
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
         special_tokens=[("<s>", bos), ("</s>", eos)])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     _added(tok, "<mask>")
     return tok
 
@@ -210,8 +218,9 @@ def minilm_tokenizer_json():
     return path if os.path.exists(path) else None
 
 
-def reference(tok, texts, pairs, special, truncation):
-    """What `tokenizers` gives, a dict per text, or {"error": ...}."""
+def reference(tok, texts, pairs, special, truncation, decode=False):
+    """What `tokenizers` gives, a dict per text, or {"error": ...}; with
+    decode, also the ids decoded back ("decoded", special tokens skipped)."""
     tok.no_padding()
     if truncation is None:
         tok.no_truncation()
@@ -230,6 +239,8 @@ def reference(tok, texts, pairs, special, truncation):
             out.append({"ids": e.ids, "type_ids": e.type_ids, "tokens": e.tokens,
                         "offsets": [list(o) for o in e.offsets],
                         "special_tokens_mask": e.special_tokens_mask})
+            if decode:
+                out[-1]["decoded"] = tok.decode(e.ids)
             continue
         try:
             if pairs is None:
@@ -245,8 +256,8 @@ def reference(tok, texts, pairs, special, truncation):
     return out
 
 
-def ours(path, texts, pairs, special, truncation):
-    args = [BINARY, "--tokenizer", path]
+def ours(path, texts, pairs, special, truncation, decode=False):
+    args = [BINARY, "--tokenizer", path] + (["--decode"] if decode else [])
     if pairs is not None:
         args.append("--pair")
         lines = [f"{a}\t{b}" for a, b in zip(texts, pairs)]
@@ -307,8 +318,10 @@ class TokenizerOracleTest(unittest.TestCase):
         if truncation is not None or paired:
             texts = texts[:min(3000, CORPUS_LINES)]
         pairs = texts[1:] + texts[:1] if paired else None
-        want = reference(tok, texts, pairs, special, truncation)
-        got = ours(self.files[name], texts, pairs, special, truncation)
+        # Decoding is compared on the single texts.
+        decode = label == "single"
+        want = reference(tok, texts, pairs, special, truncation, decode)
+        got = ours(self.files[name], texts, pairs, special, truncation, decode)
         self.assertEqual(len(got), len(texts))
         bad = []
         for i, (w, g) in enumerate(zip(want, got)):
