@@ -16,10 +16,10 @@
 // tokenizers).
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <memory>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -97,8 +97,9 @@ int main(int argc, char** argv) {
   std::vector<int> words = {8, 32, 128, 384};
   double seconds = 1.0;
   int rounds = 3;
-  CLI::App app{"tokenizer-bench: tokenizer cost on one thread (WordPiece per sentence, or a "
-               "tokenizer.json over a corpus)"};
+  CLI::App app{
+      "tokenizer-bench: tokenizer cost on one thread (WordPiece per sentence, or a "
+      "tokenizer.json over a corpus)"};
   app.add_option("--vocab", vocab, "vocab.txt of the model (WordPiece per sentence)");
   app.add_option("--words", words, "words per sentence")->delimiter(',');
   app.add_option("--seconds", seconds, "time per point")->capture_default_str();

@@ -31,7 +31,10 @@ std::unique_ptr<HfTokenizer> Load(const nlohmann::json& j) {
 nlohmann::json Added() {
   return nlohmann::json::array(
       {{{"id", 0}, {"content", "[CLS]"}, {"special", true}, {"normalized", false}},
-       {{"id", 1}, {"content", "<mask>"}, {"lstrip", true}, {"special", true},
+       {{"id", 1},
+        {"content", "<mask>"},
+        {"lstrip", true},
+        {"special", true},
         {"normalized", false}},
        {{"id", 2}, {"content", "New York"}, {"single_word", true}},
        {{"id", 3}, {"content", "[RAW]"}, {"rstrip", true}, {"normalized", false}}});
@@ -46,14 +49,16 @@ std::unique_ptr<HfTokenizer> WordPiece() {
   for (const char* w : {"hello", "world", "\xE4\xB8\xAD", "caf", "##\xC3\xA9", "##ing"}) {
     vocab[w] = vocab.size();
   }
-  nlohmann::json j = {
-      {"added_tokens", Added()},
-      {"normalizer", {{"type", "BertNormalizer"}, {"lowercase", true}}},
-      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
-      {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"vocab", vocab},
-                 {"max_input_chars_per_word", 20}}},
-      {"post_processor",
-       {{"type", "BertProcessing"}, {"cls", {"[CLS]", 1}}, {"sep", {"[SEP]", 2}}}}};
+  nlohmann::json j = {{"added_tokens", Added()},
+                      {"normalizer", {{"type", "BertNormalizer"}, {"lowercase", true}}},
+                      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+                      {"model",
+                       {{"type", "WordPiece"},
+                        {"unk_token", "[UNK]"},
+                        {"vocab", vocab},
+                        {"max_input_chars_per_word", 20}}},
+                      {"post_processor",
+                       {{"type", "BertProcessing"}, {"cls", {"[CLS]", 1}}, {"sep", {"[SEP]", 2}}}}};
   return Load(j);
 }
 
@@ -81,7 +86,9 @@ std::unique_ptr<HfTokenizer> ByteLevelBpe() {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", qwen}}}, {"behavior", "Isolated"},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", qwen}}},
+           {"behavior", "Isolated"},
            {"invert", false}},
           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", true}}},
@@ -90,11 +97,14 @@ std::unique_ptr<HfTokenizer> ByteLevelBpe() {
         {"processors",
          {{{"type", "ByteLevel"}, {"trim_offsets", true}},
           {{"type", "TemplateProcessing"},
-           {"single", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                       {{"SpecialToken", {{"id", "[CLS]"}, {"type_id", 0}}}}}},
-           {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                     {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-           {"special_tokens", {{"[CLS]", {{"id", "[CLS]"}, {"ids", {0}}, {"tokens", {"[CLS]"}}}}}}}}}}}};
+           {"single",
+            {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+             {{"SpecialToken", {{"id", "[CLS]"}, {"type_id", 0}}}}}},
+           {"pair",
+            {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+             {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+           {"special_tokens",
+            {{"[CLS]", {{"id", "[CLS]"}, {"ids", {0}}, {"tokens", {"[CLS]"}}}}}}}}}}}};
   return Load(j);
 }
 
@@ -102,10 +112,14 @@ std::unique_ptr<HfTokenizer> Unigram() {
   // Entries spelled json::array: an initializer list of string-first pairs
   // would make an object.
   using J = nlohmann::json;
-  J vocab = J::array({J::array({"<unk>", 0.0}), J::array({"<s>", 0.0}),
-                      J::array({"\xE2\x96\x81", -2.0})});
-  for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(J::array({std::string(1, c), -3.0 - (c - 'a') * 0.1}));
-  for (const char* w : {"\xE2\x96\x81the", "\xE2\x96\x81" "a", "ing", "\xE4\xB8\xAD", "\xE6\x96\x87"}) {
+  J vocab = J::array(
+      {J::array({"<unk>", 0.0}), J::array({"<s>", 0.0}), J::array({"\xE2\x96\x81", -2.0})});
+  for (char c = 'a'; c <= 'z'; ++c)
+    vocab.push_back(J::array({std::string(1, c), -3.0 - (c - 'a') * 0.1}));
+  for (const char* w : {"\xE2\x96\x81the",
+                        "\xE2\x96\x81"
+                        "a",
+                        "ing", "\xE4\xB8\xAD", "\xE6\x96\x87"}) {
     vocab.push_back(J::array({w, -1.5}));
   }
   for (int b = 0; b < 256; ++b) {
@@ -121,11 +135,16 @@ std::unique_ptr<HfTokenizer> Unigram() {
          {{{"type", "NFKC"}},
           {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}},
           {{"type", "Strip"}, {"strip_left", false}, {"strip_right", true}}}}}},
-      {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"},
-                         {"prepend_scheme", "first"}, {"split", true}}},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"},
+        {"replacement", "\xE2\x96\x81"},
+        {"prepend_scheme", "first"},
+        {"split", true}}},
       {"model", {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", vocab}, {"byte_fallback", true}}},
       {"post_processor",
-       {{"type", "RobertaProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"<s>", 1}},
+       {{"type", "RobertaProcessing"},
+        {"cls", {"<s>", 1}},
+        {"sep", {"<s>", 1}},
         {"trim_offsets", false}}}};
   return Load(j);
 }
@@ -134,7 +153,7 @@ std::unique_ptr<HfTokenizer> Unigram() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const auto* tokenizers =
-      new std::unique_ptr<HfTokenizer>[3]{WordPiece(), ByteLevelBpe(), Unigram()};
+      new std::unique_ptr<HfTokenizer>[3] { WordPiece(), ByteLevelBpe(), Unigram() };
   if (size < 1) return 0;
   const uint8_t control = data[0];
   const HfTokenizer& t = *tokenizers[control % 3];
@@ -153,8 +172,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     infer::text::Truncation tr;
     tr.max_length = (control >> 5) * 3;
     tr.left = (control & 32) != 0;
-    tr.strategy = pair.has_value() && (control & 64) ? infer::text::TruncationStrategy::kOnlySecond
-                                                      : infer::text::TruncationStrategy::kLongestFirst;
+    tr.strategy = pair.has_value() && (control & 64)
+                      ? infer::text::TruncationStrategy::kOnlySecond
+                      : infer::text::TruncationStrategy::kLongestFirst;
     options.truncation = tr;
   }
   auto e = t.Encode(text, pair, options);

@@ -171,9 +171,9 @@ void AddedVocabulary::SplitWith(Piece piece, const Trie& trie, Pieces* out) cons
     if (slice.empty()) continue;
     Piece p{std::move(slice), std::nullopt};
     if (m.token.has_value()) {
-      p.tokens = std::vector<Token>{
-          {tokens_[*m.token].id, p.normalized.get(),
-           {0, static_cast<uint32_t>(p.normalized.size())}}};
+      p.tokens = std::vector<Token>{{tokens_[*m.token].id,
+                                     p.normalized.get(),
+                                     {0, static_cast<uint32_t>(p.normalized.size())}}};
     }
     out->push_back(std::move(p));
   }

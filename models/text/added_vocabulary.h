@@ -72,7 +72,7 @@ class AddedVocabulary {
   void SplitWith(Piece piece, const Trie& trie, Pieces* out) const;
 
   std::vector<AddedToken> tokens_;
-  std::vector<std::string> strings_;  // per token: what TokenString gives
+  std::vector<std::string> strings_;                      // per token: what TokenString gives
   absl::flat_hash_map<std::string, int32_t> by_content_;  // -> index
   absl::flat_hash_map<int32_t, int32_t> by_id_;           // -> index
   Trie raw_;         // normalized false: matched on the text as sent

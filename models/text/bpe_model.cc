@@ -53,7 +53,8 @@ class BpeModel final : public TokenModel {
     for (const Symbol& s : word) {
       if (s.len == 0) continue;
       const std::string* value = vocab_.Token(static_cast<int32_t>(s.id));
-      out->push_back({static_cast<int32_t>(s.id), value != nullptr ? *value : std::string(),
+      out->push_back({static_cast<int32_t>(s.id),
+                      value != nullptr ? *value : std::string(),
                       {offset, offset + s.len}});
       offset += s.len;
     }
@@ -242,8 +243,8 @@ absl::StatusOr<std::unique_ptr<TokenModel>> BpeFromJson(const nlohmann::json& j)
     std::optional<int32_t> a_id = vocab.Find(a);
     std::optional<int32_t> b_id = vocab.Find(b);
     if (!a_id || !b_id || b.size() < prefix_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "BPE: merge ", rank, " (\"", a, "\", \"", b, "\") names a token not in the vocabulary"));
+      return absl::InvalidArgumentError(absl::StrCat("BPE: merge ", rank, " (\"", a, "\", \"", b,
+                                                     "\") names a token not in the vocabulary"));
     }
     const std::string merged = a + b.substr(prefix_len);
     std::optional<int32_t> new_id = vocab.Find(merged);

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "models/text/json_fields.h"
 #include "models/text/normalized_string.h"
@@ -92,8 +92,8 @@ class ByteLevelDecoder final : public Decoder {
 
 class MetaspaceDecoder final : public Decoder {
  public:
-  MetaspaceDecoder(char32_t replacement, bool prepends) : replacement_(replacement),
-                                                          prepends_(prepends) {}
+  MetaspaceDecoder(char32_t replacement, bool prepends)
+      : replacement_(replacement), prepends_(prepends) {}
   // The replacement becomes a space, except in the first token of a
   // tokenizer that prepends one, where it is dropped.
   void DecodeChain(std::vector<std::string>* tokens) const override {
@@ -133,10 +133,18 @@ class WordPieceDecoder final : public Decoder {
       }
       if (cleanup_) {
         // In this order, one after another, as the original.
-        for (const auto& [from, to] : std::initializer_list<std::pair<const char*, const char*>>{
-                 {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-                 {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"},
-                 {" 've", "'ve"}, {" 're", "'re"}}) {
+        for (const auto& [from, to] :
+             std::initializer_list<std::pair<const char*, const char*>>{{" .", "."},
+                                                                        {" ?", "?"},
+                                                                        {" !", "!"},
+                                                                        {" ,", ","},
+                                                                        {" ' ", "'"},
+                                                                        {" n't", "n't"},
+                                                                        {" 'm", "'m"},
+                                                                        {" do not", " don't"},
+                                                                        {" 's", "'s"},
+                                                                        {" 've", "'ve"},
+                                                                        {" 're", "'re"}}) {
           t = absl::StrReplaceAll(t, {{from, to}});
         }
       }
@@ -154,8 +162,8 @@ class BpeDecoder final : public Decoder {
   void DecodeChain(std::vector<std::string>* tokens) const override {
     if (suffix_.empty()) return;
     for (size_t i = 0; i < tokens->size(); ++i) {
-      (*tokens)[i] = absl::StrReplaceAll((*tokens)[i],
-                                         {{suffix_, i + 1 == tokens->size() ? "" : " "}});
+      (*tokens)[i] =
+          absl::StrReplaceAll((*tokens)[i], {{suffix_, i + 1 == tokens->size() ? "" : " "}});
     }
   }
 
@@ -183,8 +191,10 @@ class ByteFallbackDecoder final : public Decoder {
       int byte = -1;
       if (t.size() == 6 && absl::StartsWith(t, "<0x") && t[5] == '>') {
         auto hex = [](char c) {
-          return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                                : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          return c >= '0' && c <= '9'   ? c - '0'
+                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                        : -1;
         };
         const int h = hex(t[3]), l = hex(t[4]);
         if (h >= 0 && l >= 0) byte = h * 16 + l;
@@ -316,7 +326,8 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
   }
   if (type == "Replace") {
     auto pattern = j.find("pattern");
-    if (pattern == j.end() || !pattern->is_object()) return FieldError(type, "pattern", "an object");
+    if (pattern == j.end() || !pattern->is_object())
+      return FieldError(type, "pattern", "an object");
     INFER_ASSIGN_OR_RETURN(std::string content, RequiredString(j, type, "content"));
     if (auto lit = pattern->find("String"); lit != pattern->end() && lit->is_string()) {
       return std::make_unique<ReplaceDecoder>(lit->get<std::string>(), nullptr, std::move(content));

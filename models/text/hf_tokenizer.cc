@@ -152,9 +152,9 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(absl::string_
   // The padding id: the file's padding section, else a conventional pad
   // token, else 0.
   t->pad_id_ = 0;
-  if (const nlohmann::json* pad = component("padding");
-      pad != nullptr && pad->is_object() && pad->contains("pad_id") &&
-      (*pad)["pad_id"].is_number_integer()) {
+  if (const nlohmann::json* pad = component("padding"); pad != nullptr && pad->is_object() &&
+                                                        pad->contains("pad_id") &&
+                                                        (*pad)["pad_id"].is_number_integer()) {
     t->pad_id_ = (*pad)["pad_id"].get<int64_t>();
   } else {
     for (const char* name : {"[PAD]", "<pad>", "<|endoftext|>"}) {
@@ -233,13 +233,12 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(absl::string_view text,
   if (options.truncation.has_value()) {
     const Truncation& tr = *options.truncation;
     size_t max_length = tr.max_length;
-    const size_t added =
-        post_processor_ && options.add_special_tokens ? post_processor_->AddedTokens(pair.has_value())
-                                                      : 0;
+    const size_t added = post_processor_ && options.add_special_tokens
+                             ? post_processor_->AddedTokens(pair.has_value())
+                             : 0;
     if (max_length < added) {
-      return absl::InvalidArgumentError(absl::StrCat("truncation to ", max_length,
-                                                     " leaves no room for the ", added,
-                                                     " special tokens"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "truncation to ", max_length, " leaves no room for the ", added, " special tokens"));
     }
     max_length -= added;
     Encoding& a = encodings[0];

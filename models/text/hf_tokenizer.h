@@ -99,7 +99,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;  // may be null
   std::unique_ptr<TokenModel> model_;
   std::unique_ptr<PostProcessor> post_processor_;  // may be null
-  std::unique_ptr<Decoder> decoder_;                // may be null
+  std::unique_ptr<Decoder> decoder_;               // may be null
   AddedVocabulary added_;
   int64_t pad_id_ = 0;
   int64_t vocab_size_ = 0;

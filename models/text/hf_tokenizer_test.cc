@@ -145,10 +145,8 @@ TEST(HfTokenizerTest, MalformedModelsAreRefused) {
        "not in the vocabulary"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["ab"]}})",
        "not two tokens"},
-      {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})",
-       "dropout"},
-      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})",
-       "two tokens"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})", "dropout"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})", "two tokens"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 99999999}, "merges": []}})", "outside"},
       {R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})", "unk_token"},
       {R"({"model": {"type": "WordPiece", "vocab": [1, 2]}})", "\"vocab\""},
@@ -188,11 +186,13 @@ TEST(HfTokenizerTest, PathologicalTextEncodes) {
 // Rust's String::from_utf8_lossy: one U+FFFD per maximal invalid subpart.
 TEST(DecodersTest, LossyUtf8ReplacesMaximalSubparts) {
   const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(Utf8Lossy("a\xF0\x9F\x98" "b"), "a" + r + "b");     // a cut 4-byte sequence
-  EXPECT_EQ(Utf8Lossy("\xC0\x80"), r + r);                       // never a lead byte
-  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), r + r + r);               // a surrogate
+  EXPECT_EQ(Utf8Lossy("a\xF0\x9F\x98"
+                      "b"),
+            "a" + r + "b");                         // a cut 4-byte sequence
+  EXPECT_EQ(Utf8Lossy("\xC0\x80"), r + r);          // never a lead byte
+  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), r + r + r);  // a surrogate
   EXPECT_EQ(Utf8Lossy("\xE2\x82\xAC\xE2\x82"), "\xE2\x82\xAC" + r);
-  EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), r + r + r + r);       // past U+10FFFF
+  EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
 }
 
 TEST(DecodersTest, DecodeRunsTheFilesDecoder) {
@@ -203,9 +203,8 @@ TEST(DecodersTest, DecodeRunsTheFilesDecoder) {
   // [CLS] he ##llo world ! [SEP], 99 unknown to the tokenizer.
   EXPECT_EQ(t->Decode({2, 7, 8, 5, 6, 99, 3}, true), "hello world!");
   EXPECT_EQ(t->Decode({2, 7, 8, 3}, false), "[CLS] hello [SEP]");
-  auto bad = HfTokenizer::FromJson(BertJson().insert(BertJson().rfind('}'),
-                                                     R"(, "decoder": {"type": "CTC"})"),
-                                   "t.json");
+  auto bad = HfTokenizer::FromJson(
+      BertJson().insert(BertJson().rfind('}'), R"(, "decoder": {"type": "CTC"})"), "t.json");
   EXPECT_THAT(bad.status().message(), HasSubstr("decoder type \"CTC\""));
 }
 

@@ -87,8 +87,7 @@ std::optional<Offsets> NormalizedString::ToOriginal(size_t start, size_t end) co
                  static_cast<uint32_t>(original_shift_ + alignments_[end - 1].end)};
 }
 
-void NormalizedString::TransformRange(size_t start, size_t end,
-                                      const std::vector<CharChange>& dest,
+void NormalizedString::TransformRange(size_t start, size_t end, const std::vector<CharChange>& dest,
                                       size_t initial_removed) {
   // The characters being replaced, to know each one's size as dest walks
   // over them.
