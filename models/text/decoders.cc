@@ -9,7 +9,7 @@
 #include "models/text/json_fields.h"
 #include "models/text/normalized_string.h"
 #include "models/text/pre_tokenizers.h"
-#include "models/text/regex.h"
+#include "models/text/text_pattern.h"
 #include "runtime/status_macros.h"
 
 namespace infer::text {
@@ -246,14 +246,13 @@ class StripDecoder final : public Decoder {
 
 class ReplaceDecoder final : public Decoder {
  public:
-  ReplaceDecoder(std::string literal, std::unique_ptr<Regex> regex, std::string content)
-      : literal_(std::move(literal)), regex_(std::move(regex)), content_(std::move(content)) {}
+  ReplaceDecoder(TextPattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (std::string& t : *tokens) {
       if (!ValidUtf8(t)) continue;  // a byte-level piece cut inside a character
       std::string out;
-      for (const PatternPiece& p :
-           regex_ ? FindRegexMatches(t, *regex_) : FindLiteralMatches(t, literal_)) {
+      for (const PatternPiece& p : pattern_.Find(t)) {
         if (p.match) {
           out += content_;
         } else {
@@ -265,8 +264,7 @@ class ReplaceDecoder final : public Decoder {
   }
 
  private:
-  const std::string literal_;
-  const std::unique_ptr<Regex> regex_;
+  const TextPattern pattern_;
   const std::string content_;
 };
 
@@ -325,18 +323,9 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
                                           static_cast<size_t>(stop));
   }
   if (type == "Replace") {
-    auto pattern = j.find("pattern");
-    if (pattern == j.end() || !pattern->is_object())
-      return FieldError(type, "pattern", "an object");
+    INFER_ASSIGN_OR_RETURN(TextPattern pattern, TextPatternFromJson(j, type));
     INFER_ASSIGN_OR_RETURN(std::string content, RequiredString(j, type, "content"));
-    if (auto lit = pattern->find("String"); lit != pattern->end() && lit->is_string()) {
-      return std::make_unique<ReplaceDecoder>(lit->get<std::string>(), nullptr, std::move(content));
-    }
-    if (auto re = pattern->find("Regex"); re != pattern->end() && re->is_string()) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<Regex> regex, Regex::Compile(re->get<std::string>()));
-      return std::make_unique<ReplaceDecoder>("", std::move(regex), std::move(content));
-    }
-    return FieldError(type, "pattern", "{\"String\": ...} or {\"Regex\": ...}");
+    return std::make_unique<ReplaceDecoder>(std::move(pattern), std::move(content));
   }
   if (type == "Sequence") {
     auto list = j.find("decoders");

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "models/text/json_fields.h"
-#include "models/text/regex.h"
+#include "models/text/text_pattern.h"
 #include "runtime/status_macros.h"
 
 namespace infer::text {
@@ -27,7 +27,9 @@ bool ChineseChar(char32_t c) {
 class BertNormalizer final : public Normalizer {
  public:
   BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
-      : clean_text_(clean_text), chinese_(chinese), strip_accents_(strip_accents),
+      : clean_text_(clean_text),
+        chinese_(chinese),
+        strip_accents_(strip_accents),
         lowercase_(lowercase) {}
 
   void Normalize(NormalizedString* s) const override {
@@ -102,16 +104,14 @@ class StripNormalizer final : public Normalizer {
 
 class ReplaceNormalizer final : public Normalizer {
  public:
-  ReplaceNormalizer(std::string literal, std::unique_ptr<Regex> regex, std::string content)
-      : literal_(std::move(literal)), regex_(std::move(regex)), content_(std::move(content)) {}
+  ReplaceNormalizer(TextPattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void Normalize(NormalizedString* s) const override {
-    s->Replace(regex_ ? FindRegexMatches(s->get(), *regex_) : FindLiteralMatches(s->get(), literal_),
-               content_);
+    s->Replace(pattern_.Find(s->get()), content_);
   }
 
  private:
-  const std::string literal_;
-  const std::unique_ptr<Regex> regex_;  // null: the literal
+  const TextPattern pattern_;
   const std::string content_;
 };
 
@@ -162,20 +162,9 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
     return std::make_unique<StripNormalizer>(left, right);
   }
   if (type == "Replace") {
-    auto pattern = j.find("pattern");
-    if (pattern == j.end() || !pattern->is_object()) {
-      return FieldError(type, "pattern", "an object");
-    }
+    INFER_ASSIGN_OR_RETURN(TextPattern pattern, TextPatternFromJson(j, type));
     INFER_ASSIGN_OR_RETURN(std::string content, RequiredString(j, type, "content"));
-    if (auto lit = pattern->find("String"); lit != pattern->end() && lit->is_string()) {
-      return std::make_unique<ReplaceNormalizer>(lit->get<std::string>(), nullptr,
-                                                 std::move(content));
-    }
-    if (auto re = pattern->find("Regex"); re != pattern->end() && re->is_string()) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<Regex> regex, Regex::Compile(re->get<std::string>()));
-      return std::make_unique<ReplaceNormalizer>("", std::move(regex), std::move(content));
-    }
-    return FieldError(type, "pattern", "{\"String\": ...} or {\"Regex\": ...}");
+    return std::make_unique<ReplaceNormalizer>(std::move(pattern), std::move(content));
   }
   if (type == "Precompiled") return PrecompiledFromJson(j);
   if (type == "Prepend") {

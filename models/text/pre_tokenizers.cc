@@ -6,6 +6,7 @@
 
 #include "models/text/json_fields.h"
 #include "models/text/regex.h"
+#include "models/text/text_pattern.h"
 #include "runtime/status_macros.h"
 
 namespace infer::text {
@@ -203,22 +204,18 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
 
 class SplitPreTokenizer final : public PreTokenizer {
  public:
-  SplitPreTokenizer(std::string literal, std::unique_ptr<Regex> regex, SplitBehavior behavior,
-                    bool invert)
-      : literal_(std::move(literal)), regex_(std::move(regex)), behavior_(behavior),
-        invert_(invert) {}
+  SplitPreTokenizer(TextPattern pattern, SplitBehavior behavior, bool invert)
+      : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
   void PreTokenize(Pieces* pieces) const override {
     CutPieces(pieces, [this](NormalizedString s) {
-      std::vector<PatternPiece> m =
-          regex_ ? FindRegexMatches(s.get(), *regex_) : FindLiteralMatches(s.get(), literal_);
+      std::vector<PatternPiece> m = pattern_.Find(s.get());
       if (invert_) Invert(&m);
       return s.Split(m, behavior_);
     });
   }
 
  private:
-  const std::string literal_;
-  const std::unique_ptr<Regex> regex_;
+  const TextPattern pattern_;
   const SplitBehavior behavior_;
   const bool invert_;
 };
@@ -323,21 +320,11 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const nlohman
     return std::make_unique<ByteLevelPreTokenizer>(prefix, std::move(regex));
   }
   if (type == "Split") {
-    auto pattern = j.find("pattern");
-    if (pattern == j.end() || !pattern->is_object()) {
-      return FieldError(type, "pattern", "an object");
-    }
+    INFER_ASSIGN_OR_RETURN(TextPattern pattern, TextPatternFromJson(j, type));
     INFER_ASSIGN_OR_RETURN(SplitBehavior b, BehaviorFromJson(j, type, SplitBehavior::kRemoved));
     if (j.find("behavior") == j.end()) return FieldError(type, "behavior", "a string");
     INFER_ASSIGN_OR_RETURN(bool invert, OptionalBool(j, type, "invert", false));
-    if (auto lit = pattern->find("String"); lit != pattern->end() && lit->is_string()) {
-      return std::make_unique<SplitPreTokenizer>(lit->get<std::string>(), nullptr, b, invert);
-    }
-    if (auto re = pattern->find("Regex"); re != pattern->end() && re->is_string()) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<Regex> regex, Regex::Compile(re->get<std::string>()));
-      return std::make_unique<SplitPreTokenizer>("", std::move(regex), b, invert);
-    }
-    return FieldError(type, "pattern", "{\"String\": ...} or {\"Regex\": ...}");
+    return std::make_unique<SplitPreTokenizer>(std::move(pattern), b, invert);
   }
   if (type == "Sequence") {
     auto list = j.find("pretokenizers");
