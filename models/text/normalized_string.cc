@@ -89,22 +89,23 @@ std::optional<Offsets> NormalizedString::ToOriginal(size_t start, size_t end) co
 
 void NormalizedString::TransformRange(size_t start, size_t end, const std::vector<CharChange>& dest,
                                       size_t initial_removed) {
-  // The characters being replaced, to know each one's size as dest walks
-  // over them.
-  absl::string_view old(normalized_.data() + start, end - start);
+  // The characters being replaced, walked as dest consumes them (their
+  // sizes from their lead bytes).
+  const char* old = normalized_.data() + start;
+  const size_t old_size = end - start;
   size_t cursor = 0;  // bytes of `old` consumed
   auto next_size = [&]() -> size_t {
-    if (cursor >= old.size()) return 0;
-    const size_t b = cursor;
-    DecodeUtf8(old, &cursor);
-    return cursor - b;
+    if (cursor >= old_size) return 0;
+    const size_t n = Utf8LengthFromLead(static_cast<unsigned char>(old[cursor]));
+    cursor += n;
+    return n;
   };
   size_t offset = start;
   for (size_t k = 0; k < initial_removed; ++k) offset += next_size();
   std::string text;
-  text.reserve(old.size());
+  text.reserve(old_size + 8);
   std::vector<Offsets> aligns;
-  aligns.reserve(old.size());
+  aligns.reserve(old_size + 8);
   for (const CharChange& ch : dest) {
     Offsets align;
     if (ch.change > 0) {
@@ -115,9 +116,14 @@ void NormalizedString::TransformRange(size_t start, size_t end, const std::vecto
       offset += next_size();
       for (int k = 0; k < -ch.change; ++k) offset += next_size();
     }
-    const size_t before = text.size();
+    const size_t n = static_cast<size_t>(Utf8Length(ch.c));
     AppendUtf8(ch.c, &text);
-    aligns.insert(aligns.end(), text.size() - before, align);
+    for (size_t k = 0; k < n; ++k) aligns.push_back(align);
+  }
+  if (start == 0 && end == normalized_.size()) {
+    normalized_.swap(text);
+    alignments_.swap(aligns);
+    return;
   }
   normalized_.replace(start, end - start, text);
   alignments_.erase(alignments_.begin() + start, alignments_.begin() + end);
@@ -137,56 +143,95 @@ void NormalizedString::Normalize(NormalForm form) {
                   [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
     return;
   }
+  if (IsNormalized(normalized_, form)) return;
   Transform(text::Normalize(Chars(), form), 0);
 }
 
+// Filter, Map and Lowercase below are TransformRange's results written
+// directly. In the original's transform a kept or mapped character takes the
+// alignment of the character it comes from (change 0, or -n after which the
+// n removed ones are skipped), and a character inserted after it (change +1,
+// as the rest of a lower case that is several characters) takes the
+// alignment of the byte before it, which is that same character's. Every
+// byte of a character shares one alignment, so each output character simply
+// carries its source character's.
+
 void NormalizedString::Filter(const CharPredicate& keep) {
-  std::vector<CharChange> dest;
-  dest.reserve(normalized_.size());
-  int removed = 0;
-  size_t removed_start = 0;
-  bool have_last = false;
-  char32_t last = 0;
+  // The kept characters, with their bytes and alignments, moved forward.
+  size_t w = 0;
   for (size_t i = 0; i < normalized_.size();) {
+    const size_t b = i;
     const char32_t c = DecodeUtf8(normalized_, &i);
-    if (keep(c)) {
-      if (have_last) {
-        dest.push_back({last, -removed});
-      } else {
-        removed_start = removed;
-      }
-      last = c;
-      have_last = true;
-      removed = 0;
-    } else {
-      ++removed;
+    if (!keep(c)) continue;
+    if (w != b) {
+      std::copy(normalized_.begin() + b, normalized_.begin() + i, normalized_.begin() + w);
+      std::copy(alignments_.begin() + b, alignments_.begin() + i, alignments_.begin() + w);
+    }
+    w += i - b;
+  }
+  normalized_.resize(w);
+  alignments_.resize(w);
+}
+
+bool NormalizedString::ReplaceInPlace(size_t start, size_t end, char32_t c) {
+  if (static_cast<size_t>(Utf8Length(c)) != end - start) return false;
+  std::string bytes;
+  AppendUtf8(c, &bytes);
+  std::copy(bytes.begin(), bytes.end(), normalized_.begin() + start);
+  return true;
+}
+
+void NormalizedString::RebuildFrom(
+    size_t from, const std::function<void(char32_t, std::vector<char32_t>*)>& rewrite) {
+  std::string text(normalized_, 0, from);
+  std::vector<Offsets> aligns(alignments_.begin(), alignments_.begin() + from);
+  text.reserve(normalized_.size() + 16);
+  aligns.reserve(normalized_.size() + 16);
+  std::vector<char32_t> out;
+  for (size_t i = from; i < normalized_.size();) {
+    const Offsets align = alignments_[i];
+    out.clear();
+    rewrite(DecodeUtf8(normalized_, &i), &out);
+    for (char32_t c : out) {
+      AppendUtf8(c, &text);
+      aligns.resize(text.size(), align);
     }
   }
-  if (have_last) {
-    dest.push_back({last, -removed});
-  } else {
-    removed_start = removed;  // everything removed (HF's clear)
-  }
-  Transform(dest, removed_start);
+  normalized_ = std::move(text);
+  alignments_ = std::move(aligns);
 }
 
 void NormalizedString::Map(const std::function<char32_t(char32_t)>& map) {
-  std::vector<CharChange> dest;
-  dest.reserve(normalized_.size());
-  for (size_t i = 0; i < normalized_.size();) dest.push_back({map(DecodeUtf8(normalized_, &i)), 0});
-  Transform(dest, 0);
+  // Characters mapped to one of the same length change in place; from the
+  // first that does not, the rest is rebuilt.
+  for (size_t i = 0; i < normalized_.size();) {
+    const size_t b = i;
+    const char32_t c = DecodeUtf8(normalized_, &i);
+    const char32_t m = map(c);
+    if (m == c || ReplaceInPlace(b, i, m)) continue;
+    RebuildFrom(b, [&](char32_t ch, std::vector<char32_t>* out) { out->push_back(map(ch)); });
+    return;
+  }
 }
 
 void NormalizedString::Lowercase() {
-  std::vector<CharChange> dest;
-  dest.reserve(normalized_.size());
+  // As Map: ASCII and same-length lower cases in place, the rest rebuilt
+  // from the first character whose lower case is longer, or several.
   std::vector<char32_t> lower;
   for (size_t i = 0; i < normalized_.size();) {
+    const unsigned char byte = static_cast<unsigned char>(normalized_[i]);
+    if (byte < 0x80) {
+      if (byte >= 'A' && byte <= 'Z') normalized_[i] = static_cast<char>(byte + 32);
+      ++i;
+      continue;
+    }
+    const size_t b = i;
     lower.clear();
     AppendLowercase(DecodeUtf8(normalized_, &i), &lower);
-    for (size_t k = 0; k < lower.size(); ++k) dest.push_back({lower[k], k > 0 ? 1 : 0});
+    if (lower.size() == 1 && ReplaceInPlace(b, i, lower[0])) continue;
+    RebuildFrom(b, AppendLowercase);
+    return;
   }
-  Transform(dest, 0);
 }
 
 void NormalizedString::Prepend(absl::string_view s) {

@@ -109,6 +109,14 @@ class NormalizedString {
   std::vector<char32_t> Chars() const;
 
  private:
+  // Rewrites the character at normalized bytes [start, end) as `c` when
+  // that takes the same bytes; false (nothing done) otherwise.
+  bool ReplaceInPlace(size_t start, size_t end, char32_t c);
+  // Each character from byte `from` on replaced by what `rewrite` appends
+  // for it, all of those with its alignment.
+  void RebuildFrom(size_t from,
+                   const std::function<void(char32_t, std::vector<char32_t>*)>& rewrite);
+
   std::string normalized_;
   // Per normalized byte: original byte range, relative to original_shift_.
   std::vector<Offsets> alignments_;

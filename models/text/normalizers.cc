@@ -39,7 +39,15 @@ class BertNormalizer final : public Normalizer {
     }
     if (chinese_) {
       bool any = false;
-      for (char32_t c : s->Chars()) any = any || ChineseChar(c);
+      const std::string& t = s->get();
+      for (size_t i = 0; i < t.size() && !any;) {
+        // Every CJK ideograph is past U+3400: three bytes or more.
+        if (static_cast<unsigned char>(t[i]) < 0xE0) {
+          DecodeUtf8(t, &i);
+          continue;
+        }
+        any = ChineseChar(DecodeUtf8(t, &i));
+      }
       if (any) {
         std::vector<CharChange> dest;
         for (char32_t c : s->Chars()) {

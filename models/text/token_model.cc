@@ -1,11 +1,13 @@
 #include "models/text/token_model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "models/text/json_fields.h"
+#include "models/text/unicode.h"
 #include "runtime/status_macros.h"
 
 namespace infer::text {
@@ -64,8 +66,22 @@ absl::Status VocabFromObject(const nlohmann::json& j, const std::string& type, V
 class WordPieceModel final : public TokenModel {
  public:
   WordPieceModel(Vocab vocab, std::string unk, int32_t unk_id, std::string prefix, size_t max_chars)
-      : vocab_(std::move(vocab)), unk_(std::move(unk)), unk_id_(unk_id), prefix_(std::move(prefix)),
-        max_chars_(max_chars) {}
+      : vocab_(std::move(vocab)),
+        unk_(std::move(unk)),
+        unk_id_(unk_id),
+        prefix_(std::move(prefix)),
+        max_chars_(max_chars),
+        longest_(2 * kBuckets, 0) {
+    for (int64_t id = 0; id < vocab_.size(); ++id) {
+      const std::string* t = vocab_.Token(static_cast<int32_t>(id));
+      if (t == nullptr || t->empty()) continue;
+      Note(0, *t);
+      if (t->size() > prefix_.size() &&
+          absl::string_view(*t).substr(0, prefix_.size()) == prefix_) {
+        Note(1, absl::string_view(*t).substr(prefix_.size()));
+      }
+    }
+  }
 
   // Greedy longest match first, continuations carrying the prefix; a word
   // with a part that matches nothing, or longer than max_chars characters,
@@ -80,7 +96,17 @@ class WordPieceModel final : public TokenModel {
         // No token is longer than the longest in the vocabulary: starting
         // there gives the same match and keeps the search linear in the word.
         const size_t max_bytes = vocab_.max_token_bytes();
-        const size_t limit = max_bytes - (start > 0 ? std::min(prefix_.size(), max_bytes) : 0);
+        size_t limit = max_bytes - (start > 0 ? std::min(prefix_.size(), max_bytes) : 0);
+        // Nor than the longest starting with this character: most lookups
+        // of a word outside the vocabulary's scripts end here.
+        size_t next = start;
+        const uint8_t bound =
+            longest_[(start > 0 ? kBuckets : 0) + Bucket(DecodeUtf8(word, &next))];
+        if (bound == 0) {
+          bad = true;
+          break;
+        }
+        if (bound < kUnbounded) limit = std::min<size_t>(limit, bound);
         size_t end = std::min(word.size(), start + limit);
         while (end > start && end < word.size() &&
                (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) {
@@ -92,8 +118,8 @@ class WordPieceModel final : public TokenModel {
           if (start > 0) candidate = prefix_;
           candidate.append(word.data() + start, end - start);
           if (std::optional<int32_t> id = vocab_.Find(candidate)) {
-            out->push_back({*id, candidate,
-                            {static_cast<uint32_t>(start), static_cast<uint32_t>(end)}});
+            out->push_back(
+                {*id, candidate, {static_cast<uint32_t>(start), static_cast<uint32_t>(end)}});
             found = true;
             break;
           }
@@ -121,8 +147,25 @@ class WordPieceModel final : public TokenModel {
   const Vocab vocab_;
   const std::string unk_;
   const int32_t unk_id_;
+  // Code points in buckets of 2^16 (a bucket's bound is the largest of its
+  // code points': a collision only loosens it).
+  static constexpr size_t kBuckets = 1 << 16;
+  static constexpr uint8_t kUnbounded = 255;
+  static size_t Bucket(char32_t c) { return c & (kBuckets - 1); }
+  // Records `t` (whole, or after the prefix) in the longest-token table.
+  void Note(int table, absl::string_view t) {
+    size_t i = 0;
+    const char32_t first = DecodeUtf8(t, &i);
+    uint8_t& slot = longest_[table * kBuckets + Bucket(first)];
+    slot = std::max<uint8_t>(slot, static_cast<uint8_t>(std::min<size_t>(t.size(), kUnbounded)));
+  }
+
   const std::string prefix_;
   const size_t max_chars_;
+  // Per first character, the byte length of the longest token that starts
+  // with it (0: none does; kUnbounded: 255 bytes or more): first the whole
+  // tokens, then the continuations after the prefix.
+  std::vector<uint8_t> longest_;
 };
 
 }  // namespace
@@ -144,8 +187,8 @@ absl::StatusOr<std::unique_ptr<TokenModel>> WordPieceFromJson(const nlohmann::js
                          OptionalString(j, type, "continuing_subword_prefix"));
   INFER_ASSIGN_OR_RETURN(int64_t max_chars, OptionalInt(j, type, "max_input_chars_per_word", 100));
   if (max_chars < 0) return FieldError(type, "max_input_chars_per_word", "non-negative");
-  return std::make_unique<WordPieceModel>(std::move(vocab), *unk, *unk_id,
-                                          prefix.value_or("##"), static_cast<size_t>(max_chars));
+  return std::make_unique<WordPieceModel>(std::move(vocab), *unk, *unk_id, prefix.value_or("##"),
+                                          static_cast<size_t>(max_chars));
 }
 
 absl::StatusOr<std::unique_ptr<TokenModel>> TokenModelFromJson(const nlohmann::json& j) {

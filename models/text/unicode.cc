@@ -1,6 +1,7 @@
 #include "models/text/unicode.h"
 
 #include <unicode/normalizer2.h>
+#include <unicode/stringpiece.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 #include <unicode/ustring.h>
@@ -29,6 +30,13 @@ const icu::Normalizer2& Composer() {
   return *n;
 }
 
+const icu::Normalizer2& CompatComposer() {
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* n = icu::Normalizer2::getNFKCInstance(err);
+  if (U_FAILURE(err) || n == nullptr) std::abort();
+  return *n;
+}
+
 int8_t Category(char32_t c) { return u_charType(static_cast<UChar32>(c)); }
 
 uint8_t CombiningClass(char32_t c) {
@@ -42,6 +50,13 @@ void Decompose(char32_t c, bool compat, std::vector<char32_t>* out) {
       out->push_back(c);
       return;
     }
+  }
+  // The quick-check property is a table lookup; most characters pass it,
+  // and those have no decomposition.
+  if (u_getIntPropertyValue(static_cast<UChar32>(c),
+                            compat ? UCHAR_NFKD_QUICK_CHECK : UCHAR_NFD_QUICK_CHECK) == UNORM_YES) {
+    out->push_back(c);
+    return;
   }
   icu::UnicodeString d;
   if (!Instance(compat).getDecomposition(static_cast<UChar32>(c), d)) {
@@ -64,7 +79,8 @@ std::vector<CharChange> Decompositions(const std::vector<char32_t>& in, bool com
   classes.reserve(in.size());
   size_t pending = 0;
   auto sort_pending = [&] {
-    if (out.size() - pending > 1) {
+    // Marks already in canonical order (nearly always) need no sort.
+    if (out.size() - pending > 1 && !std::is_sorted(classes.begin() + pending, classes.end())) {
       std::vector<size_t> order(out.size() - pending);
       for (size_t i = 0; i < order.size(); ++i) order[i] = pending + i;
       std::stable_sort(order.begin(), order.end(),
@@ -273,6 +289,7 @@ bool IsAsciiPunctuation(char32_t c) {
 }
 
 bool IsOther(char32_t c) {
+  if (c < 0x80) return c < 0x20 || c == 0x7F;  // Cc is ASCII's only such category
   switch (Category(c)) {
     case U_CONTROL_CHAR:
     case U_FORMAT_CHAR:
@@ -324,6 +341,17 @@ void AppendLowercase(char32_t c, std::vector<char32_t>* out) {
     U16_NEXT_UNSAFE(dest, i, cp);
     out->push_back(static_cast<char32_t>(cp));
   }
+}
+
+bool IsNormalized(absl::string_view s, NormalForm form) {
+  const icu::Normalizer2& n = form == NormalForm::kNfd    ? Instance(false)
+                              : form == NormalForm::kNfkd ? Instance(true)
+                              : form == NormalForm::kNfc  ? Composer()
+                                                          : CompatComposer();
+  UErrorCode err = U_ZERO_ERROR;
+  const bool yes =
+      n.isNormalizedUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), err);
+  return U_SUCCESS(err) && yes;
 }
 
 std::vector<CharChange> Normalize(const std::vector<char32_t>& in, NormalForm form) {

@@ -31,20 +31,24 @@ bool ValidUtf8(absl::string_view s);
 char32_t DecodeUtf8(absl::string_view s, size_t* i);
 // Bytes of c in UTF-8 (1..4).
 int Utf8Length(char32_t c);
+// Bytes of the character whose first byte is `lead` (valid UTF-8).
+inline size_t Utf8LengthFromLead(unsigned char lead) {
+  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
 void AppendUtf8(char32_t c, std::string* out);
 // Code points in s (valid UTF-8).
 size_t CountChars(absl::string_view s);
 
 // Properties (Rust's meanings, noted where they differ from the names).
-bool IsWhitespace(char32_t c);         // White_Space
-bool IsAlphabetic(char32_t c);         // Alphabetic
-bool IsNumeric(char32_t c);            // general category Nd, Nl or No
-bool IsPunctuation(char32_t c);        // general category P*
-bool IsAsciiPunctuation(char32_t c);   // ASCII graphic, neither letter nor digit
-bool IsOther(char32_t c);              // Cc, Cf, Cs, Co or Cn (unassigned)
-bool IsMarkNonspacing(char32_t c);     // Mn
-bool IsCombiningMark(char32_t c);      // M* (Mn, Mc, Me)
-bool IsWordChar(char32_t c);           // regex \w: Alphabetic, M*, Nd, Pc, Join_Control
+bool IsWhitespace(char32_t c);        // White_Space
+bool IsAlphabetic(char32_t c);        // Alphabetic
+bool IsNumeric(char32_t c);           // general category Nd, Nl or No
+bool IsPunctuation(char32_t c);       // general category P*
+bool IsAsciiPunctuation(char32_t c);  // ASCII graphic, neither letter nor digit
+bool IsOther(char32_t c);             // Cc, Cf, Cs, Co or Cn (unassigned)
+bool IsMarkNonspacing(char32_t c);    // Mn
+bool IsCombiningMark(char32_t c);     // M* (Mn, Mc, Me)
+bool IsWordChar(char32_t c);          // regex \w: Alphabetic, M*, Nd, Pc, Join_Control
 
 // Full lower-case mapping of one code point (Rust's char::to_lowercase:
 // one to three code points, no context), appended to out.
@@ -65,6 +69,10 @@ enum class NormalForm { kNfd, kNfkd, kNfc, kNfkc };
 // the rest are inserted; composition: a composed character replaces the
 // first and removes the rest), as unicode-normalization-alignments does.
 std::vector<CharChange> Normalize(const std::vector<char32_t>& in, NormalForm form);
+// Whether `s` (valid UTF-8) is in `form` already, so that Normalize would
+// give every character back unchanged (change 0): ICU's quick check, the
+// shortcut that keeps normalising cheap for text that needs none.
+bool IsNormalized(absl::string_view s, NormalForm form);
 
 }  // namespace infer::text
 
