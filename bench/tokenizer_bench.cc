@@ -10,10 +10,11 @@
 //
 // With --corpus FILE (texts, one per line) and --tokenizer FILE (a Hugging
 // Face tokenizer.json) or --vocab FILE it encodes every line of the corpus
-// instead, with the special tokens, for --rounds rounds, and prints one JSON
-// line: lines, tokens, and the best round's seconds and tokens per second,
-// on one thread (bench/tokenizer_vs_hf.py compares it with Hugging Face's
-// tokenizers).
+// instead, with the special tokens, for --rounds rounds, on --threads
+// threads (default 1), and prints one JSON line: lines, tokens, and the best
+// round's seconds, tokens and lines per second. By default it takes the ids
+// alone (the server's path); --full builds the whole encoding, as Hugging
+// Face's encode_batch does (bench/tokenizer_vs_hf.py compares the two).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -48,24 +50,32 @@ std::string Sentence(int words) {
 }  // namespace
 
 // Every line of `corpus_path` through a tokenizer.json (or, with
-// `vocab_path`, the vocab.txt WordPiece), `rounds` times.
+// `vocab_path`, the vocab.txt WordPiece), `rounds` times, on `threads`
+// threads (each takes every threads-th line). `full`: the whole Encoding
+// (ids, type ids, tokens, offsets, masks: what Hugging Face's encode_batch
+// returns); otherwise the ids alone, the serving path.
 int CorpusBench(const std::string& tokenizer_path, const std::string& vocab_path,
-                const std::string& corpus_path, int rounds) {
-  std::unique_ptr<infer::Tokenizer> tokenizer;
+                const std::string& corpus_path, int rounds, int threads, bool full) {
+  std::unique_ptr<infer::WordPieceTokenizer> wordpiece;
+  std::unique_ptr<infer::text::HfTokenizer> hf;
   if (!vocab_path.empty()) {
+    if (full) {
+      std::fprintf(stderr, "--full needs --tokenizer\n");
+      return 2;
+    }
     auto t = infer::WordPieceTokenizer::FromVocabFile(vocab_path, {});
     if (!t.ok()) {
       std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
       return 1;
     }
-    tokenizer = *std::move(t);
+    wordpiece = *std::move(t);
   } else {
     auto t = infer::text::HfTokenizer::FromFile(tokenizer_path);
     if (!t.ok()) {
       std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
       return 1;
     }
-    tokenizer = *std::move(t);
+    hf = *std::move(t);
   }
   std::ifstream in(corpus_path);
   std::vector<std::string> lines;
@@ -74,21 +84,43 @@ int CorpusBench(const std::string& tokenizer_path, const std::string& vocab_path
     std::fprintf(stderr, "no lines in %s\n", corpus_path.c_str());
     return 1;
   }
+  auto encode_share = [&](int part, size_t* tokens) {
+    size_t n = 0;
+    for (size_t i = part; i < lines.size(); i += threads) {
+      if (full) {
+        auto e = hf->Encode(lines[i], std::nullopt, infer::text::EncodeOptions{});
+        if (e.ok()) n += e->size();
+      } else {
+        if (hf != nullptr) {
+          auto ids = hf->EncodeIds(lines[i], std::nullopt);  // the special tokens included
+          if (ids.ok()) n += ids->size();
+        } else {
+          auto ids = wordpiece->Encode(lines[i]);
+          if (ids.ok()) n += ids->size();
+        }
+      }
+    }
+    *tokens = n;
+  };
   double best = 1e30;
   size_t tokens = 0;
   for (int r = 0; r < rounds; ++r) {
-    size_t n = 0;
+    std::vector<size_t> counts(threads, 0);
     const auto t0 = std::chrono::steady_clock::now();
-    for (const std::string& line : lines) {
-      auto ids = tokenizer->Encode(line);  // the special tokens included
-      if (ids.ok()) n += ids->size();
-    }
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(encode_share, t, &counts[t]);
+    encode_share(0, &counts[0]);
+    for (std::thread& t : pool) t.join();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::min(best, s);
-    tokens = n;
+    tokens = 0;
+    for (size_t c : counts) tokens += c;
   }
-  std::printf("{\"lines\": %zu, \"tokens\": %zu, \"seconds\": %.6f, \"tokens_per_s\": %.0f}\n",
-              lines.size(), tokens, best, static_cast<double>(tokens) / best);
+  std::printf(
+      "{\"lines\": %zu, \"tokens\": %zu, \"threads\": %d, \"seconds\": %.6f, "
+      "\"tokens_per_s\": %.0f, \"lines_per_s\": %.0f}\n",
+      lines.size(), tokens, threads, best, static_cast<double>(tokens) / best,
+      static_cast<double>(lines.size()) / best);
   return 0;
 }
 
@@ -97,6 +129,8 @@ int main(int argc, char** argv) {
   std::vector<int> words = {8, 32, 128, 384};
   double seconds = 1.0;
   int rounds = 3;
+  int threads = 1;
+  bool full = false;
   CLI::App app{
       "tokenizer-bench: tokenizer cost on one thread (WordPiece per sentence, or a "
       "tokenizer.json over a corpus)"};
@@ -107,13 +141,18 @@ int main(int argc, char** argv) {
   app.add_option("--corpus", corpus, "texts, one per line (with --tokenizer or --vocab)");
   app.add_option("--rounds", rounds, "passes over the corpus; the best is reported")
       ->capture_default_str();
+  app.add_option("--threads", threads, "threads sharing the corpus")->capture_default_str();
+  app.add_flag("--full", full,
+               "the whole encoding (ids, type ids, tokens, offsets, masks), as Hugging Face's "
+               "encode_batch returns it; default: the ids alone, as the server needs them");
   CLI11_PARSE(app, argc, argv);
   if (!corpus.empty()) {
     if (tokenizer_path.empty() == vocab.empty()) {
       std::fprintf(stderr, "--corpus needs --tokenizer or --vocab\n");
       return 2;
     }
-    return CorpusBench(tokenizer_path, vocab, corpus, std::max(1, rounds));
+    return CorpusBench(tokenizer_path, vocab, corpus, std::max(1, rounds), std::max(1, threads),
+                       full);
   }
   if (vocab.empty()) {
     std::fprintf(stderr, "--vocab, or --tokenizer with --corpus, is required\n");

@@ -30,7 +30,8 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libinfer-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # Static libraries: no shared objects for dpkg-shlibdeps to read. The
 # packages whose headers and CMake configs inferConfig.cmake finds:
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libabsl-dev, libdnnl-dev, nlohmann-json3-dev, libgomp1")
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+    "libabsl-dev, libdnnl-dev, nlohmann-json3-dev, libgomp1, libicu-dev, libpcre2-dev, pkg-config")
 
 if(INFER_WITH_CUDA)
   # cudart and cuBLAS come from NVIDIA's repository (the Dockerfile's build

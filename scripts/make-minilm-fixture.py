@@ -14,6 +14,7 @@ named by INFER_MINILM_FIXTURE (scripts/gpu-run.sh does both).
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -54,7 +55,12 @@ def main():
         model = transformers.BertModel.from_pretrained(a.model, torch_dtype=dtype,
                                                        add_pooling_layer=False)
         model = model.to(a.device).eval()
-        batch = tok(text, padding=True, return_tensors="pt").to(a.device)
+        # Cut where sentence-transformers cuts: sentence_bert_config.json's
+        # max_seq_length.
+        with open(os.path.join(a.model, "sentence_bert_config.json"), encoding="utf-8") as f:
+            max_length = json.load(f)["max_seq_length"]
+        batch = tok(text, padding=True, truncation=True, max_length=max_length,
+                    return_tensors="pt").to(a.device)
         with torch.inference_mode():
             h = model(**batch).last_hidden_state.float()
         m = batch["attention_mask"].unsqueeze(-1).float()

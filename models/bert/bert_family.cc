@@ -1,5 +1,6 @@
 // The bert family in the model registry (models/registry.h): a Hugging Face
-// BERT checkpoint folder (config.json, model.safetensors, vocab.txt).
+// BERT checkpoint folder (config.json, model.safetensors, and tokenizer.json
+// or vocab.txt).
 #include <memory>
 #include <utility>
 
@@ -37,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "batch_invariant", &o.batch_invariant));
   INFER_RETURN_IF_ERROR(ParseIntParam(params, "max_sequence_length", &o.max_sequence_length));
+  INFER_RETURN_IF_ERROR(ParseBoolParam(params, "auto_truncate", &o.auto_truncate));
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertModel> model, BertModel::Create(o, context));
   return std::unique_ptr<Model>(std::move(model));
 }
@@ -44,9 +46,9 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
 }  // namespace
 
 extern const ModelFamily kBertFamily;
-const ModelFamily kBertFamily = {
-    "bert",
-    {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant"},
-    Create};
+const ModelFamily kBertFamily = {"bert",
+                                 {"checkpoint_dir", "normalize", "max_sequence_length", "pooling",
+                                  "batch_invariant", "auto_truncate"},
+                                 Create};
 
 }  // namespace infer

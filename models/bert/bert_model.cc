@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/load_encoder.h"
 #include "models/staged_batch.h"
-#include "models/text/wordpiece.h"
+#include "models/text/load_tokenizer.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
@@ -51,6 +51,24 @@ absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) 
       absl::StrCat(path, ": only pooling_mode_mean_tokens or pooling_mode_cls_token is supported"));
 }
 
+// sentence_bert_config.json's max_seq_length (unset when the file or the
+// field is absent).
+absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::string& dir) {
+  const std::string path = dir + "/sentence_bert_config.json";
+  std::ifstream in(path);
+  if (!in) return std::optional<int64_t>();
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFER_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, path));
+  if (!j.is_object() || !j.contains("max_seq_length") || j["max_seq_length"].is_null()) {
+    return std::optional<int64_t>();
+  }
+  if (!j["max_seq_length"].is_number_integer() || j["max_seq_length"].get<int64_t>() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": max_seq_length is not a positive integer"));
+  }
+  return std::optional<int64_t>(j["max_seq_length"].get<int64_t>());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
@@ -68,17 +86,26 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   encoder_options.batch_invariant = options.batch_invariant;
   INFER_ASSIGN_OR_RETURN(m->encoder_,
                          LoadBertEncoder(options.checkpoint_dir, context, encoder_options));
-  INFER_ASSIGN_OR_RETURN(
-      m->tokenizer_, WordPieceTokenizer::FromVocabFile(options.checkpoint_dir + "/vocab.txt", {}));
+  INFER_ASSIGN_OR_RETURN(text::FolderTokenizer tokenizer,
+                         text::LoadFolderTokenizer(options.checkpoint_dir));
+  m->tokenizer_ = std::move(tokenizer.tokenizer);
   const BertConfig& c = m->encoder_->config();
-  if (m->tokenizer_->vocab_size() != c.vocab_size) {
+  // Every id the tokenizer gives must index the embedding table (which may
+  // be larger: tables are often padded).
+  if (m->tokenizer_->vocab_size() > c.vocab_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat(options.checkpoint_dir, ": vocab.txt has ", m->tokenizer_->vocab_size(),
-                     " tokens but config.json says vocab_size ", c.vocab_size));
+        absl::StrCat(tokenizer.source, " gives ids up to ", m->tokenizer_->vocab_size() - 1,
+                     " but config.json says vocab_size ", c.vocab_size));
   }
-  m->max_length_ = options.max_sequence_length > 0
-                       ? std::min(options.max_sequence_length, c.max_position_embeddings)
-                       : c.max_position_embeddings;
+  if (options.max_sequence_length > 0) {
+    m->max_length_ = std::min(options.max_sequence_length, c.max_position_embeddings);
+  } else {
+    INFER_ASSIGN_OR_RETURN(std::optional<int64_t> st,
+                           SentenceTransformersMaxLength(options.checkpoint_dir));
+    m->max_length_ =
+        std::min(st.value_or(tokenizer.model_max_length.value_or(c.max_position_embeddings)),
+                 c.max_position_embeddings);
+  }
   if (options.pooling.has_value()) {
     m->pooling_ = *options.pooling;
   } else {
@@ -119,12 +146,14 @@ absl::Status BertModel::Preprocess(InferRequest* request) const {
     return absl::InvalidArgumentError(
         "send either 'text' or 'input_ids' (with an optional 'attention_mask'), not both");
   }
-  std::vector<std::vector<int64_t>> rows;
+  std::vector<std::vector<int32_t>> rows;
   int64_t seq = 0;
   INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> sentences,
                          BytesElements(*text, text->shape[0], "input 'text'"));
+  std::optional<text::Truncation> truncation;
+  if (options_.auto_truncate) truncation = text::Truncation{static_cast<size_t>(max_length_)};
   for (size_t i = 0; i < sentences.size(); ++i) {
-    absl::StatusOr<std::vector<int64_t>> ids = tokenizer_->Encode(sentences[i]);
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->EncodeIds(sentences[i], truncation);
     if (!ids.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("input 'text' element ", i, ": ", ids.status().message()));

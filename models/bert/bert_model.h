@@ -9,7 +9,15 @@
 //   embedding       FP32  [-1, hidden]  mean over real tokens, L2-normalised
 //
 // Text is tokenised when the request arrives (Preprocess), so length classes
-// see real token counts. A batch is packed (models/packed_sequences.h): only
+// see real token counts, by the folder's tokenizer.json, else its vocab.txt
+// (models/text/load_tokenizer.h), exactly as Hugging Face's tokenizer does.
+// A text may have as many tokens as sentence-transformers lets it:
+// sentence_bert_config.json's max_seq_length, else tokenizer_config.json's
+// model_max_length, else the position table (or the configured
+// max_sequence_length, up to the position table). A longer text is refused
+// (INVALID_ARGUMENT naming both lengths) unless the model is configured with
+// auto_truncate, which cuts it to that length as sentence-transformers does
+// (right side, special tokens kept). A batch is packed (models/packed_sequences.h): only
 // the tokens the attention masks mark real are staged, uploaded and
 // computed, so the memory model, max_batch_tokens and the statistics count
 // real tokens (ComputedTokens). The encoder runs on the context's device:
@@ -36,12 +44,16 @@ namespace infer {
 
 struct BertModelOptions {
   std::string name = "minilm";
-  std::string checkpoint_dir;  // config.json, model.safetensors, vocab.txt
+  std::string checkpoint_dir;  // config.json, model.safetensors, tokenizer.json or vocab.txt
   bool normalize = true;       // L2-normalise the pooled embedding
   // Mean over real tokens, or the [CLS] token's state. Unset: what the
   // checkpoint's sentence-transformers 1_Pooling/config.json says, else mean.
   std::optional<BertPooling> pooling;
-  int64_t max_sequence_length = 0;  // 0: the config's max_position_embeddings
+  // 0: sentence-transformers' limit (see above); else this, up to the
+  // position table.
+  int64_t max_sequence_length = 0;
+  // Texts longer than the limit are cut to it instead of refused.
+  bool auto_truncate = false;
   // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
@@ -77,9 +89,9 @@ class BertModel final : public Model {
   DeviceContext context_;
   ModelSpec spec_;
   std::unique_ptr<BertEncoder> encoder_;
-  // The folder's vocab.txt (WordPiece), behind the Tokenizer interface.
+  // The folder's tokenizer.json or vocab.txt, behind the Tokenizer interface.
   std::unique_ptr<Tokenizer> tokenizer_;
-  int64_t max_length_ = 0;
+  int64_t max_length_ = 0;  // tokens a sequence may have, the special ones included
   BertPooling pooling_ = BertPooling::kMean;
 };
 

@@ -78,12 +78,14 @@ Precision Exact(const std::string& device) {
 
 class Served {
  public:
-  Served(const std::string& spec, const std::string& dir, Precision precision = Precision::kAuto) {
+  Served(const std::string& spec, const std::string& dir, Precision precision = Precision::kAuto,
+         bool auto_truncate = false) {
     auto d = TestDevice::Create(spec);
     EXPECT_THAT(d, IsOk());
     device_ = *std::move(d);
     BertModelOptions o;
     o.checkpoint_dir = dir;
+    o.auto_truncate = auto_truncate;
     o.precision = precision == Precision::kAuto ? Exact(spec) : precision;
     auto m = BertModel::Create(o, device_->context());
     EXPECT_THAT(m, IsOk());
@@ -322,7 +324,7 @@ TEST(BertModelGpuTest, MiniLmTextMatchesSentenceTransformers) {
   if (MiniLmDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMiniLm;
   const EmbeddingFixture fixture = ReadEmbeddingFixture();
   ASSERT_FALSE(fixture.sentences.empty());
-  Served gpu("cuda:0", MiniLmDir());
+  Served gpu("cuda:0", MiniLmDir(), Precision::kAuto, /*auto_truncate=*/true);
   ASSERT_TRUE(gpu.ok());
   InferRequest r;
   r.inputs.push_back(TextTensor(fixture.sentences));
@@ -359,6 +361,34 @@ TEST_F(BertModelOnMiniLm, TextAndTokenIdsGiveTheSameNormalisedEmbedding) {
   for (int d = 0; d < 384; ++d) EXPECT_NEAR(b[d], a[384 + d], 1e-5);
 }
 
+// The fixture's last text has 286 tokens; sentence-transformers reads the
+// first 256 (sentence_bert_config.json's max_seq_length, [CLS] and [SEP]
+// included). Refused by default, naming both lengths; with auto_truncate,
+// cut as sentence-transformers cuts it, to the same embedding.
+TEST_F(BertModelOnMiniLm, LongTextIsRefusedOrCutAsSentenceTransformersCutsIt) {
+  const EmbeddingFixture fixture = ReadEmbeddingFixture();
+  ASSERT_FALSE(fixture.sentences.empty());
+  const std::string& long_text = fixture.sentences.back();
+  InferRequest refused;
+  refused.inputs.push_back(TextTensor({"short", long_text}));
+  EXPECT_THAT(served_->Admit(&refused),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "element 1 has 286 tokens; model 'minilm' allows 256"));
+  Served cut("cpu", MiniLmDir(), Precision::kFp32, /*auto_truncate=*/true);
+  ASSERT_TRUE(cut.ok());
+  InferRequest r;
+  r.inputs.push_back(TextTensor({long_text, fixture.sentences.front()}));
+  const std::vector<float> got = cut.Run(r);
+  ASSERT_EQ(got.size(), 2u * 384);
+  EXPECT_GE(Cosine(got.data(), fixture.embeddings.back().data(), 384), 0.9999);
+  EXPECT_GE(Cosine(got.data() + 384, fixture.embeddings.front().data(), 384), 0.9999);
+  double max_diff = 0;
+  for (int d = 0; d < 384; ++d) {
+    max_diff = std::max(max_diff, std::abs(double{got[d]} - fixture.embeddings.back()[d]));
+  }
+  EXPECT_LT(max_diff, 1e-4);
+}
+
 TEST_F(BertModelOnMiniLm, InputErrorsAreNamed) {
   InferRequest none;
   EXPECT_THAT(served_->Admit(&none), StatusIs(absl::StatusCode::kInvalidArgument,
@@ -377,7 +407,7 @@ TEST_F(BertModelOnMiniLm, InputErrorsAreNamed) {
   too_long.inputs.push_back(TextTensor({words}));
   EXPECT_THAT(served_->Admit(&too_long),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "input 'text' element 0 has 602 tokens; model 'minilm' allows 512"));
+                       "input 'text' element 0 has 602 tokens; model 'minilm' allows 256"));
   InferRequest bad_utf8;
   bad_utf8.inputs.push_back(TextTensor({"ok", "\xff"}));
   EXPECT_THAT(served_->Admit(&bad_utf8),

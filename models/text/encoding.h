@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,16 @@ struct Encoding {
     cut(sequence_ids);
   }
 
+  void Reserve(size_t n) {
+    ids.reserve(n);
+    type_ids.reserve(n);
+    tokens.reserve(n);
+    offsets.reserve(n);
+    special_tokens_mask.reserve(n);
+    attention_mask.reserve(n);
+    sequence_ids.reserve(n);
+  }
+
   void Append(const Encoding& o) {
     auto add = [](auto& v, const auto& w) { v.insert(v.end(), w.begin(), w.end()); };
     add(ids, o.ids);
@@ -53,6 +65,21 @@ struct Encoding {
     add(special_tokens_mask, o.special_tokens_mask);
     add(attention_mask, o.attention_mask);
     add(sequence_ids, o.sequence_ids);
+  }
+
+  // `o` at the end, emptied (its tokens moved), every position given type
+  // id `type_id`.
+  void AppendMoved(Encoding* o, int32_t type_id) {
+    auto add = [](auto& v, const auto& w) { v.insert(v.end(), w.begin(), w.end()); };
+    add(ids, o->ids);
+    type_ids.insert(type_ids.end(), o->size(), type_id);
+    tokens.insert(tokens.end(), std::make_move_iterator(o->tokens.begin()),
+                  std::make_move_iterator(o->tokens.end()));
+    add(offsets, o->offsets);
+    add(special_tokens_mask, o->special_tokens_mask);
+    add(attention_mask, o->attention_mask);
+    add(sequence_ids, o->sequence_ids);
+    *o = Encoding();
   }
 
   // One special token at the end.
@@ -65,6 +92,23 @@ struct Encoding {
     attention_mask.push_back(1);
     sequence_ids.push_back(-1);
   }
+};
+
+enum class TruncationStrategy { kLongestFirst, kOnlyFirst, kOnlySecond };
+
+struct Truncation {
+  // Positions in all, the special tokens included.
+  size_t max_length = 0;
+  TruncationStrategy strategy = TruncationStrategy::kLongestFirst;
+  bool left = false;  // remove from the start instead of the end
+};
+
+struct EncodeOptions {
+  bool add_special_tokens = true;
+  std::optional<Truncation> truncation;
+  // Offsets in characters (code points) instead of bytes, as Python's
+  // `tokenizers` reports them.
+  bool char_offsets = false;
 };
 
 }  // namespace infer::text

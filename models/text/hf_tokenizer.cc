@@ -95,6 +95,11 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromFile(const std::st
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(absl::string_view json,
                                                                    absl::string_view what) {
   INFER_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(json, what));
+  return FromDocument(j, what);
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromDocument(const nlohmann::json& j,
+                                                                       absl::string_view what) {
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": not an object"));
   std::unique_ptr<HfTokenizer> t(new HfTokenizer());
   auto component = [&](const char* name) -> const nlohmann::json* {
@@ -199,6 +204,17 @@ Encoding HfTokenizer::EncodeOne(absl::string_view text, int32_t type_id, int8_t 
   std::optional<CharOffsetMap> chars;
   if (char_offsets) chars.emplace(text);
   std::vector<Token> tokens;
+  size_t count = 0;
+  for (Piece& p : pieces) {
+    if (!p.tokens.has_value()) {
+      tokens.clear();
+      model_->Tokenize(p.normalized.get(), &tokens);
+      p.tokens = std::move(tokens);
+      tokens = {};
+    }
+    count += p.tokens->size();
+  }
+  e.Reserve(count);
   for (Piece& p : pieces) {
     if (!p.tokens.has_value()) {
       tokens.clear();
@@ -286,9 +302,53 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(absl::string_view text,
   return out;
 }
 
+absl::StatusOr<std::vector<int32_t>> HfTokenizer::EncodeIds(
+    absl::string_view text, const std::optional<Truncation>& truncation) const {
+  if (!ValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
+  Pieces pieces = added_.ExtractAndNormalize(text, normalizer_.get());
+  if (pre_tokenizer_) pre_tokenizer_->PreTokenize(&pieces);
+  std::vector<int32_t> ids;
+  std::vector<Token> tokens;
+  for (Piece& p : pieces) {
+    if (p.tokens.has_value()) {
+      for (const Token& t : *p.tokens) ids.push_back(t.id);
+      continue;
+    }
+    tokens.clear();
+    model_->Tokenize(p.normalized.get(), &tokens);
+    for (const Token& t : tokens) ids.push_back(t.id);
+  }
+  if (truncation.has_value()) {
+    // One text: every strategy but only_second cuts it, as Encode does.
+    if (truncation->strategy == TruncationStrategy::kOnlySecond) {
+      return absl::InvalidArgumentError("truncation only_second needs a pair");
+    }
+    const size_t added = post_processor_ ? post_processor_->AddedTokens(false) : 0;
+    if (truncation->max_length < added) {
+      return absl::InvalidArgumentError(absl::StrCat("truncation to ", truncation->max_length,
+                                                     " leaves no room for the ", added,
+                                                     " special tokens"));
+    }
+    const size_t keep = truncation->max_length - added;
+    if (ids.size() > keep) {
+      if (truncation->strategy == TruncationStrategy::kOnlyFirst && keep == 0) {
+        return absl::InvalidArgumentError(
+            "the sequence to truncate is too short to meet max_length");
+      }
+      if (truncation->left) {
+        ids.erase(ids.begin(), ids.end() - keep);
+      } else {
+        ids.resize(keep);
+      }
+    }
+  }
+  if (post_processor_) post_processor_->ProcessIds(&ids);
+  return ids;
+}
+
 absl::StatusOr<std::vector<int64_t>> HfTokenizer::Encode(absl::string_view text) const {
-  INFER_ASSIGN_OR_RETURN(Encoding e, Encode(text, std::nullopt, EncodeOptions{}));
-  return std::vector<int64_t>(e.ids.begin(), e.ids.end());
+  INFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, EncodeIds(text, std::nullopt));
+  return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
 }  // namespace infer::text

@@ -39,25 +39,9 @@
 #include "models/text/pre_tokenizers.h"
 #include "models/text/token_model.h"
 #include "models/text/tokenizer.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace infer::text {
-
-enum class TruncationStrategy { kLongestFirst, kOnlyFirst, kOnlySecond };
-
-struct Truncation {
-  // Positions in all, the special tokens included.
-  size_t max_length = 0;
-  TruncationStrategy strategy = TruncationStrategy::kLongestFirst;
-  bool left = false;  // remove from the start instead of the end
-};
-
-struct EncodeOptions {
-  bool add_special_tokens = true;
-  std::optional<Truncation> truncation;
-  // Offsets in characters (code points) instead of bytes, as Python's
-  // `tokenizers` reports them.
-  bool char_offsets = false;
-};
 
 class HfTokenizer final : public Tokenizer {
  public:
@@ -67,25 +51,27 @@ class HfTokenizer final : public Tokenizer {
   // `what` names the document in errors.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(absl::string_view json,
                                                                absl::string_view what);
+  // From a parsed document (one built in memory, e.g. from a vocab.txt).
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromDocument(const nlohmann::json& j,
+                                                                   absl::string_view what);
 
-  // `text`, or `text` and `pair`. INVALID_ARGUMENT for text that is not
-  // valid UTF-8, and for a truncation that cannot be met (max_length smaller
-  // than the special tokens, only_second without a pair, or a sequence too
-  // short to remove enough from).
+  // Tokenizer (tokenizer.h).
   absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
-                                  const EncodeOptions& options) const;
-
-  // Tokenizer: ids with the special tokens, no truncation.
-  absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const override;
+                                  const EncodeOptions& options) const override;
+  absl::StatusOr<std::vector<int32_t>> EncodeIds(
+      absl::string_view text, const std::optional<Truncation>& truncation) const override;
+  // Through the file's decoder (without one, the tokens joined with spaces).
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
+  size_t SpecialTokens(bool is_pair) const override {
+    return post_processor_ ? post_processor_->AddedTokens(is_pair) : 0;
+  }
   int64_t pad_id() const override { return pad_id_; }
   // Above every id Encode can give: the model's, the added tokens' and the
   // post-processor's.
   int64_t vocab_size() const override { return vocab_size_; }
 
-  // `ids` back to text through the file's decoder (without one, the tokens
-  // joined with spaces), leaving out ids the tokenizer does not have and,
-  // with skip_special_tokens, the special tokens.
-  std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const;
+  // EncodeIds without truncation, widened (tools and benchmarks).
+  absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const;
 
   std::optional<int32_t> TokenToId(absl::string_view token) const;
   const std::string* IdToToken(int32_t id) const;

@@ -57,13 +57,19 @@ absl::StatusOr<SpecialToken> PairFromJson(const nlohmann::json& j, const std::st
 class ClsSepProcessor final : public PostProcessor {
  public:
   ClsSepProcessor(SpecialToken cls, SpecialToken sep, bool roberta, bool trim, bool prefix)
-      : cls_(std::move(cls)), sep_(std::move(sep)), roberta_(roberta), trim_(trim),
+      : cls_(std::move(cls)),
+        sep_(std::move(sep)),
+        roberta_(roberta),
+        trim_(trim),
         prefix_(prefix) {}
 
-  size_t AddedTokens(bool is_pair) const override {
-    return is_pair ? (roberta_ ? 4 : 3) : 2;
-  }
+  size_t AddedTokens(bool is_pair) const override { return is_pair ? (roberta_ ? 4 : 3) : 2; }
   int64_t MaxId() const override { return std::max(cls_.id, sep_.id); }
+
+  void ProcessIds(std::vector<int32_t>* ids) const override {
+    ids->insert(ids->begin(), cls_.id);
+    ids->push_back(sep_.id);
+  }
 
   void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const override {
     if (roberta_) {
@@ -98,6 +104,7 @@ class ByteLevelProcessor final : public PostProcessor {
   ByteLevelProcessor(bool trim, bool prefix) : trim_(trim), prefix_(prefix) {}
   size_t AddedTokens(bool) const override { return 0; }
   int64_t MaxId() const override { return -1; }
+  void ProcessIds(std::vector<int32_t>*) const override {}
   void Process(std::vector<Encoding>* encodings, bool) const override {
     if (!trim_) return;
     for (Encoding& e : *encodings) TrimByteLevelOffsets(&e, prefix_);
@@ -111,7 +118,7 @@ class TemplateProcessor final : public PostProcessor {
  public:
   struct Item {
     bool special;
-    int sequence;  // 0 (A) or 1 (B), for a sequence
+    int sequence;      // 0 (A) or 1 (B), for a sequence
     std::string name;  // a special token's key
     int32_t type_id;
   };
@@ -122,7 +129,15 @@ class TemplateProcessor final : public PostProcessor {
 
   TemplateProcessor(std::vector<Item> single, std::vector<Item> pair,
                     absl::flat_hash_map<std::string, Special> specials)
-      : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {}
+      : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {
+    // Each item's special token looked up once (the map never changes).
+    for (const std::vector<Item>* items : {&single_, &pair_}) {
+      std::vector<const Special*>& resolved = items == &single_ ? single_specials_ : pair_specials_;
+      for (const Item& item : *items) {
+        resolved.push_back(item.special ? &specials_.at(item.name) : nullptr);
+      }
+    }
+  }
 
   size_t AddedTokens(bool is_pair) const override {
     size_t n = 0;
@@ -140,20 +155,50 @@ class TemplateProcessor final : public PostProcessor {
     return m;
   }
 
+  void ProcessIds(std::vector<int32_t>* ids) const override {
+    std::vector<int32_t> out;
+    out.reserve(ids->size() + AddedTokens(false));
+    for (size_t i = 0; i < single_.size(); ++i) {
+      if (single_[i].special) {
+        out.insert(out.end(), single_specials_[i]->ids.begin(), single_specials_[i]->ids.end());
+      } else if (single_[i].sequence == 0) {
+        out.insert(out.end(), ids->begin(), ids->end());
+      }
+    }
+    *ids = std::move(out);
+  }
+
   void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const override {
-    const std::vector<Item>& items = encodings->size() > 1 ? pair_ : single_;
+    const bool is_pair = encodings->size() > 1;
+    const std::vector<Item>& items = is_pair ? pair_ : single_;
+    const std::vector<const Special*>& specials = is_pair ? pair_specials_ : single_specials_;
+    size_t total = add_special_tokens ? AddedTokens(is_pair) : 0;
+    for (const Encoding& e : *encodings) total += e.size();
     Encoding out;
-    for (const Item& item : items) {
+    out.Reserve(total);
+    // A sequence named twice in the template is copied the second time
+    // (the first use moves it only when no later item names it).
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Item& item = items[i];
       if (item.special) {
         if (!add_special_tokens) continue;
-        const Special& s = specials_.at(item.name);
-        for (size_t k = 0; k < s.ids.size(); ++k) out.AddSpecial(s.ids[k], s.tokens[k], item.type_id);
+        const Special& s = *specials[i];
+        for (size_t k = 0; k < s.ids.size(); ++k)
+          out.AddSpecial(s.ids[k], s.tokens[k], item.type_id);
         continue;
       }
       if (static_cast<size_t>(item.sequence) >= encodings->size()) continue;
-      Encoding e = (*encodings)[item.sequence];
-      std::fill(e.type_ids.begin(), e.type_ids.end(), item.type_id);
-      out.Append(e);
+      bool used_later = false;
+      for (size_t k = i + 1; k < items.size(); ++k) {
+        used_later = used_later || (!items[k].special && items[k].sequence == item.sequence);
+      }
+      Encoding& e = (*encodings)[item.sequence];
+      if (used_later) {
+        Encoding copy = e;
+        out.AppendMoved(&copy, item.type_id);
+      } else {
+        out.AppendMoved(&e, item.type_id);
+      }
     }
     encodings->assign(1, std::move(out));
   }
@@ -161,6 +206,7 @@ class TemplateProcessor final : public PostProcessor {
  private:
   const std::vector<Item> single_, pair_;
   const absl::flat_hash_map<std::string, Special> specials_;
+  std::vector<const Special*> single_specials_, pair_specials_;  // per item; null: a sequence
 };
 
 class SequenceProcessor final : public PostProcessor {
@@ -171,6 +217,9 @@ class SequenceProcessor final : public PostProcessor {
     size_t n = 0;
     for (const auto& p : parts_) n += p->AddedTokens(is_pair);
     return n;
+  }
+  void ProcessIds(std::vector<int32_t>* ids) const override {
+    for (const auto& p : parts_) p->ProcessIds(ids);
   }
   void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const override {
     for (const auto& p : parts_) p->Process(encodings, add_special_tokens);
@@ -238,8 +287,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateProcessorFromJson(const n
     TemplateProcessor::Special special;
     if (!s.is_object() || !s.contains("ids") || !s["ids"].is_array() || !s.contains("tokens") ||
         !s["tokens"].is_array() || s["ids"].size() != s["tokens"].size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          type, ": special token \"", it.key(), "\" needs as many \"ids\" as \"tokens\""));
+      return absl::InvalidArgumentError(absl::StrCat(type, ": special token \"", it.key(),
+                                                     "\" needs as many \"ids\" as \"tokens\""));
     }
     for (size_t k = 0; k < s["ids"].size(); ++k) {
       if (!s["ids"][k].is_number_integer() || s["ids"][k].get<int64_t>() < 0 ||
@@ -268,8 +317,7 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(const nlohm
     INFER_ASSIGN_OR_RETURN(SpecialToken sep, PairFromJson(j, type, "sep"));
     INFER_ASSIGN_OR_RETURN(bool trim, OptionalBool(j, type, "trim_offsets", true));
     INFER_ASSIGN_OR_RETURN(bool prefix, OptionalBool(j, type, "add_prefix_space", true));
-    return std::make_unique<ClsSepProcessor>(std::move(cls), std::move(sep), roberta, trim,
-                                             prefix);
+    return std::make_unique<ClsSepProcessor>(std::move(cls), std::move(sep), roberta, trim, prefix);
   }
   if (type == "ByteLevel") {
     INFER_ASSIGN_OR_RETURN(bool trim, OptionalBool(j, type, "trim_offsets", true));

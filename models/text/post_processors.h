@@ -28,6 +28,10 @@ class PostProcessor {
   // Rewrites the encodings of a text, or of a text and its pair (each with
   // type ids 0 and 1 on entry); the caller concatenates what comes back.
   virtual void Process(std::vector<Encoding>* encodings, bool add_special_tokens) const = 0;
+  // The ids alone of one text, its special tokens added: the ids
+  // Process(…, true) gives for a single text (the fast path when nothing
+  // but ids is wanted).
+  virtual void ProcessIds(std::vector<int32_t>* ids) const = 0;
   // The largest id Process may add (-1: none). The file states these ids
   // itself, so they count towards the tokenizer's vocab_size.
   virtual int64_t MaxId() const = 0;

@@ -15,8 +15,11 @@
 // punctuation follows the Unicode P* categories by table. Text outside those
 // ranges passes through unchanged (as the reference does for most scripts).
 //
-// The Tokenizer (models/text/tokenizer.h) of BERT-family models with a
-// vocab.txt. Immutable after creation; thread-safe.
+// The server's tokenizer before tokenizer.json support, kept as the baseline
+// of bench/tokenizer_vs_hf.py and as the id source of encoder tests; models
+// load theirs with LoadFolderTokenizer (models/text/load_tokenizer.h), which
+// turns a vocab.txt into Hugging Face's exact pipeline. Immutable after
+// creation; thread-safe.
 #ifndef INFER_MODELS_TEXT_WORDPIECE_H_
 #define INFER_MODELS_TEXT_WORDPIECE_H_
 
@@ -28,11 +31,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "models/text/tokenizer.h"
 
 namespace infer {
 
-class WordPieceTokenizer final : public Tokenizer {
+class WordPieceTokenizer final {
  public:
   struct Options {
     bool lower_case = true;
@@ -49,7 +51,7 @@ class WordPieceTokenizer final : public Tokenizer {
 
   // [CLS] + the word pieces of `text` + [SEP]. INVALID_ARGUMENT for text
   // that is not valid UTF-8.
-  absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const override;
+  absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const;
 
   // Step 1 alone (for tests): the words, lower-cased and split.
   absl::StatusOr<std::vector<std::string>> BasicTokenize(absl::string_view text) const;
@@ -57,8 +59,8 @@ class WordPieceTokenizer final : public Tokenizer {
   int64_t cls_id() const { return cls_; }
   int64_t sep_id() const { return sep_; }
   int64_t unk_id() const { return unk_; }
-  int64_t pad_id() const override { return pad_; }
-  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  int64_t pad_id() const { return pad_; }
+  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
 
  private:
   WordPieceTokenizer(std::vector<std::string> tokens, const Options& options);

@@ -6,6 +6,8 @@
 // (with --decode also "decoded": the ids back to text, as the file's decoder
 // makes it, special tokens skipped)
 // or {"error": "..."} for a line that cannot be encoded (e.g. invalid UTF-8).
+// --ids-only writes {"ids": [...]} alone, by the path the server takes (the
+// ids without the rest of the encoding).
 // Offsets are in characters, as Python's `tokenizers` reports them
 // (--byte-offsets for bytes). For debugging a model's tokenization, and for
 // checking it against the original from outside.
@@ -13,7 +15,7 @@
 //   infer-tokenize --tokenizer tokenizer.json [--pair] [--max-length N]
 //                  [--truncation-side right|left]
 //                  [--strategy longest_first|only_first|only_second]
-//                  [--no-special-tokens] [--byte-offsets] [--decode]
+//                  [--no-special-tokens] [--byte-offsets] [--decode] [--ids-only]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -24,8 +26,8 @@
 
 namespace {
 
-using infer::text::Encoding;
 using infer::text::EncodeOptions;
+using infer::text::Encoding;
 using infer::text::HfTokenizer;
 
 std::string ToJson(const Encoding& e, const std::string* decoded) {
@@ -47,7 +49,7 @@ std::string ToJson(const Encoding& e, const std::string* decoded) {
 
 int main(int argc, char** argv) {
   std::string path, side = "right", strategy = "longest_first";
-  bool pair = false, no_special = false, byte_offsets = false, decode = false;
+  bool pair = false, no_special = false, byte_offsets = false, decode = false, ids_only = false;
   int64_t max_length = -1;
   CLI::App app{
       "infer-tokenize: encode texts from stdin (one per line; with --pair a tab separates the "
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   app.add_flag("--no-special-tokens", no_special, "leave out the post-processor's special tokens");
   app.add_flag("--byte-offsets", byte_offsets, "offsets in bytes instead of characters");
+  app.add_flag("--ids-only", ids_only,
+               "write {\"ids\": [...]} alone, by the serving path (one text per line)");
   app.add_flag("--decode", decode,
                "add \"decoded\": the ids decoded back to text, special tokens skipped");
   CLI11_PARSE(app, argc, argv);
@@ -84,15 +88,30 @@ int main(int argc, char** argv) {
   }
   std::ios::sync_with_stdio(false);
   std::string line;
+  if (ids_only && (pair || no_special || decode)) {
+    std::fprintf(stderr,
+                 "infer-tokenize: --ids-only takes one text per line, with special tokens\n");
+    return 2;
+  }
   while (std::getline(std::cin, line)) {
+    if (ids_only) {
+      absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->EncodeIds(line, options.truncation);
+      if (ids.ok()) {
+        std::cout << nlohmann::json{{"ids", *ids}}.dump() << '\n';
+      } else {
+        std::cout << nlohmann::json{{"error", std::string(ids.status().message())}}.dump() << '\n';
+      }
+      continue;
+    }
     absl::StatusOr<Encoding> e;
     if (pair) {
       const size_t tab = line.find('\t');
       if (tab == std::string::npos) {
         e = absl::InvalidArgumentError("--pair: the line has no tab");
       } else {
-        e = (*tokenizer)->Encode(absl::string_view(line).substr(0, tab),
-                                 absl::string_view(line).substr(tab + 1), options);
+        e = (*tokenizer)
+                ->Encode(absl::string_view(line).substr(0, tab),
+                         absl::string_view(line).substr(tab + 1), options);
       }
     } else {
       e = (*tokenizer)->Encode(line, std::nullopt, options);

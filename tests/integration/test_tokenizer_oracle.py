@@ -256,8 +256,10 @@ def reference(tok, texts, pairs, special, truncation, decode=False):
     return out
 
 
-def ours(path, texts, pairs, special, truncation, decode=False):
+def ours(path, texts, pairs, special, truncation, decode=False, ids_only=False):
     args = [BINARY, "--tokenizer", path] + (["--decode"] if decode else [])
+    if ids_only:
+        args.append("--ids-only")
     if pairs is not None:
         args.append("--pair")
         lines = [f"{a}\t{b}" for a, b in zip(texts, pairs)]
@@ -343,6 +345,15 @@ class TokenizerOracleTest(unittest.TestCase):
                 detail += f"\n  want {w}\n  got {g}"
         if bad:
             self.fail(f"{name}/{label}: {len(bad)} of {len(texts)} lines differ{detail}")
+        if pairs is None and special:
+            # The serving path (ids alone) gives the same ids.
+            fast = ours(self.files[name], texts, None, True, truncation, ids_only=True)
+            self.assertEqual(len(fast), len(texts))
+            for i, (w, g) in enumerate(zip(want, fast)):
+                if "error" in w or "error" in g:
+                    self.assertEqual("error" in w, "error" in g, f"{name}/{label} ids-only line {i}")
+                    continue
+                self.assertEqual(w["ids"], g["ids"], f"{name}/{label} ids-only line {i}: {texts[i]!r}")
 
     def test_corpus_covers_every_script(self):
         text = "".join(self.corpus)

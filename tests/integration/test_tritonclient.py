@@ -36,16 +36,19 @@ parameters {{ key: "embedding_size" value {{ string_value: "{DIM}" }} }}
 parameters {{ key: "seed" value {{ string_value: "{SEED}" }} }}
 """
 
-MINILM_CONFIG = """
+MINILM_AUTO_CONFIG = """
 backend: "bert"
 max_batch_size: 16
 dynamic_batching { max_queue_delay_microseconds: 2000 length_buckets: [16, 64, 512] }
 parameters { key: "checkpoint_dir" value { string_value: "%s" } }
 """
 
-# The same model in the default precision: BF16 on a CPU with native BF16
-# (AVX512_BF16 or AMX), else FP32.
-MINILM_AUTO_CONFIG = MINILM_CONFIG
+# "minilm" (FP32) cuts texts past the model's 256 tokens as
+# sentence-transformers does; "minilm_auto" (the same model in the default
+# precision: BF16 on a CPU with native BF16, AVX512_BF16 or AMX, else FP32)
+# refuses them.
+MINILM_CONFIG = MINILM_AUTO_CONFIG + """parameters { key: "auto_truncate" value { string_value: "true" } }
+"""
 
 
 def cpu_has_native_bf16():
@@ -195,14 +198,26 @@ class TritonClientCompatibilityTest(unittest.TestCase):
                 s, values = line.rstrip("\n").split("\t")
                 sentences.append(s)
                 want.append(np.array([float(v) for v in values.split()], dtype=np.float64))
-        text = grpcclient.InferInput("text", [len(sentences)], "BYTES")
-        text.set_data_from_numpy(np.array([s.encode("utf-8") for s in sentences], dtype=np.object_))
-        for model, bound in (("minilm", 0.9999), ("minilm_auto", 0.999)):
-            got = self.client.infer(model, [text]).as_numpy("embedding")
-            self.assertEqual(got.shape, (len(sentences), 384))
+        # The fixture's last text has 286 tokens: sentence-transformers cuts
+        # it at 256 ("minilm" does too), "minilm_auto" refuses it.
+        self.assertGreater(len(sentences[-1].split()), 200)
+
+        def texts(items):
+            t = grpcclient.InferInput("text", [len(items)], "BYTES")
+            t.set_data_from_numpy(np.array([s.encode("utf-8") for s in items], dtype=np.object_))
+            return t
+
+        for model, bound, n in (("minilm", 0.9999, len(sentences)),
+                                ("minilm_auto", 0.999, len(sentences) - 1)):
+            got = self.client.infer(model, [texts(sentences[:n])]).as_numpy("embedding")
+            self.assertEqual(got.shape, (n, 384))
             for g, w in zip(got.astype(np.float64), want):
                 cosine = g @ w / (np.linalg.norm(g) * np.linalg.norm(w))
                 self.assertGreater(cosine, bound, model)
+        with self.assertRaises(InferenceServerException) as e:
+            self.client.infer("minilm_auto", [texts(sentences[-1:])])
+        self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+        self.assertIn("has 286 tokens; model 'minilm_auto' allows 256", e.exception.message())
         pair = grpcclient.InferInput("text", [3], "BYTES")
         pair.set_data_from_numpy(np.array(
             [b"A man is playing a guitar.", b"Someone is strumming a six-string instrument.",
