@@ -32,6 +32,7 @@ precision: "{precision}"
 max_batch_size: {max_batch}
 dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}
 parameters {{ key: "checkpoint_dir" value {{ string_value: "{checkpoint}" }} }}
+parameters {{ key: "max_sequence_length" value {{ string_value: "512" }} }}
 """),
 }
 

@@ -17,14 +17,26 @@ BIN = os.path.join(ROOT, "build", "bin")
 
 
 def machine():
-    """One line: CPU model and cores, memory, GPU if nvidia-smi sees one."""
+    """One line: CPU model (family and model numbers, and the vector
+    instruction sets that change the kernels: AVX2, AVX-512 and its BF16 /
+    VNNI parts, AMX) and cores, memory, GPU if nvidia-smi sees one. The
+    same model name has been an AVX2-only and an AVX-512 machine."""
     cpu = platform.processor() or "cpu"
     try:
         with open("/proc/cpuinfo") as f:
+            fields = {}
             for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+        cpu = fields.get("model name", cpu)
+        if "cpu family" in fields:
+            cpu += f" (family {fields['cpu family']} model {fields.get('model', '?')})"
+        flags = set(fields.get("flags", "").split())
+        isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
+               if f in flags]
+        cpu += ", " + ("+".join(isa) if isa else "no AVX2")
     except OSError:
         pass
     mem = ""

@@ -6,11 +6,13 @@
 // the rest of a request's path (bench/frontend_overhead.py) and the
 // encoder's time per sequence (encoder-bench).
 //
-//   build/bin/tokenizer-bench --vocab DIR/vocab.txt [--words 8,32,128,384] [--seconds 1]
+//   build/bin/tokenizer-bench --tokenizer FILE|FOLDER [--words 8,32,128,384] [--seconds 1]
 //
-// With --corpus FILE (texts, one per line) and --tokenizer FILE (a Hugging
-// Face tokenizer.json) or --vocab FILE it encodes every line of the corpus
-// instead, with the special tokens, for --rounds rounds, on --threads
+// The tokenizer: a tokenizer.json, a model folder (as the server loads it:
+// tokenizer.json, else vocab.txt), or --vocab FILE (a BERT vocab.txt).
+//
+// With --corpus FILE (texts, one per line) it encodes every line of the
+// corpus instead, with the special tokens, for --rounds rounds, on --threads
 // threads (default 1), and prints one JSON line: lines, tokens, and the best
 // round's seconds, tokens and lines per second. By default it takes the ids
 // alone (the server's path); --full builds the whole encoding, as Hugging
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -27,7 +30,7 @@
 
 #include "CLI/CLI.hpp"
 #include "models/text/hf_tokenizer.h"
-#include "models/text/wordpiece.h"
+#include "models/text/load_tokenizer.h"
 
 namespace {
 
@@ -49,34 +52,34 @@ std::string Sentence(int words) {
 
 }  // namespace
 
-// Every line of `corpus_path` through a tokenizer.json (or, with
-// `vocab_path`, the vocab.txt WordPiece), `rounds` times, on `threads`
+// A tokenizer.json or model folder (`path`), or a vocab.txt (`vocab`).
+std::unique_ptr<infer::text::HfTokenizer> Load(const std::string& path, const std::string& vocab) {
+  absl::StatusOr<std::unique_ptr<infer::text::HfTokenizer>> t;
+  if (!vocab.empty()) {
+    t = infer::text::BertTokenizerFromVocab(vocab, {});
+  } else if (std::filesystem::is_directory(path)) {
+    absl::StatusOr<infer::text::FolderTokenizer> folder = infer::text::LoadFolderTokenizer(path);
+    if (folder.ok()) {
+      t = std::move(folder->tokenizer);
+    } else {
+      t = folder.status();
+    }
+  } else {
+    t = infer::text::HfTokenizer::FromFile(path);
+  }
+  if (!t.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
+    return nullptr;
+  }
+  return *std::move(t);
+}
+
+// Every line of `corpus_path` through `hf`, `rounds` times, on `threads`
 // threads (each takes every threads-th line). `full`: the whole Encoding
 // (ids, type ids, tokens, offsets, masks: what Hugging Face's encode_batch
 // returns); otherwise the ids alone, the serving path.
-int CorpusBench(const std::string& tokenizer_path, const std::string& vocab_path,
-                const std::string& corpus_path, int rounds, int threads, bool full) {
-  std::unique_ptr<infer::WordPieceTokenizer> wordpiece;
-  std::unique_ptr<infer::text::HfTokenizer> hf;
-  if (!vocab_path.empty()) {
-    if (full) {
-      std::fprintf(stderr, "--full needs --tokenizer\n");
-      return 2;
-    }
-    auto t = infer::WordPieceTokenizer::FromVocabFile(vocab_path, {});
-    if (!t.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
-      return 1;
-    }
-    wordpiece = *std::move(t);
-  } else {
-    auto t = infer::text::HfTokenizer::FromFile(tokenizer_path);
-    if (!t.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
-      return 1;
-    }
-    hf = *std::move(t);
-  }
+int CorpusBench(const infer::text::HfTokenizer* hf, const std::string& corpus_path, int rounds,
+                int threads, bool full) {
   std::ifstream in(corpus_path);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
@@ -91,13 +94,8 @@ int CorpusBench(const std::string& tokenizer_path, const std::string& vocab_path
         auto e = hf->Encode(lines[i], std::nullopt, infer::text::EncodeOptions{});
         if (e.ok()) n += e->size();
       } else {
-        if (hf != nullptr) {
-          auto ids = hf->EncodeIds(lines[i], std::nullopt);  // the special tokens included
-          if (ids.ok()) n += ids->size();
-        } else {
-          auto ids = wordpiece->Encode(lines[i]);
-          if (ids.ok()) n += ids->size();
-        }
+        auto ids = hf->EncodeIds(lines[i], std::nullopt);  // the special tokens included
+        if (ids.ok()) n += ids->size();
       }
     }
     *tokens = n;
@@ -132,13 +130,14 @@ int main(int argc, char** argv) {
   int threads = 1;
   bool full = false;
   CLI::App app{
-      "tokenizer-bench: tokenizer cost on one thread (WordPiece per sentence, or a "
-      "tokenizer.json over a corpus)"};
-  app.add_option("--vocab", vocab, "vocab.txt of the model (WordPiece per sentence)");
+      "tokenizer-bench: tokenizer cost on one thread (per sentence), or over a corpus on one or "
+      "more threads"};
+  app.add_option("--tokenizer", tokenizer_path,
+                 "a tokenizer.json, or a model folder (its tokenizer.json, else vocab.txt)");
+  app.add_option("--vocab", vocab, "a BERT vocab.txt (instead of --tokenizer)");
   app.add_option("--words", words, "words per sentence")->delimiter(',');
   app.add_option("--seconds", seconds, "time per point")->capture_default_str();
-  app.add_option("--tokenizer", tokenizer_path, "a tokenizer.json (with --corpus)");
-  app.add_option("--corpus", corpus, "texts, one per line (with --tokenizer or --vocab)");
+  app.add_option("--corpus", corpus, "texts, one per line");
   app.add_option("--rounds", rounds, "passes over the corpus; the best is reported")
       ->capture_default_str();
   app.add_option("--threads", threads, "threads sharing the corpus")->capture_default_str();
@@ -146,22 +145,14 @@ int main(int argc, char** argv) {
                "the whole encoding (ids, type ids, tokens, offsets, masks), as Hugging Face's "
                "encode_batch returns it; default: the ids alone, as the server needs them");
   CLI11_PARSE(app, argc, argv);
-  if (!corpus.empty()) {
-    if (tokenizer_path.empty() == vocab.empty()) {
-      std::fprintf(stderr, "--corpus needs --tokenizer or --vocab\n");
-      return 2;
-    }
-    return CorpusBench(tokenizer_path, vocab, corpus, std::max(1, rounds), std::max(1, threads),
-                       full);
-  }
-  if (vocab.empty()) {
-    std::fprintf(stderr, "--vocab, or --tokenizer with --corpus, is required\n");
+  if (tokenizer_path.empty() == vocab.empty()) {
+    std::fprintf(stderr, "one of --tokenizer and --vocab is required\n");
     return 2;
   }
-  auto tokenizer = infer::WordPieceTokenizer::FromVocabFile(vocab, {});
-  if (!tokenizer.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(tokenizer.status().message()).c_str());
-    return 1;
+  const std::unique_ptr<infer::text::HfTokenizer> tokenizer = Load(tokenizer_path, vocab);
+  if (tokenizer == nullptr) return 1;
+  if (!corpus.empty()) {
+    return CorpusBench(tokenizer.get(), corpus, std::max(1, rounds), std::max(1, threads), full);
   }
   std::printf("| words | bytes | tokens | us per sentence | ns per token |\n");
   std::printf("|---:|---:|---:|---:|---:|\n");
@@ -173,7 +164,7 @@ int main(int argc, char** argv) {
     auto t1 = t0;
     do {
       for (int i = 0; i < 64; ++i) {
-        auto ids = (*tokenizer)->Encode(text);
+        auto ids = tokenizer->EncodeIds(text, std::nullopt);
         if (!ids.ok()) return 1;
         tokens = ids->size();
       }

@@ -9,8 +9,7 @@ One tokenizer per model type: WordPiece (all-MiniLM-L6-v2's real file), BPE
 (a byte-level BPE with Qwen's split pattern, trained here by tokenizers'
 trainer to 16,000 tokens) and Unigram (multilingual-e5-small's real file,
 250,002 pieces). Prints tokens/s for each and the ratio, the median over the
-rounds with their range; then MiniLM's tokenizer.json against the vocab.txt
-WordPiece the server used before it, ids alone, in lines per second.
+rounds with their range.
 
   .venv/bin/python bench/tokenizer_vs_hf.py [--repeats 5]
 
@@ -116,26 +115,6 @@ def main():
                          benchlib.spread_text(*ratio)])
     benchlib.table(["tokenizer", "threads", "ours tokens/s", "tokenizers tokens/s",
                     "ours / tokenizers"], rows)
-    # The vocab.txt WordPiece the server used before, on the same MiniLM and
-    # corpus, ids alone on both sides (the serving path), lines per second:
-    # the vocab.txt WordPiece gives fewer tokens on this corpus (it does not
-    # strip accents or marks outside Latin, Greek and Cyrillic as the
-    # original does), so tokens per second would flatter the tokenizer.json.
-    minilm = files["WordPiece (MiniLM)"]
-    if minilm:
-        vocab = os.path.join(os.path.dirname(minilm), "vocab.txt")
-
-        def run(extra):
-            out = subprocess.run([a.binary, "--corpus", corpus_path, "--rounds", "1"] + extra,
-                                 capture_output=True, text=True, check=True)
-            return {"lps": json.loads(out.stdout)["lines_per_s"]}
-
-        results = benchlib.interleaved(
-            lambda who: run(["--tokenizer", minilm] if who == "json" else ["--vocab", vocab]),
-            ["json", "vocab"], a.repeats)
-        ratio = benchlib.ratio_spread(results["json"], results["vocab"], lambda r: r["lps"])
-        print(f"MiniLM, one thread, ids alone, lines/s: tokenizer.json / vocab.txt WordPiece = "
-              f"{benchlib.spread_text(*ratio)}")
 
 
 if __name__ == "__main__":

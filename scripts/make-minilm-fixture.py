@@ -57,8 +57,12 @@ def main():
         model = model.to(a.device).eval()
         # Cut where sentence-transformers cuts: sentence_bert_config.json's
         # max_seq_length.
-        with open(os.path.join(a.model, "sentence_bert_config.json"), encoding="utf-8") as f:
-            max_length = json.load(f)["max_seq_length"]
+        # max_seq_length (none: the position table's 512).
+        st_config = os.path.join(a.model, "sentence_bert_config.json")
+        max_length = 512
+        if os.path.exists(st_config):
+            with open(st_config, encoding="utf-8") as f:
+                max_length = json.load(f)["max_seq_length"]
         batch = tok(text, padding=True, truncation=True, max_length=max_length,
                     return_tensors="pt").to(a.device)
         with torch.inference_mode():

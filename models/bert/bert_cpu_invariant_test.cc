@@ -15,7 +15,7 @@
 
 #include "models/bert/bert_cpu.h"
 #include "models/precision.h"
-#include "models/text/wordpiece.h"
+#include "models/text/load_tokenizer.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
@@ -43,9 +43,9 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
     auto d = BertEncoderCpu::Load(MiniLmDir(), o);
     ASSERT_THAT(d, IsOk());
     default_ = *std::move(d);
-    auto t = WordPieceTokenizer::FromVocabFile(MiniLmDir() + "/vocab.txt", {});
+    auto t = text::LoadFolderTokenizer(MiniLmDir());
     ASSERT_THAT(t, IsOk());
-    tokenizer_ = *std::move(t);
+    tokenizer_ = std::move(t->tokenizer);
   }
 
   // The embeddings of `sentences` encoded as one batch.
@@ -54,7 +54,8 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
     std::vector<std::vector<int64_t>> ids;
     int64_t seq = 0;
     for (const std::string& s : sentences) {
-      ids.push_back(*tokenizer_->Encode(s));
+      const std::vector<int32_t> row = *tokenizer_->EncodeIds(s, std::nullopt);
+      ids.emplace_back(row.begin(), row.end());
       seq = std::max<int64_t>(seq, static_cast<int64_t>(ids.back().size()));
     }
     std::vector<int64_t> flat, mask;
@@ -74,7 +75,7 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
   }
 
   std::unique_ptr<BertEncoderCpu> invariant_, default_;
-  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_;
 };
 
 // Sentences of 3 to 60 words, from a fixed seed.

@@ -161,8 +161,16 @@ absl::Status ConvertCheckpoint(const std::string& src, const std::string& dst,
                                const std::string& dtype) {
   INFER_ASSIGN_OR_RETURN(const auto tensors, ReadSafetensors(src + "/model.safetensors"));
   INFER_RETURN_IF_ERROR(MakeDir(dst));
-  for (const char* f : {"config.json", "vocab.txt"}) {
+  // config.json is needed; the tokenizer and sentence-transformers files
+  // are copied where the source has them, so the copy tokenizes, pools and
+  // limits its length as the original does.
+  for (const char* f :
+       {"config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+        "special_tokens_map.json", "sentence_bert_config.json", "1_Pooling/config.json"}) {
+    const bool required = std::string(f) == "config.json";
+    if (!required && !fs::exists(fs::path(src) / f)) continue;
     std::error_code ec;
+    fs::create_directories((fs::path(dst) / f).parent_path(), ec);
     fs::copy_file(fs::path(src) / f, fs::path(dst) / f, fs::copy_options::overwrite_existing, ec);
     if (ec)
       return absl::NotFoundError(absl::StrCat("cannot copy ", src, "/", f, ": ", ec.message()));

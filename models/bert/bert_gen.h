@@ -39,7 +39,10 @@ struct BertGenOptions {
 absl::Status GenerateBertCheckpoint(const std::string& dir, const BertGenOptions& options);
 
 // Copies the checkpoint in `src` to `dst` with model.safetensors stored as
-// `dtype` ("F16" halves it); config.json and vocab.txt are copied as they are.
+// `dtype` ("F16" halves it); config.json, and the tokenizer files
+// (tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.txt)
+// and sentence-transformers' (sentence_bert_config.json,
+// 1_Pooling/config.json) the source has, are copied as they are.
 // Integer buffers (position_ids) are dropped: the encoders do not read them.
 absl::Status ConvertCheckpoint(const std::string& src, const std::string& dst,
                                const std::string& dtype);

@@ -10,7 +10,7 @@
 
 #include "models/bert/bert_cpu.h"
 #include "models/half.h"
-#include "models/text/wordpiece.h"
+#include "models/text/load_tokenizer.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -52,11 +52,12 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
   EXPECT_EQ(w->config.num_hidden_layers, 2);
   EXPECT_EQ(w->layers.size(), 2u);
   EXPECT_EQ(w->word.size(), 300u * 32);
-  auto tok = WordPieceTokenizer::FromVocabFile(dir + "/vocab.txt", {});
+  auto tok = text::LoadFolderTokenizer(dir);
   ASSERT_THAT(tok, IsOk());
-  EXPECT_EQ((*tok)->vocab_size(), 300);
-  EXPECT_EQ((*tok)->pad_id(), 0);
-  auto ids = (*tok)->Encode("hello, world");
+  EXPECT_EQ(tok->source, dir + "/vocab.txt");
+  EXPECT_EQ(tok->tokenizer->vocab_size(), 300);
+  EXPECT_EQ(tok->tokenizer->pad_id(), 0);
+  auto ids = tok->tokenizer->EncodeIds("hello, world", std::nullopt);
   ASSERT_THAT(ids, IsOk());
   EXPECT_GE(ids->size(), 4u);  // [CLS] ... [SEP], pieces of known characters
   // Same seed, same weights; another seed, others.

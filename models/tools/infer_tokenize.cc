@@ -12,17 +12,22 @@
 // (--byte-offsets for bytes). For debugging a model's tokenization, and for
 // checking it against the original from outside.
 //
-//   infer-tokenize --tokenizer tokenizer.json [--pair] [--max-length N]
+// --tokenizer may also name a model folder: its tokenizer as the server loads
+// it (tokenizer.json, else vocab.txt; models/text/load_tokenizer.h).
+//
+//   infer-tokenize --tokenizer tokenizer.json|FOLDER [--pair] [--max-length N]
 //                  [--truncation-side right|left]
 //                  [--strategy longest_first|only_first|only_second]
 //                  [--no-special-tokens] [--byte-offsets] [--decode] [--ids-only]
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "models/text/hf_tokenizer.h"
+#include "models/text/load_tokenizer.h"
 
 namespace {
 
@@ -53,8 +58,11 @@ int main(int argc, char** argv) {
   int64_t max_length = -1;
   CLI::App app{
       "infer-tokenize: encode texts from stdin (one per line; with --pair a tab separates the "
-      "pair) with a Hugging Face tokenizer.json, one JSON line per text"};
-  app.add_option("--tokenizer", path, "the tokenizer.json")->required();
+      "pair) with a Hugging Face tokenizer.json or a model folder's tokenizer, one JSON line per "
+      "text"};
+  app.add_option("--tokenizer", path,
+                 "a tokenizer.json, or a model folder (its tokenizer.json, else its vocab.txt)")
+      ->required();
   app.add_flag("--pair", pair, "each line is TEXT<tab>PAIR");
   app.add_option("--max-length", max_length, "truncate to this many tokens, specials included");
   app.add_option("--truncation-side", side, "right (default) or left")
@@ -69,7 +77,20 @@ int main(int argc, char** argv) {
                "add \"decoded\": the ids decoded back to text, special tokens skipped");
   CLI11_PARSE(app, argc, argv);
 
-  auto tokenizer = HfTokenizer::FromFile(path);
+  // A folder: its tokenizer as the server loads it (tokenizer.json, else
+  // vocab.txt with tokenizer_config.json's options); a file: that
+  // tokenizer.json.
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> tokenizer;
+  if (std::filesystem::is_directory(path)) {
+    absl::StatusOr<infer::text::FolderTokenizer> folder = infer::text::LoadFolderTokenizer(path);
+    if (folder.ok()) {
+      tokenizer = std::move(folder->tokenizer);
+    } else {
+      tokenizer = folder.status();
+    }
+  } else {
+    tokenizer = HfTokenizer::FromFile(path);
+  }
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "infer-tokenize: %s\n", tokenizer.status().ToString().c_str());
     return 1;

