@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
@@ -155,6 +156,30 @@ TEST(VocabTxtOptionsTest, AgreesWithTheReferenceOnTheRealVocabulary) {
     ++checked;
   }
   EXPECT_GE(checked, 20);
+}
+
+// The family fixtures (tests/fixtures/families, made by transformers with
+// models/tools/make_family_fixtures.py): each folder's tokenizer gives the
+// ids transformers' models were run on.
+TEST(FamilyFixturesTest, FolderTokenizersGiveTheRecordedIds) {
+  for (const char* family : {"xlm-roberta", "mpnet", "modernbert", "qwen3"}) {
+    const std::string dir = ::infer::testing::FixturePath(std::string("families/") + family);
+    auto t = LoadFolderTokenizer(dir);
+    ASSERT_THAT(t, IsOk()) << family;
+    EXPECT_EQ(t->source, dir + "/tokenizer.json");
+    std::ifstream in(dir + "/reference.json");
+    ASSERT_TRUE(in.good()) << dir;
+    const nlohmann::json ref = nlohmann::json::parse(in);
+    int checked = 0;
+    for (const nlohmann::json& input : ref["inputs"]) {
+      if (input["text"].is_null()) continue;
+      EXPECT_EQ(Ids(*t->tokenizer, input["text"].get<std::string>()),
+                input["ids"].get<std::vector<int32_t>>())
+          << family << ": " << input["text"];
+      ++checked;
+    }
+    EXPECT_GE(checked, 5) << family;
+  }
 }
 
 }  // namespace

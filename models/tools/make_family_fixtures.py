@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Reference fixtures for the transformer families, made by `transformers`'
+own model classes: small random-weight checkpoints of XLM-RoBERTa, MPNet,
+ModernBERT and Qwen3 (as the decoder embedder), each saved as a Hugging Face
+folder with a tokenizer.json and sentence-transformers' pooling files, and
+`transformers`' outputs on a fixed multilingual input set.
+
+  python3 models/tools/make_family_fixtures.py [--out tests/fixtures/families]
+
+Run outside the README's two commands, in a virtual environment with torch,
+transformers and tokenizers (pip install torch transformers safetensors). What
+it writes is committed; the tests read the files and need none of these.
+
+For each family, FOLDER/<family>/ holds:
+  config.json, model.safetensors (F32)   the checkpoint (save_pretrained)
+  tokenizer.json, tokenizer_config.json  a tokenizer trained here by
+                                         `tokenizers`' own trainer, in the
+                                         family's style (Unigram for XLM-R,
+                                         WordPiece for MPNet, byte-level BPE
+                                         for ModernBERT and Qwen3)
+  modules.json, 1_Pooling/config.json,   sentence-transformers' description
+  sentence_bert_config.json              (pooling, max_seq_length)
+  reference.json                         per input: its text (or null for
+                                         an ids-only input), ids, pooling
+  reference.safetensors                  per input i: hidden_i (last hidden
+                                         states, [tokens, hidden], F32) and
+                                         embedding_i (pooled, L2-normalised)
+
+Each input is run alone (batch of one, no padding), in FP32 on the CPU,
+eager attention. The inputs cover a single token, the longest sequence the
+position table allows, and mixed scripts; ModernBERT's local attention
+window (16) is shorter than its longer inputs, and Qwen3 has one KV head
+(grouped-query attention) and causal attention with last-token pooling.
+Weights use initializer_range 0.2 so that attention is far from uniform
+and errors show.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration"))
+
+import tokenizer_corpus  # noqa: E402
+
+VOCAB = 1000
+TEXTS = [
+    "A man is playing a guitar.",
+    "Ein Mann spielt Gitarre, und die Straße ist laut!",
+    "Человек играет на гитаре.",
+    "一个男人在弹吉他。",
+    "رجل يعزف على الغيتار",
+    "नमस्ते दुनिया 👍🏽 ok",
+    "x",
+]
+
+
+def train_corpus():
+    return tokenizer_corpus.lines(3000, seed=5) + TEXTS * 20
+
+
+def unigram_tokenizer(max_length):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import decoders
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(" {2,}", " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.train_from_iterator(train_corpus(), trainers.UnigramTrainer(
+        vocab_size=VOCAB, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        unk_token="<unk>"))
+    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", bos), ("</s>", eos)])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    return tok, {"bos": bos, "eos": eos, "pad": tok.token_to_id("<pad>")}
+
+
+def wordpiece_tokenizer(specials, template_cls, template_sep):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import decoders
+    tok = Tokenizer(models.WordPiece(unk_token=specials[3]))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(train_corpus(), trainers.WordPieceTrainer(
+        vocab_size=VOCAB, special_tokens=specials))
+    cls, sep = tok.token_to_id(template_cls), tok.token_to_id(template_sep)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{template_cls} $A {template_sep}",
+        pair=f"{template_cls} $A {template_sep} {template_sep} $B {template_sep}",
+        special_tokens=[(template_cls, cls), (template_sep, sep)])
+    tok.decoder = decoders.WordPiece()
+    return tok, {"bos": cls, "eos": sep, "pad": tok.token_to_id(specials[1])}
+
+
+QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+                r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def bytelevel_tokenizer(specials, single, pair):
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+    from tokenizers import decoders, trainers
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.train_from_iterator(train_corpus(), trainers.BpeTrainer(
+        vocab_size=VOCAB, special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    ids = {s: tok.token_to_id(s) for s in specials}
+    used = [s for s in specials if s in single or s in pair]
+    tok.post_processor = processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=[(s, ids[s]) for s in used])
+    tok.decoder = decoders.ByteLevel()
+    return tok, ids
+
+
+def families():
+    """name -> (make model, tokenizer, pooling, max tokens)."""
+    import transformers as tf
+    def eager(cls, config, **kwargs):
+        config._attn_implementation = "eager"
+        return cls(config, **kwargs)
+
+    # (vocab_size: the tokenizer's, which a trainer may take past VOCAB to
+    # keep every character of the corpus.)
+    common = dict(hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                  initializer_range=0.2)
+
+    def xlmr():
+        tok, ids = unigram_tokenizer(64)
+        config = tf.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2, max_position_embeddings=66,
+                                     type_vocab_size=1, pad_token_id=ids["pad"],
+                                     bos_token_id=ids["bos"], eos_token_id=ids["eos"], **common)
+        return eager(tf.XLMRobertaModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    def mpnet():
+        tok, ids = wordpiece_tokenizer(["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>")
+        config = tf.MPNetConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2, max_position_embeddings=66,
+                                relative_attention_num_buckets=32, pad_token_id=ids["pad"],
+                                bos_token_id=ids["bos"], eos_token_id=ids["eos"], **common)
+        return eager(tf.MPNetModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    def modernbert():
+        tok, ids = bytelevel_tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                                       "[CLS] $A [SEP]", "[CLS] $A [SEP] $B [SEP]")
+        config = tf.ModernBertConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=3, max_position_embeddings=128,
+                                     global_attn_every_n_layers=3, local_attention=16,
+                                     pad_token_id=ids["[PAD]"], cls_token_id=ids["[CLS]"],
+                                     sep_token_id=ids["[SEP]"], bos_token_id=ids["[CLS]"],
+                                     eos_token_id=ids["[SEP]"], **common)
+        return eager(tf.ModernBertModel, config), tok, "mean", 128
+
+    def qwen3():
+        tok, ids = bytelevel_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                       "$A <|endoftext|>", "$A <|endoftext|> $B <|endoftext|>")
+        config = tf.Qwen3Config(vocab_size=tok.get_vocab_size(), num_hidden_layers=2, num_key_value_heads=1, head_dim=16,
+                                max_position_embeddings=128, rope_theta=1000000.0,
+                                rms_norm_eps=1e-6, tie_word_embeddings=True,
+                                pad_token_id=ids["<|endoftext|>"],
+                                eos_token_id=ids["<|endoftext|>"], **common)
+        return eager(tf.Qwen3Model, config), tok, "lasttoken", 128
+
+    return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3}
+
+
+def long_text(tok, max_tokens):
+    """A text whose encoding fills exactly max_tokens positions (cut there)."""
+    words = " ".join(tokenizer_corpus.lines(200, seed=9))
+    tok.enable_truncation(max_tokens)
+    ids = tok.encode(words).ids
+    tok.no_truncation()
+    return words, ids
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "tests", "fixtures", "families"))
+    a = ap.parse_args()
+    import torch
+    from safetensors.torch import save_file
+    for name, make in families().items():
+        torch.manual_seed(0)
+        model, tok, pooling, max_tokens = make()
+        model = model.float().eval()
+        folder = os.path.join(a.out, name)
+        os.makedirs(os.path.join(folder, "1_Pooling"), exist_ok=True)
+        model.save_pretrained(folder, safe_serialization=True)
+        tok.save(os.path.join(folder, "tokenizer.json"))
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"model_max_length": max_tokens}, f, indent=1)
+        with open(os.path.join(folder, "sentence_bert_config.json"), "w") as f:
+            json.dump({"max_seq_length": max_tokens, "do_lower_case": False}, f, indent=1)
+        with open(os.path.join(folder, "modules.json"), "w") as f:
+            json.dump([{"idx": 0, "name": "0", "path": "", "type":
+                        "sentence_transformers.models.Transformer"},
+                       {"idx": 1, "name": "1", "path": "1_Pooling", "type":
+                        "sentence_transformers.models.Pooling"},
+                       {"idx": 2, "name": "2", "path": "2_Normalize", "type":
+                        "sentence_transformers.models.Normalize"}], f, indent=1)
+        with open(os.path.join(folder, "1_Pooling", "config.json"), "w") as f:
+            json.dump({"word_embedding_dimension": 64,
+                       "pooling_mode_cls_token": False,
+                       "pooling_mode_mean_tokens": pooling == "mean",
+                       "pooling_mode_lasttoken": pooling == "lasttoken"}, f, indent=1)
+        inputs = [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS]
+        text, ids = long_text(tok, max_tokens)
+        inputs.append({"text": None, "ids": ids, "note": f"the longest: {max_tokens} tokens"})
+        inputs.append({"text": None, "ids": inputs[0]["ids"][:1], "note": "a single token"})
+        tensors, records = {}, []
+        for i, item in enumerate(inputs):
+            x = torch.tensor([item["ids"]], dtype=torch.long)
+            with torch.no_grad():
+                h = model(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state[0]
+            pooled = h.mean(0) if pooling == "mean" else h[-1]
+            tensors[f"hidden_{i}"] = h.contiguous()
+            tensors[f"embedding_{i}"] = torch.nn.functional.normalize(pooled, dim=0).contiguous()
+            records.append({k: v for k, v in item.items()})
+        save_file(tensors, os.path.join(folder, "reference.safetensors"))
+        with open(os.path.join(folder, "reference.json"), "w", encoding="utf-8") as f:
+            json.dump({"family": name, "pooling": pooling, "dtype": "float32",
+                       "transformers": __import__("transformers").__version__,
+                       "torch": torch.__version__, "inputs": records}, f, ensure_ascii=False,
+                      indent=1)
+        print(f"{name}: {len(records)} inputs, lengths "
+              f"{[len(r['ids']) for r in records]} -> {folder}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
