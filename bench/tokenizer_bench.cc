@@ -21,7 +21,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -54,19 +53,9 @@ std::string Sentence(int words) {
 
 // A tokenizer.json or model folder (`path`), or a vocab.txt (`vocab`).
 std::unique_ptr<infer::text::HfTokenizer> Load(const std::string& path, const std::string& vocab) {
-  absl::StatusOr<std::unique_ptr<infer::text::HfTokenizer>> t;
-  if (!vocab.empty()) {
-    t = infer::text::BertTokenizerFromVocab(vocab, {});
-  } else if (std::filesystem::is_directory(path)) {
-    absl::StatusOr<infer::text::FolderTokenizer> folder = infer::text::LoadFolderTokenizer(path);
-    if (folder.ok()) {
-      t = std::move(folder->tokenizer);
-    } else {
-      t = folder.status();
-    }
-  } else {
-    t = infer::text::HfTokenizer::FromFile(path);
-  }
+  absl::StatusOr<std::unique_ptr<infer::text::HfTokenizer>> t =
+      vocab.empty() ? infer::text::LoadTokenizer(path)
+                    : infer::text::BertTokenizerFromVocab(vocab, {});
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
     return nullptr;

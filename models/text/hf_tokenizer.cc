@@ -216,12 +216,6 @@ Encoding HfTokenizer::EncodeOne(absl::string_view text, int32_t type_id, int8_t 
   }
   e.Reserve(count);
   for (Piece& p : pieces) {
-    if (!p.tokens.has_value()) {
-      tokens.clear();
-      model_->Tokenize(p.normalized.get(), &tokens);
-      p.tokens = std::move(tokens);
-      tokens = {};
-    }
     for (Token& tok : *p.tokens) {
       Offsets o = p.normalized.ToOriginal(tok.offsets.start, tok.offsets.end).value_or(tok.offsets);
       if (chars.has_value()) o = chars->Convert(o);

@@ -1,5 +1,6 @@
 #include "models/text/load_tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -144,6 +145,12 @@ absl::StatusOr<FolderTokenizer> LoadFolderTokenizer(const std::string& dir) {
     if (v >= 1 && v <= 1e6) out.model_max_length = static_cast<int64_t>(v);
   }
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadTokenizer(const std::string& path) {
+  if (!std::filesystem::is_directory(path)) return HfTokenizer::FromFile(path);
+  INFER_ASSIGN_OR_RETURN(FolderTokenizer folder, LoadFolderTokenizer(path));
+  return std::move(folder.tokenizer);
 }
 
 }  // namespace infer::text

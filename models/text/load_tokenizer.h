@@ -57,6 +57,10 @@ struct FolderTokenizer {
 // that is malformed.
 absl::StatusOr<FolderTokenizer> LoadFolderTokenizer(const std::string& dir);
 
+// `path` as the tools take it: a model folder (its tokenizer, as above) or a
+// tokenizer.json file.
+absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadTokenizer(const std::string& path);
+
 }  // namespace infer::text
 
 #endif  // INFER_MODELS_TEXT_LOAD_TOKENIZER_H_

@@ -21,7 +21,6 @@
 //                  [--no-special-tokens] [--byte-offsets] [--decode] [--ids-only]
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -80,17 +79,7 @@ int main(int argc, char** argv) {
   // A folder: its tokenizer as the server loads it (tokenizer.json, else
   // vocab.txt with tokenizer_config.json's options); a file: that
   // tokenizer.json.
-  absl::StatusOr<std::unique_ptr<HfTokenizer>> tokenizer;
-  if (std::filesystem::is_directory(path)) {
-    absl::StatusOr<infer::text::FolderTokenizer> folder = infer::text::LoadFolderTokenizer(path);
-    if (folder.ok()) {
-      tokenizer = std::move(folder->tokenizer);
-    } else {
-      tokenizer = folder.status();
-    }
-  } else {
-    tokenizer = HfTokenizer::FromFile(path);
-  }
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> tokenizer = infer::text::LoadTokenizer(path);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "infer-tokenize: %s\n", tokenizer.status().ToString().c_str());
     return 1;
