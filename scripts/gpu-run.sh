@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Runs on a machine with an NVIDIA GPU, from the repository root, after
-# scripts/gpu-pack.sh made .device/bundle.tar.xz on a build machine:
+# scripts/gpu-pack.sh made .device/bundle.tar.xz and .device/minilm.tar.xz on
+# a build machine. Each is copied over in a call of its own (together they
+# pass a call's 64 MiB): first `scripts/gpu-run.sh --stage-model` with
+# .device/minilm.tar.xz (unpacks the weights into /tmp/infer-device-model and
+# returns), then, while the machine is still warm, `scripts/gpu-run.sh` with
+# .device/bundle.tar.xz. With both files present, one call does it all. It runs:
 #   - sentence-transformers' MiniLM embeddings computed on this GPU
 #     (scripts/make-minilm-fixture.py, needs torch + transformers), which the
 #     GPU tests then compare our CUDA encoder against;
@@ -14,7 +19,21 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=/tmp/infer-device
+MODEL=/tmp/infer-device-model
+if [ -e .device/minilm.tar.xz ]; then
+  rm -rf "$MODEL" && mkdir -p "$MODEL" && tar -C "$MODEL" -xJf .device/minilm.tar.xz || exit 1
+fi
+if [ "${1:-}" = "--stage-model" ]; then
+  [ -d "$MODEL/minilm" ] && echo "gpu-run: MiniLM staged in $MODEL" && exit 0
+  echo "gpu-run: --stage-model needs .device/minilm.tar.xz" >&2
+  exit 1
+fi
+if [ ! -d "$MODEL/minilm" ]; then
+  echo "gpu-run: no MiniLM: copy .device/minilm.tar.xz first (scripts/gpu-run.sh --stage-model)" >&2
+  exit 1
+fi
 rm -rf "$D" && mkdir -p "$D" && tar -C "$D" -xJf .device/bundle.tar.xz || exit 1
+ln -s "$MODEL/minilm" "$D/minilm"
 export LD_LIBRARY_PATH="$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export INFER_SERVER_BINARY="$D/bin/infer-server"
 # Some tests name built files by their build-tree path (infer-bench, the fake
