@@ -102,7 +102,7 @@ echo "--- embedded_engine cuda:0"
 echo "--- infer-server on cuda:0 (embed_pool and MiniLM)"
 REPO=/tmp/gpu-repo
 rm -rf "$REPO" && mkdir -p "$REPO" && cp -r examples/model_repository/embed_pool "$REPO/"
-cp -r "$D/minilm" "$REPO/minilm"
+cp -rL "$D/minilm" "$REPO/minilm"
 printf 'backend: "bert"\nmax_batch_size: 32\n' > "$REPO/minilm/config.pbtxt"
 "$D/bin/infer-server" --device cuda:0 --grpc-address 127.0.0.1:0 --http-address 127.0.0.1:0 --model-repository "$REPO" \
   > "$LOGS/server.log" 2>&1 &
