@@ -1,10 +1,13 @@
 #include "runtime/json_parse.h"
 
 #include <cstddef>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/quote.h"
+#include "runtime/status_macros.h"
 
 namespace infer {
 namespace {
@@ -80,6 +83,14 @@ absl::StatusOr<json> ParseJson(absl::string_view text, absl::string_view what, i
         absl::StrCat(what, " is not valid JSON (at byte ", handler.error_byte(), ")"));
   }
   return root;
+}
+
+absl::StatusOr<std::optional<json>> ParseOptionalJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::optional<json>();
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFER_ASSIGN_OR_RETURN(json j, ParseJson(text, path));
+  return std::optional<json>(std::move(j));
 }
 
 std::string QuoteJson(const json& value) {

@@ -16,6 +16,7 @@
 #define INFER_RUNTIME_JSON_PARSE_H_
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,11 @@ inline constexpr int kMaxJsonDepth = 64;
 // opens, whatever follows it.
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text, absl::string_view what,
                                          int max_depth = kMaxJsonDepth);
+
+// The file at `path` parsed as above (named by its path in errors); nullopt
+// when it does not exist or cannot be opened (a model folder's optional
+// files: tokenizer_config.json, sentence_bert_config.json, ...).
+absl::StatusOr<std::optional<nlohmann::json>> ParseOptionalJsonFile(const std::string& path);
 
 // A parsed value for an error message, bounded whatever its size: numbers,
 // booleans and null as JSON writes them, a string quoted (Quote, so cut

@@ -1,8 +1,6 @@
 #include "models/bert/bert_model.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -36,11 +34,8 @@ Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
 // 1_Pooling/config.json (mean when the file is absent).
 absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) {
   const std::string path = dir + "/1_Pooling/config.json";
-  std::ifstream in(path);
-  if (!in) return BertPooling::kMean;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  absl::StatusOr<nlohmann::json> parsed = ParseJson(text, path);
-  if (!parsed.ok()) return parsed.status();
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  if (!parsed.has_value()) return BertPooling::kMean;
   const nlohmann::json& j = *parsed;
   auto flag = [&](const char* key) {
     return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
@@ -55,10 +50,9 @@ absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) 
 // field is absent).
 absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::string& dir) {
   const std::string path = dir + "/sentence_bert_config.json";
-  std::ifstream in(path);
-  if (!in) return std::optional<int64_t>();
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  INFER_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, path));
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  if (!parsed.has_value()) return std::optional<int64_t>();
+  nlohmann::json& j = *parsed;
   if (!j.is_object() || !j.contains("max_seq_length") || j["max_seq_length"].is_null()) {
     return std::optional<int64_t>();
   }

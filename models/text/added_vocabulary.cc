@@ -31,6 +31,8 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalize
     const AddedToken& t = tokens_[i];
     by_content_[t.content] = static_cast<int32_t>(i);
     by_id_[t.id] = static_cast<int32_t>(i);
+    // A content given twice counts as special if any of its entries is.
+    if (t.special) special_contents_.insert(t.content);
     if (t.normalized && normalizer != nullptr) {
       NormalizedString s(t.content);
       normalizer->Normalize(&s);
@@ -59,18 +61,7 @@ std::optional<int32_t> AddedVocabulary::Find(absl::string_view content) const {
 }
 
 bool AddedVocabulary::IsSpecial(absl::string_view content) const {
-  auto it = by_content_.find(content);
-  if (it != by_content_.end() && tokens_[it->second].special) return true;
-  // A content given twice counts as special if any of its entries is.
-  for (const AddedToken& t : tokens_) {
-    if (t.special && t.content == content) return true;
-  }
-  return false;
-}
-
-const AddedToken* AddedVocabulary::ById(int32_t id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : &tokens_[it->second];
+  return special_contents_.contains(content);
 }
 
 const std::string* AddedVocabulary::TokenString(int32_t id) const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "models/text/normalizers.h"
 #include "models/text/pre_tokenizers.h"
@@ -75,6 +76,7 @@ class AddedVocabulary {
   std::vector<std::string> strings_;                      // per token: what TokenString gives
   absl::flat_hash_map<std::string, int32_t> by_content_;  // -> index
   absl::flat_hash_map<int32_t, int32_t> by_id_;           // -> index
+  absl::flat_hash_set<std::string> special_contents_;     // of the tokens marked special
   Trie raw_;         // normalized false: matched on the text as sent
   Trie normalized_;  // normalized true: matched after normalization
 };

@@ -74,6 +74,44 @@ absl::StatusOr<std::vector<AddedToken>> AddedTokensFromJson(const nlohmann::json
   return out;
 }
 
+// How many positions of a text (n1) and of its pair (n2) a truncation keeps,
+// as the original decides it, `added` special tokens aside. INVALID_ARGUMENT
+// where the original refuses: no room for the special tokens, only_second
+// without a pair, or a sequence too short to remove enough from.
+using KeptLengths = std::pair<size_t, size_t>;
+absl::StatusOr<KeptLengths> Kept(size_t n1, size_t n2, bool is_pair, const Truncation& tr,
+                                 size_t added) {
+  if (tr.max_length < added) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncation to ", tr.max_length, " leaves no room for the ", added, " special tokens"));
+  }
+  const size_t room = tr.max_length - added;
+  const size_t total = n1 + n2;
+  if (total <= room) return KeptLengths{n1, n2};
+  const size_t to_remove = total - room;
+  if (tr.strategy == TruncationStrategy::kLongestFirst) {
+    if (!is_pair) return KeptLengths{room, 0};
+    // The longer is cut first, down to an even share, as the original.
+    size_t a = n1, b = n2;
+    const bool swap = a > b;
+    if (swap) std::swap(a, b);
+    b = a > room ? a : std::max(a, room - a);
+    if (a + b > room) {
+      a = room / 2;
+      b = a + room % 2;
+    }
+    if (swap) std::swap(a, b);
+    return KeptLengths{a, b};
+  }
+  const bool first = tr.strategy == TruncationStrategy::kOnlyFirst;
+  if (!first && !is_pair) return absl::InvalidArgumentError("truncation only_second needs a pair");
+  const size_t target = first ? n1 : n2;
+  if (target <= to_remove) {
+    return absl::InvalidArgumentError("the sequence to truncate is too short to meet max_length");
+  }
+  return first ? KeptLengths{n1 - to_remove, n2} : KeptLengths{n1, n2 - to_remove};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromFile(const std::string& path) {
@@ -241,54 +279,15 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(absl::string_view text,
   encodings.push_back(EncodeOne(text, 0, 0, options.char_offsets));
   if (pair.has_value()) encodings.push_back(EncodeOne(*pair, 1, 1, options.char_offsets));
   if (options.truncation.has_value()) {
-    const Truncation& tr = *options.truncation;
-    size_t max_length = tr.max_length;
     const size_t added = post_processor_ && options.add_special_tokens
                              ? post_processor_->AddedTokens(pair.has_value())
                              : 0;
-    if (max_length < added) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "truncation to ", max_length, " leaves no room for the ", added, " special tokens"));
-    }
-    max_length -= added;
-    Encoding& a = encodings[0];
     Encoding* b = pair.has_value() ? &encodings[1] : nullptr;
-    const size_t total = a.size() + (b != nullptr ? b->size() : 0);
-    if (total > max_length) {
-      const size_t to_remove = total - max_length;
-      if (tr.strategy == TruncationStrategy::kLongestFirst) {
-        if (b == nullptr) {
-          a.Truncate(max_length, tr.left);
-        } else {
-          // The longer is cut first, down to an even share, as the original.
-          size_t n1 = a.size(), n2 = b->size();
-          const bool swap = n1 > n2;
-          if (swap) std::swap(n1, n2);
-          if (n1 > max_length) {
-            n2 = n1;
-          } else {
-            n2 = std::max(n1, max_length - n1);
-          }
-          if (n1 + n2 > max_length) {
-            n1 = max_length / 2;
-            n2 = n1 + max_length % 2;
-          }
-          if (swap) std::swap(n1, n2);
-          a.Truncate(n1, tr.left);
-          b->Truncate(n2, tr.left);
-        }
-      } else {
-        Encoding* target = tr.strategy == TruncationStrategy::kOnlyFirst ? &a : b;
-        if (target == nullptr) {
-          return absl::InvalidArgumentError("truncation only_second needs a pair");
-        }
-        if (target->size() <= to_remove) {
-          return absl::InvalidArgumentError(
-              "the sequence to truncate is too short to meet max_length");
-        }
-        target->Truncate(target->size() - to_remove, tr.left);
-      }
-    }
+    INFER_ASSIGN_OR_RETURN(const KeptLengths kept,
+                           Kept(encodings[0].size(), b != nullptr ? b->size() : 0, b != nullptr,
+                                *options.truncation, added));
+    encodings[0].Truncate(kept.first, options.truncation->left);
+    if (b != nullptr) b->Truncate(kept.second, options.truncation->left);
   }
   if (post_processor_) post_processor_->Process(&encodings, options.add_special_tokens);
   Encoding out = std::move(encodings[0]);
@@ -313,36 +312,17 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::EncodeIds(
     for (const Token& t : tokens) ids.push_back(t.id);
   }
   if (truncation.has_value()) {
-    // One text: every strategy but only_second cuts it, as Encode does.
-    if (truncation->strategy == TruncationStrategy::kOnlySecond) {
-      return absl::InvalidArgumentError("truncation only_second needs a pair");
-    }
     const size_t added = post_processor_ ? post_processor_->AddedTokens(false) : 0;
-    if (truncation->max_length < added) {
-      return absl::InvalidArgumentError(absl::StrCat("truncation to ", truncation->max_length,
-                                                     " leaves no room for the ", added,
-                                                     " special tokens"));
-    }
-    const size_t keep = truncation->max_length - added;
-    if (ids.size() > keep) {
-      if (truncation->strategy == TruncationStrategy::kOnlyFirst && keep == 0) {
-        return absl::InvalidArgumentError(
-            "the sequence to truncate is too short to meet max_length");
-      }
-      if (truncation->left) {
-        ids.erase(ids.begin(), ids.end() - keep);
-      } else {
-        ids.resize(keep);
-      }
+    INFER_ASSIGN_OR_RETURN(const KeptLengths kept,
+                           Kept(ids.size(), 0, /*is_pair=*/false, *truncation, added));
+    if (truncation->left) {
+      ids.erase(ids.begin(), ids.end() - kept.first);
+    } else {
+      ids.resize(kept.first);
     }
   }
   if (post_processor_) post_processor_->ProcessIds(&ids);
   return ids;
-}
-
-absl::StatusOr<std::vector<int64_t>> HfTokenizer::Encode(absl::string_view text) const {
-  INFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, EncodeIds(text, std::nullopt));
-  return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
 }  // namespace infer::text

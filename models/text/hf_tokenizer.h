@@ -62,16 +62,10 @@ class HfTokenizer final : public Tokenizer {
       absl::string_view text, const std::optional<Truncation>& truncation) const override;
   // Through the file's decoder (without one, the tokens joined with spaces).
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
-  size_t SpecialTokens(bool is_pair) const override {
-    return post_processor_ ? post_processor_->AddedTokens(is_pair) : 0;
-  }
   int64_t pad_id() const override { return pad_id_; }
   // Above every id Encode can give: the model's, the added tokens' and the
   // post-processor's.
   int64_t vocab_size() const override { return vocab_size_; }
-
-  // EncodeIds without truncation, widened (tools and benchmarks).
-  absl::StatusOr<std::vector<int64_t>> Encode(absl::string_view text) const;
 
   std::optional<int32_t> TokenToId(absl::string_view token) const;
   const std::string* IdToToken(int32_t id) const;

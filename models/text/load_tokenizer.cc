@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -15,17 +14,13 @@
 namespace infer::text {
 namespace {
 
-bool Exists(const std::string& path) { return std::ifstream(path).good(); }
-
 // tokenizer_config.json, or an empty object when the folder has none.
 absl::StatusOr<nlohmann::json> TokenizerConfig(const std::string& dir) {
   const std::string path = dir + "/tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) return nlohmann::json::object();
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  INFER_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, path));
-  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not an object"));
-  return j;
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> j, ParseOptionalJsonFile(path));
+  if (!j.has_value()) return nlohmann::json::object();
+  if (!j->is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not an object"));
+  return *std::move(j);
 }
 
 absl::StatusOr<std::optional<bool>> ConfigBool(const nlohmann::json& config, const char* key,
@@ -122,10 +117,10 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> BertTokenizerFromVocab(
 absl::StatusOr<FolderTokenizer> LoadFolderTokenizer(const std::string& dir) {
   INFER_ASSIGN_OR_RETURN(nlohmann::json config, TokenizerConfig(dir));
   FolderTokenizer out;
-  if (Exists(dir + "/tokenizer.json")) {
+  if (std::filesystem::exists(dir + "/tokenizer.json")) {
     out.source = dir + "/tokenizer.json";
     INFER_ASSIGN_OR_RETURN(out.tokenizer, HfTokenizer::FromFile(out.source));
-  } else if (Exists(dir + "/vocab.txt")) {
+  } else if (std::filesystem::exists(dir + "/vocab.txt")) {
     out.source = dir + "/vocab.txt";
     BertVocabOptions options;
     INFER_ASSIGN_OR_RETURN(std::optional<bool> lower, ConfigBool(config, "do_lower_case", dir));

@@ -45,9 +45,6 @@ class Tokenizer {
   // with skip_special_tokens, the special tokens.
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
 
-  // How many special tokens a text (is_pair false) or a pair gets: what a
-  // truncation must leave room for.
-  virtual size_t SpecialTokens(bool is_pair) const = 0;
   // The id a padded position holds.
   virtual int64_t pad_id() const = 0;
   // How many ids there are: every id Encode gives is below it.

@@ -13,26 +13,14 @@
 namespace infer::text {
 namespace {
 
-const icu::Normalizer2& Instance(bool compat) {
+const icu::Normalizer2& Icu(NormalForm form) {
   // ICU's singletons live for the process; failure means ICU's data is
   // missing, which no tokenizer could survive.
   UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* n =
-      compat ? icu::Normalizer2::getNFKDInstance(err) : icu::Normalizer2::getNFDInstance(err);
-  if (U_FAILURE(err) || n == nullptr) std::abort();
-  return *n;
-}
-
-const icu::Normalizer2& Composer() {
-  UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(err);
-  if (U_FAILURE(err) || n == nullptr) std::abort();
-  return *n;
-}
-
-const icu::Normalizer2& CompatComposer() {
-  UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* n = icu::Normalizer2::getNFKCInstance(err);
+  const icu::Normalizer2* n = form == NormalForm::kNfd    ? icu::Normalizer2::getNFDInstance(err)
+                              : form == NormalForm::kNfkd ? icu::Normalizer2::getNFKDInstance(err)
+                              : form == NormalForm::kNfc  ? icu::Normalizer2::getNFCInstance(err)
+                                                          : icu::Normalizer2::getNFKCInstance(err);
   if (U_FAILURE(err) || n == nullptr) std::abort();
   return *n;
 }
@@ -59,7 +47,8 @@ void Decompose(char32_t c, bool compat, std::vector<char32_t>* out) {
     return;
   }
   icu::UnicodeString d;
-  if (!Instance(compat).getDecomposition(static_cast<UChar32>(c), d)) {
+  if (!Icu(compat ? NormalForm::kNfkd : NormalForm::kNfd)
+           .getDecomposition(static_cast<UChar32>(c), d)) {
     out->push_back(c);
     return;
   }
@@ -122,7 +111,7 @@ std::vector<CharChange> Recompose(const std::vector<CharChange>& in) {
   bool has_composee = false;
   CharChange composee{};
   int last_ccc = -1;  // -1: none since the composee
-  const icu::Normalizer2& nfc = Composer();
+  const icu::Normalizer2& nfc = Icu(NormalForm::kNfc);
   for (const CharChange& ch : in) {
     const int cls = CombiningClass(ch.c);
     if (!has_composee) {
@@ -344,10 +333,7 @@ void AppendLowercase(char32_t c, std::vector<char32_t>* out) {
 }
 
 bool IsNormalized(absl::string_view s, NormalForm form) {
-  const icu::Normalizer2& n = form == NormalForm::kNfd    ? Instance(false)
-                              : form == NormalForm::kNfkd ? Instance(true)
-                              : form == NormalForm::kNfc  ? Composer()
-                                                          : CompatComposer();
+  const icu::Normalizer2& n = Icu(form);
   UErrorCode err = U_ZERO_ERROR;
   const bool yes =
       n.isNormalizedUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())), err);
