@@ -328,13 +328,8 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
     return std::make_unique<ReplaceDecoder>(std::move(pattern), std::move(content));
   }
   if (type == "Sequence") {
-    auto list = j.find("decoders");
-    if (list == j.end() || !list->is_array()) return FieldError(type, "decoders", "an array");
-    std::vector<std::unique_ptr<Decoder>> parts;
-    for (const nlohmann::json& part : *list) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> d, DecoderFromJson(part));
-      parts.push_back(std::move(d));
-    }
+    INFER_ASSIGN_OR_RETURN(auto parts,
+                           ComponentList<Decoder>(j, type, "decoders", DecoderFromJson));
     return std::make_unique<SequenceDecoder>(std::move(parts));
   }
   return absl::InvalidArgumentError(absl::StrCat("decoder type \"", type, "\" is not supported"));

@@ -5,9 +5,12 @@
 #define INFER_MODELS_TEXT_JSON_FIELDS_H_
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,6 +64,25 @@ inline absl::StatusOr<int64_t> OptionalInt(const nlohmann::json& j, const std::s
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_number_integer()) return FieldError(type, field, "an integer");
   return it->get<int64_t>();
+}
+
+// The components of a Sequence: the array `field` of `j`, each element
+// through `from_json` (the component's own factory, which returns
+// StatusOr<std::unique_ptr<T>>); the first error is returned as it is.
+template <typename T, typename FromJson>
+absl::StatusOr<std::vector<std::unique_ptr<T>>> ComponentList(const nlohmann::json& j,
+                                                              const std::string& type,
+                                                              const char* field,
+                                                              FromJson from_json) {
+  auto list = j.find(field);
+  if (list == j.end() || !list->is_array()) return FieldError(type, field, "an array");
+  std::vector<std::unique_ptr<T>> parts;
+  for (const nlohmann::json& part : *list) {
+    absl::StatusOr<std::unique_ptr<T>> p = from_json(part);
+    if (!p.ok()) return p.status();
+    parts.push_back(*std::move(p));
+  }
+  return parts;
 }
 
 }  // namespace infer::text

@@ -180,13 +180,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
     return std::make_unique<PrependNormalizer>(std::move(prepend));
   }
   if (type == "Sequence") {
-    auto list = j.find("normalizers");
-    if (list == j.end() || !list->is_array()) return FieldError(type, "normalizers", "an array");
-    std::vector<std::unique_ptr<Normalizer>> parts;
-    for (const nlohmann::json& part : *list) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<Normalizer> n, NormalizerFromJson(part));
-      parts.push_back(std::move(n));
-    }
+    INFER_ASSIGN_OR_RETURN(auto parts,
+                           ComponentList<Normalizer>(j, type, "normalizers", NormalizerFromJson));
     return std::make_unique<SequenceNormalizer>(std::move(parts));
   }
   return absl::InvalidArgumentError(

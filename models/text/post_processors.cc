@@ -326,13 +326,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(const nlohm
   }
   if (type == "TemplateProcessing") return TemplateProcessorFromJson(j);
   if (type == "Sequence") {
-    auto list = j.find("processors");
-    if (list == j.end() || !list->is_array()) return FieldError(type, "processors", "an array");
-    std::vector<std::unique_ptr<PostProcessor>> parts;
-    for (const nlohmann::json& part : *list) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<PostProcessor> p, PostProcessorFromJson(part));
-      parts.push_back(std::move(p));
-    }
+    INFER_ASSIGN_OR_RETURN(
+        auto parts, ComponentList<PostProcessor>(j, type, "processors", PostProcessorFromJson));
     return std::make_unique<SequenceProcessor>(std::move(parts));
   }
   return absl::InvalidArgumentError(

@@ -343,13 +343,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const nlohman
     return std::make_unique<SplitPreTokenizer>(std::move(pattern), b, invert);
   }
   if (type == "Sequence") {
-    auto list = j.find("pretokenizers");
-    if (list == j.end() || !list->is_array()) return FieldError(type, "pretokenizers", "an array");
-    std::vector<std::unique_ptr<PreTokenizer>> parts;
-    for (const nlohmann::json& part : *list) {
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<PreTokenizer> p, PreTokenizerFromJson(part));
-      parts.push_back(std::move(p));
-    }
+    INFER_ASSIGN_OR_RETURN(
+        auto parts, ComponentList<PreTokenizer>(j, type, "pretokenizers", PreTokenizerFromJson));
     return std::make_unique<SequencePreTokenizer>(std::move(parts));
   }
   return absl::InvalidArgumentError(
