@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
       o.precision = *precision;
       auto bert = infer::BertModel::Create(o, (*engine)->context());
       if (bert.ok()) {
-        vocab = (*bert)->encoder().config().vocab_size;
+        vocab = (*bert)->encoder().spec().vocab_size;
         model = std::unique_ptr<infer::Model>(std::move(*bert));
       } else {
         model = bert.status();

@@ -29,8 +29,8 @@
 #include <random>
 #include <vector>
 
-#include "models/bert/bert_encoder.h"
-#include "models/bert/load_encoder.h"
+#include "models/transformer/encoder.h"
+#include "models/transformer/load_encoder.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/compute_stream.h"
 #include "runtime/device.h"
@@ -78,14 +78,14 @@ absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequ
 
 // Median milliseconds of `runs` timed passes over `batches` (after one
 // warm-up pass).
-absl::StatusOr<double> Time(const infer::BertEncoder& encoder, infer::Device* device,
+absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder, infer::Device* device,
                             infer::Stream* stream, std::vector<DeviceBatch>& batches, int runs) {
   std::vector<double> ms;
   for (int r = 0; r <= runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     for (DeviceBatch& b : batches) {
       absl::Status st =
-          encoder.Encode(stream, b.view, infer::BertPooling::kMean, true, b.output.as<float>());
+          encoder.Encode(stream, b.view, infer::Pooling::kMean, true, b.output.as<float>());
       if (st.ok()) st = device->SynchronizeStream(stream);
       if (!st.ok()) return st;
     }
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
   std::string graphs = "on", invariant = "off";
-  int64_t graph_max_tokens = infer::BertGraphOptions().max_tokens;
+  int64_t graph_max_tokens = infer::EncoderGraphOptions().max_tokens;
   int runs = 5, threads = 0;
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
   app.add_option("--checkpoint", dir, "folder with config.json and model.safetensors")->required();
@@ -144,20 +144,18 @@ int main(int argc, char** argv) {
   auto stream = infer::ComputeStream::Create(device->get(), allocator->get());
   if (!stream.ok()) return Fail(stream.status());
   const infer::DeviceContext context{device->get(), allocator->get(), staging->get()};
-  infer::BertEncoderOptions options;
+  infer::EncoderOptions options;
   options.precision = *precision;
   options.graphs.enabled = graphs == "on";
   options.graphs.max_tokens = graph_max_tokens;
   options.batch_invariant = invariant == "on";
-  auto encoder = infer::LoadBertEncoder(dir, context, options);
+  auto encoder = infer::LoadEncoder(dir, context, options);
   if (!encoder.ok()) return Fail(encoder.status());
-  const infer::BertConfig& c = (*encoder)->config();
+  const infer::TransformerSpec& c = (*encoder)->spec();
   const std::string precision_used = infer::PrecisionName((*encoder)->precision());
-  std::printf("encoder-bench on %s (%s, %s; %s): hidden %lld, %lld layers, %lld heads\n\n",
-              device_spec.c_str(), (*device)->info().name.c_str(), precision_used.c_str(),
-              (*encoder)->Implementation().c_str(), static_cast<long long>(c.hidden_size),
-              static_cast<long long>(c.num_hidden_layers),
-              static_cast<long long>(c.num_attention_heads));
+  std::printf("encoder-bench on %s (%s, %s; %s): %s\n\n", device_spec.c_str(),
+              (*device)->info().name.c_str(), precision_used.c_str(),
+              (*encoder)->Implementation().c_str(), c.Describe().c_str());
   nlohmann::json out = {{"device", (*device)->info().name},
                         {"precision", precision_used},
                         {"implementation", (*encoder)->Implementation()},
@@ -183,7 +181,7 @@ int main(int argc, char** argv) {
             return Fail(absl::InvalidArgumentError("token id outside the vocabulary"));
           }
         }
-        if (static_cast<int64_t>(seqs.back().size()) > c.max_position_embeddings) {
+        if (static_cast<int64_t>(seqs.back().size()) > c.MaxSequenceLength()) {
           return Fail(absl::InvalidArgumentError("sequence longer than the model's positions"));
         }
         tokens += static_cast<int64_t>(seqs.back().size());
@@ -210,10 +208,13 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1);
     for (int64_t b : batches) {
       for (int64_t len : lengths) {
-        if (len > c.max_position_embeddings) continue;
+        if (len > c.MaxSequenceLength()) continue;
         std::vector<std::vector<int64_t>> seqs(b, std::vector<int64_t>(len));
+        // Ids past the first 1000 (BERT's unused and special tokens) where
+        // the vocabulary is that large.
+        const int64_t first = c.vocab_size > 2000 ? 1000 : 0;
         for (auto& s : seqs) {
-          for (auto& id : s) id = 1000 + rng() % (c.vocab_size - 1000);
+          for (auto& id : s) id = first + static_cast<int64_t>(rng() % (c.vocab_size - first));
         }
         auto batch = upload(seqs);
         if (!batch.ok()) return Fail(batch.status());

@@ -175,7 +175,19 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::e
   try {
     // In order: y = x·W + b, then GELU, then the old y added.
     dnnl::post_ops post;
-    if (o.gelu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    switch (o.activation) {
+      case LinearActivation::kNone:
+        break;
+      case LinearActivation::kGelu:
+        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+        break;
+      case LinearActivation::kGeluTanh:
+        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+        break;
+      case LinearActivation::kSilu:  // swish with alpha 1: x * sigmoid(x)
+        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+        break;
+    }
     if (o.accumulate) post.append_sum(1.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(post);
@@ -205,7 +217,11 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::e
     dnnl::reorder(plain, op->weights_).execute(stream, plain, op->weights_);
     stream.wait();
     op->bias_ = dnnl::memory(bias_desc, engine);
-    std::memcpy(op->bias_.get_data_handle(), b, o.out * sizeof(float));
+    if (b != nullptr) {
+      std::memcpy(op->bias_.get_data_handle(), b, o.out * sizeof(float));
+    } else {
+      std::memset(op->bias_.get_data_handle(), 0, o.out * sizeof(float));
+    }
     op->weight_bytes_ = static_cast<int64_t>(weights_desc.get_size() + bias_desc.get_size());
   } catch (const dnnl::error& e) {
     return FromError(e, what);
@@ -275,7 +291,11 @@ absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(
     op->gamma_ = dnnl::memory(param, engine);
     op->beta_ = dnnl::memory(param, engine);
     std::memcpy(op->gamma_.get_data_handle(), gamma, hidden * sizeof(float));
-    std::memcpy(op->beta_.get_data_handle(), beta, hidden * sizeof(float));
+    if (beta != nullptr) {
+      std::memcpy(op->beta_.get_data_handle(), beta, hidden * sizeof(float));
+    } else {
+      std::memset(op->beta_.get_data_handle(), 0, hidden * sizeof(float));
+    }
   } catch (const dnnl::error& e) {
     return FromError(e, absl::StrCat("layer normalization [", hidden, "]"));
   }

@@ -56,11 +56,15 @@ int64_t NextPiece(int64_t rows);
 enum class ElementType { kF32, kBf16 };
 size_t ElementBytes(ElementType type);
 
+// An activation fused after the bias: GELU (erf form), GELU (tanh
+// approximation), SiLU.
+enum class LinearActivation { kNone, kGelu, kGeluTanh, kSilu };
+
 struct LinearOptions {
   int64_t in = 0, out = 0;
   ElementType input = ElementType::kF32;  // the activations and the weights
   ElementType output = ElementType::kF32;
-  bool gelu = false;        // erf GELU on the result (after the bias)
+  LinearActivation activation = LinearActivation::kNone;  // on the result, after the bias
   bool accumulate = false;  // dst += result (the residual add) instead of dst = result
   // > 0: batch-invariant mode, pieces of exactly this many rows (see above).
   int64_t fixed_rows = 0;
@@ -69,8 +73,8 @@ struct LinearOptions {
 // y[rows, out] (=|+=) act(x[rows, in] · W^T + b), W as [out, in].
 class OnednnLinear {
  public:
-  // `w` is [out, in] FP32 (Hugging Face's layout), `b` [out]. Converted to
-  // the input type and reordered once. FAILED_PRECONDITION naming the ISA when
+  // `w` is [out, in] FP32 (Hugging Face's layout), `b` [out] or null (no
+  // bias). Converted to the input type and reordered once. FAILED_PRECONDITION naming the ISA when
   // oneDNN has no kernel for the types on this CPU.
   static absl::StatusOr<std::unique_ptr<OnednnLinear>> Create(const dnnl::engine& engine,
                                                               const LinearOptions& options,
@@ -107,7 +111,8 @@ class OnednnLinear {
 // x[rows, hidden] = LayerNorm(x) * gamma + beta, FP32, in place.
 class OnednnLayerNorm {
  public:
-  // `fixed_rows` > 0: batch-invariant mode, as for OnednnLinear.
+  // `beta` null: none (zero). `fixed_rows` > 0: batch-invariant mode, as for
+  // OnednnLinear.
   static absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> Create(const dnnl::engine& engine,
                                                                  int64_t hidden, float epsilon,
                                                                  const float* gamma,

@@ -32,10 +32,6 @@ class Uploader {
   absl::StatusOr<DeviceBuffer> Float(const std::vector<float>& v) {
     return Copy(v.data(), v.size() * sizeof(float));
   }
-  absl::StatusOr<DeviceBuffer> FloatOwned(std::vector<float> v) {
-    floats_.push_back(std::move(v));
-    return Float(floats_.back());
-  }
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -50,16 +46,19 @@ class Uploader {
   const DeviceContext& context_;
   Stream* const stream_;
   std::vector<std::vector<uint16_t>> halves_;
-  std::vector<std::vector<float>> floats_;
   int64_t bytes_ = 0;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(
-    const BertWeights& w, const DeviceContext& context, const BertGraphOptions& graphs) {
-  const BertConfig& c = w.config;
-  const int64_t head_dim = c.hidden_size / c.num_attention_heads;
+absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
+    const TransformerWeights& w, const DeviceContext& context, const EncoderGraphOptions& graphs) {
+  const TransformerSpec& c = w.spec;
+  if (!c.IsBertShaped()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CUDA encoder computes BERT-shaped models; not ", c.Describe()));
+  }
+  const int64_t head_dim = c.head_dim;
   if (!cuda::PackedAttentionSupports(head_dim) || c.hidden_size > cuda::kMaxLayerNormHidden) {
     return absl::FailedPreconditionError(
         absl::StrCat("the CUDA encoder handles head sizes 32, 64 and 128 and hidden sizes up to ",
@@ -67,34 +66,38 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(
                      " and hidden size ", c.hidden_size));
   }
   std::unique_ptr<BertEncoderCuda> m(new BertEncoderCuda(context));
-  m->config_ = c;
+  m->spec_ = c;
   INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream(StreamKind::kCopy));
   Uploader up(context, m->weights_stream_.get());
-  auto linear = [&](const BertWeights::Linear& l, Linear* out) -> absl::Status {
+  auto linear = [&](const TransformerWeights::Linear& l, Linear* out) -> absl::Status {
     out->out = l.out;
     out->in = l.in;
     INFER_ASSIGN_OR_RETURN(out->w, up.Half(l.w));
     INFER_ASSIGN_OR_RETURN(out->b, up.Float(l.b));
     return absl::OkStatus();
   };
-  auto norm = [&](const BertWeights::Norm& n, Norm* out) -> absl::Status {
+  auto norm = [&](const TransformerWeights::Norm& n, Norm* out) -> absl::Status {
     INFER_ASSIGN_OR_RETURN(out->gamma, up.Float(n.gamma));
     INFER_ASSIGN_OR_RETURN(out->beta, up.Float(n.beta));
     return absl::OkStatus();
   };
   INFER_ASSIGN_OR_RETURN(m->word_, up.Half(w.word));
-  INFER_ASSIGN_OR_RETURN(m->position_, up.Half(w.position));
+  // The table from the first position past the offset (RoBERTa's
+  // pad_token_id + 1), so that row p is position p.
+  INFER_ASSIGN_OR_RETURN(m->position_,
+                         up.Half(std::vector<float>(
+                             w.position.begin() + c.position_offset * c.hidden_size,
+                             w.position.end())));
   INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type));
   INFER_RETURN_IF_ERROR(norm(w.embed_norm, &m->embed_norm_));
   m->layers_.resize(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {
-    const BertWeights::Layer& src = w.layers[i];
+    const TransformerWeights::Layer& src = w.layers[i];
     Layer& dst = m->layers_[i];
     dst.qkv.out = 3 * c.hidden_size;
     dst.qkv.in = c.hidden_size;
-    BertWeights::Linear qkv = FusedQkv(src);
-    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(qkv.w));
-    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.FloatOwned(std::move(qkv.b)));
+    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(src.qkv.w));
+    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.Float(src.qkv.b));
     INFER_RETURN_IF_ERROR(linear(src.attn_out, &dst.attn_out));
     INFER_RETURN_IF_ERROR(linear(src.ffn_in, &dst.ffn_in));
     INFER_RETURN_IF_ERROR(linear(src.ffn_out, &dst.ffn_out));
@@ -106,18 +109,18 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> BertEncoderCuda::Create(
   m->weight_bytes_ = up.bytes();
   if (graphs.enabled) {
     const BertCudaGraphs::Shape shape{
-        c.hidden_size, std::max(3 * c.hidden_size, c.intermediate_size), c.max_position_embeddings};
+        c.hidden_size, std::max(3 * c.hidden_size, c.intermediate_size), c.MaxSequenceLength()};
     const BertEncoderCuda* self = m.get();  // the graphs die first (declared last)
     INFER_ASSIGN_OR_RETURN(
         m->graphs_, BertCudaGraphs::Create(context, graphs, shape,
                                            [self](Stream* stream, const PackedSequencesView& batch,
                                                   const BertCudaGraphs::Scratch& scratch,
-                                                  BertPooling pooling, bool normalize, float* out) {
+                                                  Pooling pooling, bool normalize, float* out) {
                                              return self->Forward(stream, batch, scratch, pooling,
                                                                   normalize, out);
                                            }));
   }
-  return std::unique_ptr<BertEncoder>(std::move(m));
+  return std::unique_ptr<TransformerEncoder>(std::move(m));
 }
 
 std::string BertEncoderCuda::Implementation() const {
@@ -142,8 +145,8 @@ int64_t BertEncoderCuda::PeakBytes(const BatchShape& shape) const {
   if (tokens == 0) return 0;
   // A batch a graph replays computes in the graphs' resident buffers.
   if (graphs_ != nullptr && graphs_->Covers(shape.rows, tokens)) return 0;
-  const int64_t work_cols = std::max(3 * config_.hidden_size, config_.intermediate_size);
-  return 2 * CachingAllocator::BlockBytes(tokens * config_.hidden_size * half) +
+  const int64_t work_cols = std::max(3 * spec_.hidden_size, spec_.intermediate_size);
+  return 2 * CachingAllocator::BlockBytes(tokens * spec_.hidden_size * half) +
          CachingAllocator::BlockBytes(tokens * work_cols * half);
 }
 
@@ -161,8 +164,8 @@ absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, 
 }
 
 absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
-                                     BertPooling pooling, bool normalize, float* out) const {
-  const BertConfig& c = config_;
+                                     Pooling pooling, bool normalize, float* out) const {
+  const TransformerSpec& c = spec_;
   const int64_t rows = packed.rows, tokens = packed.tokens, h = c.hidden_size;
   if (rows == 0) return absl::OkStatus();
   if (NativeCublasHandle(stream) == nullptr) {
@@ -190,17 +193,17 @@ absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& 
 }
 
 absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
-                                      const BertCudaGraphs::Scratch& scratch, BertPooling pooling,
+                                      const BertCudaGraphs::Scratch& scratch, Pooling pooling,
                                       bool normalize, float* out) const {
-  const BertConfig& c = config_;
+  const TransformerSpec& c = spec_;
   const int64_t rows = packed.rows, tokens = packed.tokens;
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
-  const int64_t heads = c.num_attention_heads, dh = h / heads;
+  const int64_t heads = c.num_heads, dh = c.head_dim;
   cudaStream_t s = NativeCudaStream(stream);
   auto* xh = static_cast<__half*>(scratch.x);
   auto* ctxh = static_cast<__half*>(scratch.ctx);
   auto* workh = static_cast<__half*>(scratch.work);
-  const auto eps = static_cast<float>(c.layer_norm_eps);
+  const auto eps = static_cast<float>(c.norm_eps);
   INFER_RETURN_IF_CUDA_ERROR(
       cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, word_.as<__half>(),
                                  position_.as<__half>(), token_type_.as<__half>(),
@@ -231,7 +234,7 @@ absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView&
         "residual LayerNorm kernel");
   }
   INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, xh, packed.offsets, rows, h,
-                                                    pooling == BertPooling::kCls, normalize, out),
+                                                    pooling == Pooling::kCls, normalize, out),
                              "pooling kernel");
   return absl::OkStatus();
 }

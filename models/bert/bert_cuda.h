@@ -1,4 +1,8 @@
-// BertEncoderCuda: the BERT encoder (models/bert/bert_encoder.h) on a CUDA GPU.
+// BertEncoderCuda: the transformer encoder (models/transformer/encoder.h) on
+// a CUDA GPU, for BERT-shaped specs (TransformerSpec::IsBertShaped: bert,
+// roberta, xlm-roberta, camembert). The other families' blocks (rotary
+// positions, pre-norm, RMSNorm, gated FFNs, grouped KV heads, masks) run on
+// the CPU encoder only for now.
 // Weights are stored in FP16 (Q, K and V fused into one [3*hidden, hidden]
 // matrix; biases and LayerNorm parameters in FP32); GEMMs run on tensor cores
 // through cublasGemmEx (FP16 inputs and outputs, FP32 accumulation).
@@ -15,11 +19,11 @@
 // the call's stream. cuBLAS uses the compute stream's own permanent
 // workspace (runtime/compute_stream.h); Encode needs a compute stream.
 //
-// Small batches (up to BertGraphOptions::max_tokens real tokens) replay a
+// Small batches (up to EncoderGraphOptions::max_tokens real tokens) replay a
 // CUDA graph of the whole pass instead (models/bert/bert_cuda_graphs.h), using
 // buffers held from load (ResidentBytes) rather than per-batch ones.
 //
-// Only built with CUDA (INFER_WITH_CUDA). Thread-safety: see BertEncoder.
+// Only built with CUDA (INFER_WITH_CUDA). Thread-safety: see TransformerEncoder.
 #ifndef INFER_MODELS_BERT_BERT_CUDA_H_
 #define INFER_MODELS_BERT_BERT_CUDA_H_
 
@@ -27,23 +31,25 @@
 #include <vector>
 
 #include "models/bert/bert_cuda_graphs.h"
-#include "models/bert/bert_encoder.h"
+#include "models/transformer/encoder.h"
+#include "models/transformer/transformer_weights.h"
 
 namespace infer {
 
-class BertEncoderCuda final : public BertEncoder {
+class BertEncoderCuda final : public TransformerEncoder {
  public:
-  // Converts `weights` to FP16 and uploads them. FAILED_PRECONDITION when a
-  // dimension is one the kernels do not handle (head sizes other than 32, 64
+  // Converts `weights` to FP16 and uploads them. FAILED_PRECONDITION for a
+  // spec that is not BERT-shaped, or when a dimension is one the kernels do
+  // not handle (head sizes other than 32, 64
   // and 128, hidden sizes over 8192); RESOURCE_EXHAUSTED when the weights do
   // not fit the allocator's budget.
   // With graphs.enabled, also allocates the graphs' buffers and runs one
   // pass to load the kernels (models/bert/bert_cuda_graphs.h).
-  static absl::StatusOr<std::unique_ptr<BertEncoder>> Create(
-      const BertWeights& weights, const DeviceContext& context,
-      const BertGraphOptions& graphs = BertGraphOptions());
+  static absl::StatusOr<std::unique_ptr<TransformerEncoder>> Create(
+      const TransformerWeights& weights, const DeviceContext& context,
+      const EncoderGraphOptions& graphs = EncoderGraphOptions());
 
-  const BertConfig& config() const override { return config_; }
+  const TransformerSpec& spec() const override { return spec_; }
   Precision precision() const override { return Precision::kFp16; }
   std::string Implementation() const override;
   int64_t WeightBytes() const override { return weight_bytes_; }
@@ -51,7 +57,7 @@ class BertEncoderCuda final : public BertEncoder {
   // Null when graphs are off.
   const BertCudaGraphs* graphs() const { return graphs_.get(); }
   int64_t PeakBytes(const BatchShape& shape) const override;
-  absl::Status Encode(Stream* stream, const PackedSequencesView& batch, BertPooling pooling,
+  absl::Status Encode(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                       bool normalize, float* out) const override;
 
  private:
@@ -72,10 +78,10 @@ class BertEncoderCuda final : public BertEncoder {
   absl::Status Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l, void* y) const;
   // Enqueues the pass over `packed` with the given activation buffers.
   absl::Status Forward(Stream* stream, const PackedSequencesView& packed,
-                       const BertCudaGraphs::Scratch& scratch, BertPooling pooling, bool normalize,
+                       const BertCudaGraphs::Scratch& scratch, Pooling pooling, bool normalize,
                        float* out) const;
 
-  BertConfig config_;
+  TransformerSpec spec_;
   DeviceContext context_;
   std::unique_ptr<Stream> weights_stream_;
   DeviceBuffer word_, position_, token_type_;  // FP16

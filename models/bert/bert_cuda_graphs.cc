@@ -24,7 +24,7 @@ int64_t GraphClass(int64_t n, int64_t min, int64_t max) {
 }
 
 absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
-    const DeviceContext& context, const BertGraphOptions& options, const Shape& shape,
+    const DeviceContext& context, const EncoderGraphOptions& options, const Shape& shape,
     Forward forward) {
   const int64_t t = options.max_tokens;
   if (t < 1 || shape.work_cols < 1 || t > (int64_t{1} << 31) / (shape.work_cols + 2)) {
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
   INFER_RETURN_IF_CUDA_ERROR(
       cudaMemsetAsync(g->input_.get(), 0, layout.bytes(), NativeCudaStream(p)), "cudaMemsetAsync");
   INFER_RETURN_IF_ERROR(g->forward_(p, warm, {g->x_.get(), g->ctx_.get(), g->work_.get()},
-                                    BertPooling::kMean, true, g->output_.as<float>()));
+                                    Pooling::kMean, true, g->output_.as<float>()));
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(p));
   return g;
 }
@@ -121,7 +121,7 @@ absl::Status BertCudaGraphs::Capture(const Key& key) {
 }
 
 absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batch,
-                                 BertPooling pooling, bool normalize, float* out) {
+                                 Pooling pooling, bool normalize, float* out) {
   const int64_t rows = GraphClass(batch.rows, 1, max_tokens_);
   const int64_t tokens = GraphClass(batch.tokens, kMinTokenClass, max_tokens_);
   if (!Covers(batch.rows, batch.tokens)) {

@@ -49,7 +49,7 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
-#include "models/bert/bert_encoder.h"
+#include "models/transformer/encoder.h"
 #include "runtime/compute_stream.h"
 
 namespace infer {
@@ -71,7 +71,7 @@ class BertCudaGraphs {
   // [batch.rows, hidden] FP32 to `out`; only stream operations, so it can be
   // captured.
   using Forward = std::function<absl::Status(Stream* stream, const PackedSequencesView& batch,
-                                             const Scratch& scratch, BertPooling pooling,
+                                             const Scratch& scratch, Pooling pooling,
                                              bool normalize, float* out)>;
   struct Shape {
     int64_t hidden = 0;
@@ -90,7 +90,7 @@ class BertCudaGraphs {
   // budget; INVALID_ARGUMENT for max_tokens < 1 or over what the kernels
   // index. `forward` must outlive this object.
   static absl::StatusOr<std::unique_ptr<BertCudaGraphs>> Create(const DeviceContext& context,
-                                                                const BertGraphOptions& options,
+                                                                const EncoderGraphOptions& options,
                                                                 const Shape& shape,
                                                                 Forward forward);
   // Waits for the last replay before the buffers go back to the allocator.
@@ -110,11 +110,11 @@ class BertCudaGraphs {
   // replay (or the eager pass and capture, for a class's first batch), copy
   // the [batch.rows, hidden] FP32 result to `out`. Errors are CUDA's
   // (CudaStatus: a sticky one is DeviceLostError).
-  absl::Status Run(Stream* stream, const PackedSequencesView& batch, BertPooling pooling,
+  absl::Status Run(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                    bool normalize, float* out);
 
  private:
-  using Key = std::tuple<int64_t, int64_t, BertPooling, bool>;  // rows, tokens classes
+  using Key = std::tuple<int64_t, int64_t, Pooling, bool>;  // rows, tokens classes
   BertCudaGraphs() = default;
   // The graph buffers seen as a batch of `rows` x `tokens` classes.
   PackedSequencesView View(int64_t rows, int64_t tokens) const;

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_cuda.h"
 #include "models/bert/bert_gen.h"
-#include "models/bert/load_encoder.h"
+#include "models/transformer/load_encoder.h"
 #include "runtime/compute_stream.h"
 #include "tests/testing/cuda_arrays.h"
 #include "tests/testing/status_matchers.h"
@@ -96,14 +96,14 @@ class BertCudaGraphsTest : public ::testing::Test {
     ASSERT_THAT(GenerateBertCheckpoint(dir_, g), IsOk());
     hidden_ = g.config.hidden_size;
     vocab_ = g.config.vocab_size;
-    BertEncoderOptions o;
+    EncoderOptions o;
     o.graphs.enabled = false;
-    auto eager = LoadBertEncoder(dir_, device_->context(), o);
+    auto eager = LoadEncoder(dir_, device_->context(), o);
     ASSERT_THAT(eager, IsOk());
     eager_ = *std::move(eager);
     o.graphs.enabled = true;
     o.graphs.max_tokens = kMaxTokens;
-    auto graphed = LoadBertEncoder(dir_, device_->context(), o);
+    auto graphed = LoadEncoder(dir_, device_->context(), o);
     ASSERT_THAT(graphed, IsOk());
     graphed_ = *std::move(graphed);
     for (ComputeStream* s : {&a_, &b_}) {
@@ -118,11 +118,11 @@ class BertCudaGraphsTest : public ::testing::Test {
   }
 
   // Enqueues `batch` on `stream` through `encoder` into a new output buffer.
-  float* Enqueue(const BertEncoder& encoder, const DeviceBatch& batch, Stream* stream) {
+  float* Enqueue(const TransformerEncoder& encoder, const DeviceBatch& batch, Stream* stream) {
     outputs_.push_back(std::make_unique<DeviceArray<float>>(batch.view().rows * hidden_));
     float* out = outputs_.back()->get();
     EXPECT_EQ(outputs_.back()->status(), cudaSuccess);
-    EXPECT_THAT(encoder.Encode(stream, batch.view(), BertPooling::kMean, true, out), IsOk());
+    EXPECT_THAT(encoder.Encode(stream, batch.view(), Pooling::kMean, true, out), IsOk());
     return out;
   }
 
@@ -150,7 +150,7 @@ class BertCudaGraphsTest : public ::testing::Test {
   std::unique_ptr<TestDevice> device_;
   std::string dir_;
   int64_t hidden_ = 0, vocab_ = 0;
-  std::unique_ptr<BertEncoder> eager_, graphed_;
+  std::unique_ptr<TransformerEncoder> eager_, graphed_;
   ComputeStream a_, b_;
   std::vector<std::unique_ptr<DeviceArray<float>>> outputs_;
 };
@@ -216,9 +216,9 @@ TEST_F(BertCudaGraphsTest, TheBuffersAreHeldFromTheAllocatorAndCounted) {
   const int64_t activations = kMaxTokens * (2 * hidden_ + 512) * 2;
   EXPECT_GT(graphed_->ResidentBytes(), activations);
   EXPECT_LE(graphed_->ResidentBytes(), device_->allocator->stats().allocated_bytes);
-  BertEncoderOptions o;
+  EncoderOptions o;
   o.graphs.max_tokens = 0;
-  EXPECT_THAT(LoadBertEncoder(dir_, device_->context(), o),
+  EXPECT_THAT(LoadEncoder(dir_, device_->context(), o),
               ::infer::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                          "CUDA graphs for batches of up to 0 tokens"));
 }

@@ -1,6 +1,7 @@
 // The bert family in the model registry (models/registry.h): a Hugging Face
-// BERT checkpoint folder (config.json, model.safetensors, and tokenizer.json
-// or vocab.txt).
+// transformer checkpoint folder (config.json of any family
+// models/transformer/transformer_spec.h lists, model.safetensors, and
+// tokenizer.json or vocab.txt) served as a sentence encoder.
 #include <memory>
 #include <utility>
 
@@ -29,11 +30,16 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
                            : absl::StrCat(model_dir, "/", it->second);
   }
   if (auto it = params.find("pooling"); it != params.end()) {
-    if (it->second != "mean" && it->second != "cls") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter 'pooling' = '", it->second, "' is not mean or cls"));
+    if (it->second == "mean") {
+      o.pooling = Pooling::kMean;
+    } else if (it->second == "cls") {
+      o.pooling = Pooling::kCls;
+    } else if (it->second == "last_token") {
+      o.pooling = Pooling::kLastToken;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter 'pooling' = '", it->second, "' is not mean, cls or last_token"));
     }
-    o.pooling = it->second == "cls" ? BertPooling::kCls : BertPooling::kMean;
   }
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "batch_invariant", &o.batch_invariant));

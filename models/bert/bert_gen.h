@@ -2,7 +2,7 @@
 // model.safetensors, vocab.txt) with seeded weights, for tests and for
 // performance work at shapes no bundled model has (BERT-base, BERT-large);
 // and conversion of a real checkpoint to FP16 storage (half the bytes).
-// Both write folders that BertEncoderCpu, the served "bert" backend and
+// Both write folders that TransformerEncoderCpu, the served "bert" backend and
 // transformers.BertModel all load. Thread-compatible.
 #ifndef INFER_MODELS_BERT_BERT_GEN_H_
 #define INFER_MODELS_BERT_BERT_GEN_H_

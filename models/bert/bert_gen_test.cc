@@ -8,7 +8,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "models/bert/bert_cpu.h"
+#include "models/transformer/encoder_cpu.h"
+#include "models/transformer/transformer_weights.h"
 #include "models/half.h"
 #include "models/text/load_tokenizer.h"
 #include "tests/testing/status_matchers.h"
@@ -46,10 +47,10 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
   o.config = *BertPreset("tiny");
   o.config.vocab_size = 300;
   ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
-  auto w = LoadBertWeights(dir);
+  auto w = LoadTransformerWeights(dir);
   ASSERT_THAT(w, IsOk());
-  EXPECT_EQ(w->config.hidden_size, 32);
-  EXPECT_EQ(w->config.num_hidden_layers, 2);
+  EXPECT_EQ(w->spec.hidden_size, 32);
+  EXPECT_EQ(w->spec.num_layers, 2);
   EXPECT_EQ(w->layers.size(), 2u);
   EXPECT_EQ(w->word.size(), 300u * 32);
   auto tok = text::LoadFolderTokenizer(dir);
@@ -64,10 +65,10 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
   const std::string again =
       ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_tiny_again";
   ASSERT_THAT(GenerateBertCheckpoint(again, o), IsOk());
-  EXPECT_EQ(LoadBertWeights(again)->layers[1].ffn_in.w, w->layers[1].ffn_in.w);
+  EXPECT_EQ(LoadTransformerWeights(again)->layers[1].ffn_in.w, w->layers[1].ffn_in.w);
   o.seed = 2;
   ASSERT_THAT(GenerateBertCheckpoint(again, o), IsOk());
-  EXPECT_NE(LoadBertWeights(again)->layers[1].ffn_in.w, w->layers[1].ffn_in.w);
+  EXPECT_NE(LoadTransformerWeights(again)->layers[1].ffn_in.w, w->layers[1].ffn_in.w);
 }
 
 TEST(BertGenTest, Fp16ConversionHalvesTheFileAndKeepsTheEmbeddings) {
@@ -80,8 +81,8 @@ TEST(BertGenTest, Fp16ConversionHalvesTheFileAndKeepsTheEmbeddings) {
   const auto f32_size = std::filesystem::file_size(dir + "/model.safetensors");
   const auto f16_size = std::filesystem::file_size(half + "/model.safetensors");
   EXPECT_LT(f16_size, f32_size * 0.52);
-  auto a = BertEncoderCpu::Load(dir);
-  auto b = BertEncoderCpu::Load(half);
+  auto a = TransformerEncoderCpu::Load(dir);
+  auto b = TransformerEncoderCpu::Load(half);
   ASSERT_THAT(a, IsOk());
   ASSERT_THAT(b, IsOk());
   const std::vector<int64_t> ids = {2, 40, 41, 99, 3}, mask(5, 1);

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "models/bert/load_encoder.h"
+#include "models/transformer/load_encoder.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
 #include "runtime/json_parse.h"
@@ -32,18 +32,20 @@ Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
 
 // The pooling a sentence-transformers checkpoint declares in
 // 1_Pooling/config.json (mean when the file is absent).
-absl::StatusOr<BertPooling> SentenceTransformersPooling(const std::string& dir) {
+absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir) {
   const std::string path = dir + "/1_Pooling/config.json";
   INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
-  if (!parsed.has_value()) return BertPooling::kMean;
+  if (!parsed.has_value()) return Pooling::kMean;
   const nlohmann::json& j = *parsed;
   auto flag = [&](const char* key) {
     return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
   };
-  if (flag("pooling_mode_mean_tokens")) return BertPooling::kMean;
-  if (flag("pooling_mode_cls_token")) return BertPooling::kCls;
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": only pooling_mode_mean_tokens or pooling_mode_cls_token is supported"));
+  if (flag("pooling_mode_mean_tokens")) return Pooling::kMean;
+  if (flag("pooling_mode_cls_token")) return Pooling::kCls;
+  if (flag("pooling_mode_lasttoken")) return Pooling::kLastToken;
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": only pooling_mode_mean_tokens, pooling_mode_cls_token or pooling_mode_lasttoken ",
+      "is supported"));
 }
 
 // sentence_bert_config.json's max_seq_length (unset when the file or the
@@ -74,16 +76,16 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   std::unique_ptr<BertModel> m(new BertModel());
   m->options_ = options;
   m->context_ = context;
-  BertEncoderOptions encoder_options;
+  EncoderOptions encoder_options;
   encoder_options.precision = options.precision;
   encoder_options.graphs = options.graphs;
   encoder_options.batch_invariant = options.batch_invariant;
   INFER_ASSIGN_OR_RETURN(m->encoder_,
-                         LoadBertEncoder(options.checkpoint_dir, context, encoder_options));
+                         LoadEncoder(options.checkpoint_dir, context, encoder_options));
   INFER_ASSIGN_OR_RETURN(text::FolderTokenizer tokenizer,
                          text::LoadFolderTokenizer(options.checkpoint_dir));
   m->tokenizer_ = std::move(tokenizer.tokenizer);
-  const BertConfig& c = m->encoder_->config();
+  const TransformerSpec& c = m->encoder_->spec();
   // Every id the tokenizer gives must index the embedding table (which may
   // be larger: tables are often padded).
   if (m->tokenizer_->vocab_size() > c.vocab_size) {
@@ -92,13 +94,13 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
                      " but config.json says vocab_size ", c.vocab_size));
   }
   if (options.max_sequence_length > 0) {
-    m->max_length_ = std::min(options.max_sequence_length, c.max_position_embeddings);
+    m->max_length_ = std::min(options.max_sequence_length, c.MaxSequenceLength());
   } else {
     INFER_ASSIGN_OR_RETURN(std::optional<int64_t> st,
                            SentenceTransformersMaxLength(options.checkpoint_dir));
     m->max_length_ =
-        std::min(st.value_or(tokenizer.model_max_length.value_or(c.max_position_embeddings)),
-                 c.max_position_embeddings);
+        std::min(st.value_or(tokenizer.model_max_length.value_or(c.MaxSequenceLength())),
+                 c.MaxSequenceLength());
   }
   if (options.pooling.has_value()) {
     m->pooling_ = *options.pooling;
@@ -185,7 +187,7 @@ absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
                                                    " tokens; model '", spec_.name, "' allows ",
                                                    max_length_));
   }
-  const int64_t vocab = encoder_->config().vocab_size;
+  const int64_t vocab = encoder_->spec().vocab_size;
   const int64_t n = ids->shape[0] * ids->shape[1];
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = ids->as<int64_t>()[i];
@@ -225,7 +227,7 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   // encoder's scratch.
   const PackedLayout layout{shape.rows, shape.tokens};
   return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
-                                              encoder_->config().hidden_size) +
+                                              encoder_->spec().hidden_size) +
          encoder_->PeakBytes(shape);
 }
 
@@ -235,7 +237,7 @@ class BertModel::Batch final : public StagedRowsBatch {
  public:
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
         std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input)
-      : StagedRowsBatch(model.context_, "embedding", model.encoder_->config().hidden_size,
+      : StagedRowsBatch(model.context_, "embedding", model.encoder_->spec().hidden_size,
                         std::move(rows_per_request), std::move(input), layout.bytes()),
         model_(model),
         layout_(layout),

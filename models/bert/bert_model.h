@@ -1,12 +1,15 @@
-// bert: a BERT-family sentence encoder served from a Hugging Face checkpoint
-// folder (config.json, model.safetensors, vocab.txt), e.g. all-MiniLM-L6-v2.
+// bert: a transformer sentence encoder served from a Hugging Face checkpoint
+// folder (config.json, model.safetensors, tokenizer.json or vocab.txt), e.g.
+// all-MiniLM-L6-v2, or any family models/transformer/transformer_spec.h lists
+// (multilingual-e5 as XLM-R, all-mpnet-base-v2, gte-modernbert,
+// Qwen3-Embedding) on the CPU; BERT-shaped families on CUDA too.
 //
 // Inputs (send either text, or token ids):
 //   text            BYTES [-1]       one sentence per element (UTF-8)
-//   input_ids       INT64 [-1, -1]   (batch, sequence) WordPiece ids
+//   input_ids       INT64 [-1, -1]   (batch, sequence) token ids
 //   attention_mask  INT64 [-1, -1]   optional with input_ids: 1 real, 0 padding
 // Output:
-//   embedding       FP32  [-1, hidden]  mean over real tokens, L2-normalised
+//   embedding       FP32  [-1, hidden]  pooled over real tokens, L2-normalised
 //
 // Text is tokenised when the request arrives (Preprocess), so length classes
 // see real token counts, by the folder's tokenizer.json, else its vocab.txt
@@ -22,7 +25,7 @@
 // computed, so the memory model, max_batch_tokens and the statistics count
 // real tokens (ComputedTokens). The encoder runs on the context's device:
 // FP32 or BF16 with oneDNN on the CPU, FP16 with cuBLAS and fused kernels on
-// CUDA (models/bert/bert_encoder.h), in the configured precision. The packed
+// CUDA (models/transformer/encoder.h), in the configured precision. The packed
 // input, activations and output all come from the context's caching
 // allocator, and PeakBytes counts them block by block.
 //
@@ -35,7 +38,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "models/bert/bert_encoder.h"
+#include "models/transformer/encoder.h"
 #include "models/model.h"
 #include "models/text/tokenizer.h"
 #include "runtime/device_context.h"
@@ -46,9 +49,10 @@ struct BertModelOptions {
   std::string name = "minilm";
   std::string checkpoint_dir;  // config.json, model.safetensors, tokenizer.json or vocab.txt
   bool normalize = true;       // L2-normalise the pooled embedding
-  // Mean over real tokens, or the [CLS] token's state. Unset: what the
-  // checkpoint's sentence-transformers 1_Pooling/config.json says, else mean.
-  std::optional<BertPooling> pooling;
+  // Mean over real tokens, the first ([CLS]) or the last token's state.
+  // Unset: what the checkpoint's sentence-transformers 1_Pooling/config.json
+  // says, else mean.
+  std::optional<Pooling> pooling;
   // 0: sentence-transformers' limit (see above); else this, up to the
   // position table.
   int64_t max_sequence_length = 0;
@@ -57,9 +61,9 @@ struct BertModelOptions {
   // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
-  BertGraphOptions graphs;
+  EncoderGraphOptions graphs;
   // Each embedding bit-identical whatever it is batched with (CPU only;
-  // models/bert/bert_cpu.h).
+  // models/transformer/encoder_cpu.h).
   bool batch_invariant = false;
 };
 
@@ -77,7 +81,7 @@ class BertModel final : public Model {
   int64_t WeightBytes() const override {
     return encoder_->WeightBytes() + encoder_->ResidentBytes();
   }
-  const BertEncoder& encoder() const { return *encoder_; }
+  const TransformerEncoder& encoder() const { return *encoder_; }
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;
 
@@ -88,11 +92,11 @@ class BertModel final : public Model {
   BertModelOptions options_;
   DeviceContext context_;
   ModelSpec spec_;
-  std::unique_ptr<BertEncoder> encoder_;
+  std::unique_ptr<TransformerEncoder> encoder_;
   // The folder's tokenizer.json or vocab.txt, behind the Tokenizer interface.
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t max_length_ = 0;  // tokens a sequence may have, the special ones included
-  BertPooling pooling_ = BertPooling::kMean;
+  Pooling pooling_ = Pooling::kMean;
 };
 
 }  // namespace infer

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "models/bert/bert_cpu.h"
+#include "models/transformer/encoder_cpu.h"
 #include "models/bert/bert_gen.h"
 #include "models/precision.h"
 #include "tests/testing/reference_data.h"
@@ -245,7 +245,7 @@ TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
   const std::vector<int64_t> seq = {2, 40, 41, 42, 3};
   InferRequest r;
   r.inputs.push_back(Int64("input_ids", {seq}));
-  auto encoder = BertEncoderCpu::Load(dir);
+  auto encoder = TransformerEncoderCpu::Load(dir);
   ASSERT_THAT(encoder, IsOk());
   for (const bool cls : {true, false}) {
     std::ofstream(dir + "/1_Pooling/config.json")
@@ -255,7 +255,7 @@ TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
     ASSERT_TRUE(s.ok());
     const std::vector<float> got = s.Run(r);
     auto want = (*encoder)->Encode(seq, std::vector<int64_t>(seq.size(), 1), 1, 5, true,
-                                   cls ? BertPooling::kCls : BertPooling::kMean);
+                                   cls ? Pooling::kCls : Pooling::kMean);
     ASSERT_THAT(want, IsOk());
     ASSERT_EQ(got.size(), want->size());
     for (size_t d = 0; d < got.size(); ++d) {

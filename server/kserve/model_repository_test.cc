@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "models/bert/bert_cpu.h"
+#include "models/transformer/encoder_cpu.h"
 #include "models/bert/bert_gen.h"
 #include "tests/testing/status_matchers.h"
 
@@ -88,12 +88,12 @@ TEST_F(RepositoryTest, BertCheckpointFolderIsServedWithItsParameters) {
     const Tensor& e = out->outputs.at(0);
     return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[1]);
   };
-  auto reference = BertEncoderCpu::Load((dir_ / "cls").string());
+  auto reference = TransformerEncoderCpu::Load((dir_ / "cls").string());
   ASSERT_THAT(reference, IsOk());
   for (const bool cls : {true, false}) {
     auto want = (*reference)
                     ->Encode(ids, {1, 1, 1, 1}, 1, 4, /*normalize=*/!cls,
-                             cls ? BertPooling::kCls : BertPooling::kMean);
+                             cls ? Pooling::kCls : Pooling::kMean);
     ASSERT_THAT(want, IsOk());
     const std::vector<float> got = embed(cls ? "cls" : "mean");
     ASSERT_EQ(got.size(), want->size());
@@ -107,7 +107,7 @@ TEST_F(RepositoryTest, BertCheckpointFolderIsServedWithItsParameters) {
   auto other = Engine::Create({.device = "cpu"});
   EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "parameter 'pooling' = 'max' is not mean or cls"));
+                       "parameter 'pooling' = 'max' is not mean, cls or last_token"));
 }
 
 TEST_F(RepositoryTest, BatchInvariantIsAParameterOfTheBertBackend) {

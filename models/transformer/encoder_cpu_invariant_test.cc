@@ -1,4 +1,4 @@
-// Batch-invariant mode of the CPU encoder (BertCpuOptions::batch_invariant)
+// Batch-invariant mode of the CPU encoder (EncoderCpuOptions::batch_invariant)
 // on the real all-MiniLM-L6-v2: a sentence's embedding is the same to the
 // bit alone, with batch-mates before and after it, at offsets that straddle
 // the fixed pieces, and in batches of over a thousand tokens; in FP32 and,
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "models/bert/bert_cpu.h"
+#include "models/transformer/encoder_cpu.h"
 #include "models/precision.h"
 #include "models/text/load_tokenizer.h"
 #include "tests/testing/reference_data.h"
@@ -30,17 +30,17 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
  protected:
   void SetUp() override {
     if (MiniLmDir().empty()) GTEST_SKIP() << kNoMiniLm;
-    BertCpuOptions o;
+    EncoderCpuOptions o;
     o.precision = GetParam();
     o.batch_invariant = true;
-    auto m = BertEncoderCpu::Load(MiniLmDir(), o);
+    auto m = TransformerEncoderCpu::Load(MiniLmDir(), o);
     if (!m.ok() && m.status().code() == absl::StatusCode::kFailedPrecondition) {
       GTEST_SKIP() << m.status();
     }
     ASSERT_THAT(m, IsOk());
     invariant_ = *std::move(m);
     o.batch_invariant = false;
-    auto d = BertEncoderCpu::Load(MiniLmDir(), o);
+    auto d = TransformerEncoderCpu::Load(MiniLmDir(), o);
     ASSERT_THAT(d, IsOk());
     default_ = *std::move(d);
     auto t = text::LoadFolderTokenizer(MiniLmDir());
@@ -49,7 +49,7 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
   }
 
   // The embeddings of `sentences` encoded as one batch.
-  std::vector<std::vector<float>> Encode(const BertEncoderCpu& model,
+  std::vector<std::vector<float>> Encode(const TransformerEncoderCpu& model,
                                          const std::vector<std::string>& sentences) {
     std::vector<std::vector<int64_t>> ids;
     int64_t seq = 0;
@@ -74,7 +74,7 @@ class BertCpuInvariantTest : public ::testing::TestWithParam<Precision> {
     return rows;
   }
 
-  std::unique_ptr<BertEncoderCpu> invariant_, default_;
+  std::unique_ptr<TransformerEncoderCpu> invariant_, default_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
@@ -138,7 +138,7 @@ TEST_P(BertCpuInvariantTest, PaddingRowsAreBudgetedByPeakBytes) {
   // The padded rows are computed, so they are counted: a batch of one token
   // costs what a batch of one whole piece costs, and one token more than a
   // piece costs a second piece.
-  const int64_t piece = BertEncoderCpu::kInvariantRows;
+  const int64_t piece = TransformerEncoderCpu::kInvariantRows;
   EXPECT_EQ(invariant_->PeakBytes({1, 1, 1}), invariant_->PeakBytes({1, piece, 1}));
   EXPECT_LT(invariant_->PeakBytes({1, piece, 1}), invariant_->PeakBytes({1, piece + 1, 1}));
 }

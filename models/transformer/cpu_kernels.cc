@@ -1,4 +1,4 @@
-#include "models/bert/bert_cpu_kernels.h"
+#include "models/transformer/cpu_kernels.h"
 
 #include <omp.h>
 
@@ -102,12 +102,6 @@ INFER_INLINE float HorizontalSum(typename Simd<W>::F v) {
   return s;
 }
 
-INFER_INLINE uint16_t Bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
 
 // One work item: queries [q_begin, q_end) of one head of one sequence.
 struct Item {
@@ -117,6 +111,20 @@ struct Item {
   int64_t q_begin, q_end;
 };
 
+// The keys query q of a sequence of `len` tokens may attend to: [lo, hi).
+struct KeyRange {
+  int64_t lo, hi;
+};
+INFER_INLINE KeyRange KeysOf(const AttentionArgs& a, int64_t q, int64_t len) {
+  int64_t lo = 0, hi = len;
+  if (a.window > 0) {
+    lo = std::max<int64_t>(0, q - a.window);
+    hi = std::min<int64_t>(len, q + a.window + 1);
+  }
+  if (a.causal) hi = std::min<int64_t>(hi, q + 1);
+  return {lo, hi};
+}
+
 // Per-thread scratch for sequences of up to `lp` tokens (a multiple of 16):
 //   kt [head_dim][lp]  keys, transposed   v [lp][head_dim rounded up to 16]
 //   s  [kQueryBlock][lp] scores → weights q [kQueryBlock][head_dim]
@@ -125,7 +133,9 @@ int64_t ScratchFloats(int64_t lp, int64_t head_dim) {
 }
 
 // The attention of one work item, with vectors of W floats, for head sizes
-// of up to N16 * 16.
+// of up to N16 * 16. The item's keys are those any of its queries may
+// attend to, [ks, ke) with ks a multiple of 16; scratch columns count from
+// ks. Without masks or biases that is the whole sequence.
 template <int W, int N16>
 INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scratch) {
   using F = typename Simd<W>::F;
@@ -134,32 +144,53 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
   // Queries whose outputs one pass over the values accumulates: at most 8
   // vectors of accumulators, so they stay in registers.
   constexpr int kOutBlock = kNv <= 2 ? 4 : kNv <= 4 ? 2 : 1;
-  const int64_t dh = a.hidden / a.heads;
+  const int64_t dh = a.head_dim;
   const int64_t len = it.length, lp = RoundUp(len, kPad);
-  const int64_t stride = 3 * a.hidden;
-  const float* base = a.qkv + it.offset * stride + it.head * dh;
+  const int64_t q_width = a.heads * dh, kv_width = a.kv_heads * dh;
+  const int64_t stride = q_width + 2 * kv_width;
+  const int64_t kv_head = it.head / (a.heads / a.kv_heads);
+  const bool masked = a.causal || a.window > 0;
+  const bool adjust = masked || a.relative_bias != nullptr;
+  const float* row0 = a.qkv + it.offset * stride;
+  const float* qbase = row0 + it.head * dh;
+  const float* kbase = row0 + q_width + kv_head * dh;
+  const float* vbase = kbase + kv_width;
+  const float* bias = a.relative_bias == nullptr
+                          ? nullptr
+                          : a.relative_bias + it.head * (2 * a.relative_span - 1) +
+                                (a.relative_span - 1);
+  const int64_t ks = KeysOf(a, it.q_begin, len).lo / kPad * kPad;
+  const int64_t ke = KeysOf(a, it.q_end - 1, len).hi;
+  const int64_t kn = ke - ks, kp = RoundUp(kn, kPad);  // keys, padded
   float* kt = scratch;
   float* v = kt + dh * lp;
   float* s = v + lp * kDhPadded;
   float* q = s + kQueryBlock * lp;
 
-  for (int64_t j = 0; j < len; ++j) {
-    const float* key = base + j * stride + a.hidden;
+  for (int64_t j = 0; j < kn; ++j) {
+    const float* key = kbase + (ks + j) * stride;
     for (int64_t d = 0; d < dh; ++d) kt[d * lp + j] = key[d];
     float* vrow = v + j * kDhPadded;
-    std::memcpy(vrow, base + j * stride + 2 * a.hidden, dh * sizeof(float));
+    std::memcpy(vrow, vbase + (ks + j) * stride, dh * sizeof(float));
     std::fill(vrow + dh, vrow + kDhPadded, 0.0f);
   }
-  for (int64_t d = 0; d < dh; ++d) std::fill(kt + d * lp + len, kt + (d + 1) * lp, 0.0f);
+  for (int64_t d = 0; d < dh; ++d) std::fill(kt + d * lp + kn, kt + d * lp + kp, 0.0f);
 
   for (int64_t i0 = it.q_begin; i0 < it.q_end; i0 += kQueryBlock) {
     const int nq = static_cast<int>(std::min<int64_t>(kQueryBlock, it.q_end - i0));
     for (int qi = 0; qi < kQueryBlock; ++qi) {
-      const float* row = base + (i0 + qi) * stride;
+      const float* row = qbase + (i0 + qi) * stride;
       for (int64_t d = 0; d < dh; ++d) q[qi * dh + d] = qi < nq ? row[d] * a.scale : 0.0f;
     }
+    // The block's keys: [jb, je) of the scratch columns, jb a multiple of 16.
+    int64_t jb = 0, je = kn;
+    if (masked) {
+      jb = (KeysOf(a, i0, len).lo - ks) / kPad * kPad;
+      je = KeysOf(a, i0 + nq - 1, len).hi - ks;
+    }
+    const int64_t jp = std::min(RoundUp(je, kPad), kp);
     // Scores: s[qi][j] = q_qi · k_j, W keys at a time.
-    for (int64_t j0 = 0; j0 < lp; j0 += W) {
+    for (int64_t j0 = jb; j0 < jp; j0 += W) {
       F acc[kQueryBlock] = {};
       for (int64_t d = 0; d < dh; ++d) {
         const F k = Load<F>(kt + d * lp + j0);
@@ -169,21 +200,35 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
 #pragma GCC unroll 4
       for (int qi = 0; qi < kQueryBlock; ++qi) Store(s + qi * lp + j0, acc[qi]);
     }
-    // Softmax over the sequence's keys. Keys past its end score -inf, whose
-    // weight (flushed to e^-87) is 1e-38 of the row's sum at most, and the
-    // weighted sum below does not read them.
+    // Softmax over the block's keys. Keys past the sequence's end, or that
+    // a mask drops, score -inf, whose weight (flushed to e^-87) is 1e-38 of
+    // the row's sum at most, and the weighted sum below does not read those
+    // past [jb, je).
     float inv_sum[kQueryBlock];
     for (int qi = 0; qi < nq; ++qi) {
       float* row = s + qi * lp;
-      std::fill(row + len, row + lp, -std::numeric_limits<float>::infinity());
-      F mx = Load<F>(row);
-      for (int64_t j0 = W; j0 < lp; j0 += W) {
+      constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+      std::fill(row + std::min(kn, jp), row + jp, kNegInf);
+      if (adjust) {
+        const int64_t qpos = i0 + qi;
+        const KeyRange keys = KeysOf(a, qpos, len);
+        for (int64_t j = jb; j < std::min(kn, jp); ++j) {
+          const int64_t k = ks + j;
+          if (k < keys.lo || k >= keys.hi) {
+            row[j] = kNegInf;
+          } else if (bias != nullptr) {
+            row[j] += bias[k - qpos];
+          }
+        }
+      }
+      F mx = Load<F>(row + jb);
+      for (int64_t j0 = jb + W; j0 < jp; j0 += W) {
         const F x = Load<F>(row + j0);
         mx = x > mx ? x : mx;
       }
       const float m = HorizontalMax<W>(mx);
       F sum = {};
-      for (int64_t j0 = 0; j0 < lp; j0 += W) {
+      for (int64_t j0 = jb; j0 < jp; j0 += W) {
         const F e = ExpNonPositive<W>(Load<F>(row + j0) - m);
         Store(row + j0, e);
         sum += e;
@@ -193,7 +238,7 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
     // Weighted sum of the values, kOutBlock queries per pass.
     for (int qb = 0; qb < nq; qb += kOutBlock) {
       F out[kOutBlock][kNv] = {};
-      for (int64_t j = 0; j < len; ++j) {
+      for (int64_t j = jb; j < je; ++j) {
         F vv[kNv];
 #pragma GCC unroll 16
         for (int c = 0; c < kNv; ++c) vv[c] = Load<F>(v + j * kDhPadded + c * W);
@@ -209,10 +254,10 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
         for (int c = 0; c < kNv; ++c) Store(result + c * W, out[qi][c] * inv_sum[qb + qi]);
         const int64_t t = it.offset + i0 + qb + qi;
         if (a.context_bf16) {
-          uint16_t* dst = static_cast<uint16_t*>(a.context) + t * a.hidden + it.head * dh;
-          for (int64_t d = 0; d < dh; ++d) dst[d] = Bf16(result[d]);
+          uint16_t* dst = static_cast<uint16_t*>(a.context) + t * q_width + it.head * dh;
+          for (int64_t d = 0; d < dh; ++d) dst[d] = RoundToBf16(result[d]);
         } else {
-          float* dst = static_cast<float*>(a.context) + t * a.hidden + it.head * dh;
+          float* dst = static_cast<float*>(a.context) + t * q_width + it.head * dh;
           std::memcpy(dst, result, dh * sizeof(float));
         }
       }
@@ -222,7 +267,7 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
 
 template <int W>
 INFER_INLINE void AttendAnyWidth(const Item& it, const AttentionArgs& a, float* scratch) {
-  switch ((a.hidden / a.heads + kPad - 1) / kPad) {
+  switch ((a.head_dim + kPad - 1) / kPad) {
     case 1:
       return AttendItem<W, 1>(it, a, scratch);
     case 2:
@@ -314,58 +359,11 @@ void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
       level == SimdLevel::kAvx512 ? AttendAvx512
       : level == SimdLevel::kAvx2 ? AttendAvx2
                                   : AttendBaseline;
-  const int64_t per_thread = AttentionScratchFloats(a.longest, a.hidden / a.heads);
+  const int64_t per_thread = AttentionScratchFloats(a.longest, a.head_dim);
   const int64_t n = static_cast<int64_t>(items.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) {
     attend(items[i], a, a.scratch + omp_get_thread_num() * per_thread);
-  }
-}
-
-void EmbeddingSum(const int32_t* ids, const int32_t* positions, int64_t tokens, int64_t hidden,
-                  const float* word, const float* position, const float* token_type, float* x,
-                  int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* w = word + static_cast<int64_t>(ids[t]) * hidden;
-    const float* p = position + static_cast<int64_t>(positions[t]) * hidden;
-    float* out = x + t * hidden;
-    for (int64_t i = 0; i < hidden; ++i) out[i] = w[i] + p[i] + token_type[i];
-  }
-}
-
-void Pool(const float* x, const int32_t* offsets, int64_t rows, int64_t hidden, bool first,
-          bool normalize, float* out, int threads) {
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out + r * hidden;
-    std::fill(o, o + hidden, 0.0f);
-    const int64_t begin = offsets[r],
-                  end = first ? std::min<int64_t>(begin + 1, offsets[r + 1]) : offsets[r + 1];
-    for (int64_t t = begin; t < end; ++t) {
-      const float* row = x + t * hidden;
-      for (int64_t i = 0; i < hidden; ++i) o[i] += row[i];
-    }
-    const float inv_count = end > begin ? 1.0f / static_cast<float>(end - begin) : 0.0f;
-    double norm = 0;
-    for (int64_t i = 0; i < hidden; ++i) {
-      o[i] *= inv_count;
-      norm += double{o[i]} * o[i];
-    }
-    if (normalize && norm > 0) {
-      const float inv = static_cast<float>(1.0 / std::sqrt(norm));
-      for (int64_t i = 0; i < hidden; ++i) o[i] *= inv;
-    }
-  }
-}
-
-void ToBf16(const float* in, int64_t n, uint16_t* out, int threads) {
-  constexpr int64_t kChunk = 16384;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t end = std::min(n, (c + 1) * kChunk);
-    for (int64_t i = c * kChunk; i < end; ++i) out[i] = Bf16(in[i]);
   }
 }
 

@@ -3,7 +3,7 @@
 // (fixture made by tests/fixtures/README.md's command), and against a plain
 // double-precision forward pass on a tiny checkpoint, with masks that leave
 // holes and left padding (what packing must get right).
-#include "models/bert/bert_cpu.h"
+#include "models/transformer/encoder_cpu.h"
 
 #include <unistd.h>
 
@@ -31,7 +31,7 @@ class BertCpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (MiniLmDir().empty()) return;
-    auto m = BertEncoderCpu::Load(MiniLmDir());
+    auto m = TransformerEncoderCpu::Load(MiniLmDir());
     ASSERT_THAT(m, IsOk());
     model_ = m->release();
     auto t = text::LoadFolderTokenizer(MiniLmDir());
@@ -47,7 +47,7 @@ class BertCpuTest : public ::testing::Test {
   }
   // Encodes `sentences` as one padded batch.
   std::vector<float> EncodeBatch(const std::vector<std::string>& sentences,
-                                 const BertEncoderCpu* model = model_) {
+                                 const TransformerEncoderCpu* model = model_) {
     std::vector<std::vector<int64_t>> ids;
     int64_t seq = 0;
     for (const std::string& s : sentences) {
@@ -67,10 +67,10 @@ class BertCpuTest : public ::testing::Test {
     EXPECT_THAT(out, IsOk());
     return out.ok() ? *out : std::vector<float>{};
   }
-  static BertEncoderCpu* model_;
+  static TransformerEncoderCpu* model_;
   static Tokenizer* tokenizer_;
 };
-BertEncoderCpu* BertCpuTest::model_ = nullptr;
+TransformerEncoderCpu* BertCpuTest::model_ = nullptr;
 Tokenizer* BertCpuTest::tokenizer_ = nullptr;
 
 TEST_F(BertCpuTest, MatchesSentenceTransformers) {
@@ -95,9 +95,9 @@ TEST_F(BertCpuTest, MatchesSentenceTransformers) {
 // stream): cosine >= 0.999 against sentence-transformers' FP32 vectors, with
 // paraphrases still far closer than unrelated sentences.
 TEST_F(BertCpuTest, Bf16MatchesSentenceTransformers) {
-  BertCpuOptions o;
+  EncoderCpuOptions o;
   o.precision = Precision::kBf16;
-  auto bf16 = BertEncoderCpu::Load(MiniLmDir(), o);
+  auto bf16 = TransformerEncoderCpu::Load(MiniLmDir(), o);
   if (!bf16.ok() && bf16.status().code() == absl::StatusCode::kFailedPrecondition) {
     GTEST_SKIP() << "this CPU has no BF16 matmul: " << bf16.status();
   }
@@ -148,25 +148,25 @@ TEST_F(BertCpuTest, RejectsBadInput) {
 }
 
 // The encoder against a naive forward pass (plain loops, double
-// accumulation, written from the formulas in models/bert/bert_encoder.h) on a tiny
+// accumulation, written from the formulas in models/transformer/encoder.h) on a tiny
 // synthetic checkpoint, with ragged padding and without normalisation.
-std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t>& ids,
+std::vector<double> NaiveForward(const TransformerWeights& w, const std::vector<int64_t>& ids,
                                  const std::vector<int64_t>& mask, int64_t batch, int64_t seq,
                                  bool cls) {
-  const BertConfig& c = w.config;
-  const int64_t h = c.hidden_size, heads = c.num_attention_heads, dh = h / heads;
+  const TransformerSpec& c = w.spec;
+  const int64_t h = c.hidden_size, heads = c.num_heads, dh = h / heads;
   using Rows = std::vector<std::vector<double>>;
-  auto layer_norm = [&](std::vector<double>& v, const BertWeights::Norm& n) {
+  auto layer_norm = [&](std::vector<double>& v, const TransformerWeights::Norm& n) {
     double mean = 0, var = 0;
     for (double x : v) mean += x;
     mean /= h;
     for (double x : v) var += (x - mean) * (x - mean);
     var /= h;
     for (int64_t i = 0; i < h; ++i) {
-      v[i] = (v[i] - mean) / std::sqrt(var + c.layer_norm_eps) * n.gamma[i] + n.beta[i];
+      v[i] = (v[i] - mean) / std::sqrt(var + c.norm_eps) * n.gamma[i] + n.beta[i];
     }
   };
-  auto linear = [](const std::vector<double>& x, const BertWeights::Linear& l) {
+  auto linear = [](const std::vector<double>& x, const TransformerWeights::Linear& l) {
     std::vector<double> y(l.out);
     for (int64_t o = 0; o < l.out; ++o) {
       y[o] = l.b[o];
@@ -184,12 +184,13 @@ std::vector<double> NaiveForward(const BertWeights& w, const std::vector<int64_t
       }
       layer_norm(x[s], w.embed_norm);
     }
-    for (const BertWeights::Layer& l : w.layers) {
+    for (const TransformerWeights::Layer& l : w.layers) {
       Rows q(seq), k(seq), v(seq), ctx(seq, std::vector<double>(h, 0.0));
       for (int64_t s = 0; s < seq; ++s) {
-        q[s] = linear(x[s], l.q);
-        k[s] = linear(x[s], l.k);
-        v[s] = linear(x[s], l.v);
+        const std::vector<double> qkv = linear(x[s], l.qkv);
+        q[s].assign(qkv.begin(), qkv.begin() + h);
+        k[s].assign(qkv.begin() + h, qkv.begin() + 2 * h);
+        v[s].assign(qkv.begin() + 2 * h, qkv.end());
       }
       for (int64_t hd = 0; hd < heads; ++hd) {
         for (int64_t s = 0; s < seq; ++s) {
@@ -244,9 +245,9 @@ TEST(BertCpuNaiveTest, MasksWithHolesAndLeftPaddingMatchThePaddedForwardPass) {
   o.config = *BertPreset("tiny");
   o.seed = 43;
   ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
-  auto weights = LoadBertWeights(dir);
+  auto weights = LoadTransformerWeights(dir);
   ASSERT_THAT(weights, IsOk());
-  auto model = BertEncoderCpu::Load(dir);
+  auto model = TransformerEncoderCpu::Load(dir);
   ASSERT_THAT(model, IsOk());
   const int64_t batch = 4, seq = 8, h = o.config.hidden_size;
   const std::vector<int64_t> mask = {
@@ -276,9 +277,9 @@ TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
   o.config = *BertPreset("tiny");
   o.seed = 42;
   ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
-  auto weights = LoadBertWeights(dir);
+  auto weights = LoadTransformerWeights(dir);
   ASSERT_THAT(weights, IsOk());
-  auto model = BertEncoderCpu::Load(dir);
+  auto model = TransformerEncoderCpu::Load(dir);
   ASSERT_THAT(model, IsOk());
   const int64_t batch = 3, seq = 9, h = o.config.hidden_size;
   std::vector<int64_t> ids(batch * seq), mask(batch * seq);
@@ -291,7 +292,7 @@ TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
   }
   for (const bool cls : {false, true}) {
     auto got = (*model)->Encode(ids, mask, batch, seq, /*normalize=*/false,
-                                cls ? BertPooling::kCls : BertPooling::kMean);
+                                cls ? Pooling::kCls : Pooling::kMean);
     ASSERT_THAT(got, IsOk());
     const std::vector<double> want = NaiveForward(*weights, ids, mask, batch, seq, cls);
     ASSERT_EQ(got->size(), want.size());
@@ -320,7 +321,7 @@ TEST(BertCpuLoadTest, TheInstructionSetCapReachesTheAttentionKernel) {
 }
 
 TEST(BertCpuLoadTest, MissingCheckpointIsNamed) {
-  EXPECT_THAT(BertEncoderCpu::Load("/nonexistent"),
+  EXPECT_THAT(TransformerEncoderCpu::Load("/nonexistent"),
               StatusIs(absl::StatusCode::kNotFound, "/nonexistent/config.json"));
 }
 

@@ -1,9 +1,9 @@
-#include "models/bert/load_encoder.h"
+#include "models/transformer/load_encoder.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "models/bert/bert_cpu.h"
+#include "models/transformer/encoder_cpu.h"
 #include "runtime/build_config.h"
 #include "runtime/status_macros.h"
 #if INFER_WITH_CUDA
@@ -12,7 +12,7 @@
 
 namespace infer {
 
-absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device& device) {
+absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Device& device) {
   switch (device.info().kind) {
     case DeviceKind::kCpu:
       if (requested == Precision::kAuto) {
@@ -29,22 +29,22 @@ absl::StatusOr<Precision> ResolveBertPrecision(Precision requested, const Device
   return absl::FailedPreconditionError("unknown device kind");
 }
 
-absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& dir,
+absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::string& dir,
                                                              const DeviceContext& context,
-                                                             const BertEncoderOptions& options) {
+                                                             const EncoderOptions& options) {
   if (context.device == nullptr) return absl::InvalidArgumentError("no device");
   INFER_ASSIGN_OR_RETURN(const Precision precision,
-                         ResolveBertPrecision(options.precision, *context.device));
-  INFER_ASSIGN_OR_RETURN(BertWeights weights, LoadBertWeights(dir));
+                         ResolveEncoderPrecision(options.precision, *context.device));
+  INFER_ASSIGN_OR_RETURN(TransformerWeights weights, LoadTransformerWeights(dir));
   switch (context.device->info().kind) {
     case DeviceKind::kCpu: {
-      BertCpuOptions cpu;
+      EncoderCpuOptions cpu;
       cpu.precision = precision;
       cpu.threads = context.device->info().compute_threads;
       cpu.batch_invariant = options.batch_invariant;
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertEncoderCpu> encoder,
-                             BertEncoderCpu::Create(std::move(weights), cpu, context.allocator));
-      return std::unique_ptr<BertEncoder>(std::move(encoder));
+      INFER_ASSIGN_OR_RETURN(std::unique_ptr<TransformerEncoderCpu> encoder,
+                             TransformerEncoderCpu::Create(std::move(weights), cpu, context.allocator));
+      return std::unique_ptr<TransformerEncoder>(std::move(encoder));
     }
     case DeviceKind::kCuda:
       if (options.batch_invariant) {
@@ -53,6 +53,12 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& 
         return absl::FailedPreconditionError(
             "batch_invariant is a CPU mode; the CUDA encoder does not offer it");
       }
+      if (!weights.spec.IsBertShaped()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the CUDA encoder computes BERT-shaped models (bert, roberta, xlm-roberta, camembert ",
+            "with absolute positions and GELU); '", weights.spec.model_type,
+            "' runs on the CPU for now"));
+      }
 #if INFER_WITH_CUDA
       return BertEncoderCuda::Create(weights, context, options.graphs);
 #else
@@ -60,7 +66,7 @@ absl::StatusOr<std::unique_ptr<BertEncoder>> LoadBertEncoder(const std::string& 
 #endif
   }
   return absl::FailedPreconditionError(
-      absl::StrCat("no BERT encoder for device ", context.device->spec()));
+      absl::StrCat("no transformer encoder for device ", context.device->spec()));
 }
 
 }  // namespace infer

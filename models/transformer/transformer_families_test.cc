@@ -1,0 +1,172 @@
+// Each family's CPU encoder against transformers on the same weights: the
+// fixtures in tests/fixtures/families (small random-weight checkpoints made
+// and run by transformers' own classes, models/tools/make_family_fixtures.py)
+// hold every input's last hidden states and pooled embedding.
+//
+// FP32: max abs error <= 1e-4 on the hidden states, cosine >= 0.9999 on the
+// embeddings, for each input alone and for all of them in one batch (lengths
+// 1 to the position table's longest, mixed). BF16 where the CPU computes
+// it: cosine >= 0.999. Run under every ONEDNN_MAX_CPU_ISA cap (NUMERIC).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/checkpoint.h"
+#include "models/transformer/encoder_cpu.h"
+#include "tests/testing/reference_data.h"
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+
+struct Reference {
+  std::string dir;
+  Pooling pooling = Pooling::kMean;
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<float>> hidden, embedding;
+};
+
+Reference ReadReference(const std::string& family) {
+  Reference r;
+  r.dir = testing::FixturePath("families/" + family);
+  auto text = ReadCheckpointFile(r.dir + "/reference.json");
+  EXPECT_THAT(text, IsOk());
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  const std::string pooling = j["pooling"];
+  r.pooling = pooling == "cls"         ? Pooling::kCls
+              : pooling == "lasttoken" ? Pooling::kLastToken
+                                       : Pooling::kMean;
+  auto tensors = ReadSafetensors(r.dir + "/reference.safetensors");
+  EXPECT_THAT(tensors, IsOk());
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    r.ids.push_back(j["inputs"][i]["ids"].get<std::vector<int64_t>>());
+    r.hidden.push_back((*tensors)["hidden_" + std::to_string(i)].values);
+    r.embedding.push_back((*tensors)["embedding_" + std::to_string(i)].values);
+  }
+  return r;
+}
+
+double MaxAbsDiff(const float* a, const float* b, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(double{a[i]} - b[i]));
+  return worst;
+}
+
+class FamiliesTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FamiliesTest, EachInputAloneMatchesTransformers) {
+  const Reference r = ReadReference(GetParam());
+  EncoderCpuOptions o;
+  o.precision = Precision::kFp32;
+  o.threads = 2;
+  auto encoder = TransformerEncoderCpu::Load(r.dir, o);
+  ASSERT_THAT(encoder, IsOk());
+  const int64_t h = (*encoder)->spec().hidden_size;
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    const auto len = static_cast<int64_t>(r.ids[i].size());
+    const std::vector<int64_t> mask(len, 1);
+    auto hidden = (*encoder)->HiddenStates(r.ids[i], mask, 1, len);
+    ASSERT_THAT(hidden, IsOk());
+    ASSERT_EQ(hidden->size(), r.hidden[i].size());
+    EXPECT_LE(MaxAbsDiff(hidden->data(), r.hidden[i].data(), len * h), 1e-4)
+        << GetParam() << " input " << i << " (" << len << " tokens)";
+    auto embedding = (*encoder)->Encode(r.ids[i], mask, 1, len, /*normalize=*/true, r.pooling);
+    ASSERT_THAT(embedding, IsOk());
+    EXPECT_GE(testing::Cosine(embedding->data(), r.embedding[i].data(), h), 0.9999)
+        << GetParam() << " input " << i;
+  }
+}
+
+// All inputs in one right-padded batch: lengths from 1 to the longest the
+// position table allows, each row as if alone.
+TEST_P(FamiliesTest, OneBatchOfMixedLengthsMatchesTransformers) {
+  const Reference r = ReadReference(GetParam());
+  EncoderCpuOptions o;
+  o.precision = Precision::kFp32;
+  o.threads = 2;
+  auto encoder = TransformerEncoderCpu::Load(r.dir, o);
+  ASSERT_THAT(encoder, IsOk());
+  const int64_t h = (*encoder)->spec().hidden_size;
+  const auto batch = static_cast<int64_t>(r.ids.size());
+  int64_t seq = 0;
+  for (const auto& ids : r.ids) seq = std::max<int64_t>(seq, static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(seq, (*encoder)->spec().MaxSequenceLength()) << "the fixture reaches the table's end";
+  std::vector<int64_t> ids(batch * seq, 0), mask(batch * seq, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (size_t s = 0; s < r.ids[b].size(); ++s) {
+      ids[b * seq + s] = r.ids[b][s];
+      mask[b * seq + s] = 1;
+    }
+  }
+  auto hidden = (*encoder)->HiddenStates(ids, mask, batch, seq);
+  ASSERT_THAT(hidden, IsOk());
+  int64_t row = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto len = static_cast<int64_t>(r.ids[b].size());
+    EXPECT_LE(MaxAbsDiff(hidden->data() + row * h, r.hidden[b].data(), len * h), 1e-4)
+        << GetParam() << " input " << b << " in the batch";
+    row += len;
+  }
+  auto embeddings = (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/true, r.pooling);
+  ASSERT_THAT(embeddings, IsOk());
+  for (int64_t b = 0; b < batch; ++b) {
+    EXPECT_GE(testing::Cosine(embeddings->data() + b * h, r.embedding[b].data(), h), 0.9999)
+        << GetParam() << " input " << b << " in the batch";
+  }
+}
+
+TEST_P(FamiliesTest, Bf16MatchesTransformers) {
+  const Reference r = ReadReference(GetParam());
+  EncoderCpuOptions o;
+  o.precision = Precision::kBf16;
+  auto encoder = TransformerEncoderCpu::Load(r.dir, o);
+  if (!encoder.ok() && encoder.status().code() == absl::StatusCode::kFailedPrecondition) {
+    GTEST_SKIP() << "this CPU has no BF16 matmul: " << encoder.status();
+  }
+  ASSERT_THAT(encoder, IsOk());
+  const int64_t h = (*encoder)->spec().hidden_size;
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    const auto len = static_cast<int64_t>(r.ids[i].size());
+    auto embedding = (*encoder)->Encode(r.ids[i], std::vector<int64_t>(len, 1), 1, len,
+                                        /*normalize=*/true, r.pooling);
+    ASSERT_THAT(embedding, IsOk());
+    EXPECT_GE(testing::Cosine(embedding->data(), r.embedding[i].data(), h), 0.999)
+        << GetParam() << " input " << i;
+  }
+}
+
+// Batch-invariant mode computes the same hidden states (to FP32 rounding).
+TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
+  const Reference r = ReadReference(GetParam());
+  EncoderCpuOptions o;
+  o.precision = Precision::kFp32;
+  o.batch_invariant = true;
+  auto encoder = TransformerEncoderCpu::Load(r.dir, o);
+  ASSERT_THAT(encoder, IsOk());
+  const int64_t h = (*encoder)->spec().hidden_size;
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    const auto len = static_cast<int64_t>(r.ids[i].size());
+    auto hidden = (*encoder)->HiddenStates(r.ids[i], std::vector<int64_t>(len, 1), 1, len);
+    ASSERT_THAT(hidden, IsOk());
+    EXPECT_LE(MaxAbsDiff(hidden->data(), r.hidden[i].data(), len * h), 1e-4)
+        << GetParam() << " input " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
+                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace infer

@@ -1,0 +1,379 @@
+#include "models/transformer/transformer_spec.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/checkpoint.h"
+#include "runtime/json_parse.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads config.json fields, each error naming the file and the field.
+class Fields {
+ public:
+  Fields(const Json& j, const std::string& path) : j_(j), path_(path) {}
+
+  absl::Status Bad(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what));
+  }
+  bool Has(const char* field) const { return j_.contains(field) && !j_[field].is_null(); }
+  const Json& at(const char* field) const { return j_[field]; }
+
+  // A positive integer; `fallback` when absent (0: required).
+  absl::StatusOr<int64_t> Positive(const char* field, int64_t fallback = 0) const {
+    if (!Has(field) && fallback > 0) return fallback;
+    if (!Has(field) || !j_[field].is_number_integer() || j_[field].get<int64_t>() < 1) {
+      return Bad(absl::StrCat("field '", field, "' must be a positive integer"));
+    }
+    return j_[field].get<int64_t>();
+  }
+  absl::StatusOr<int64_t> NonNegative(const char* field, int64_t fallback) const {
+    if (!Has(field)) return fallback;
+    if (!j_[field].is_number_integer() || j_[field].get<int64_t>() < 0) {
+      return Bad(absl::StrCat("field '", field, "' must be a non-negative integer"));
+    }
+    return j_[field].get<int64_t>();
+  }
+  absl::StatusOr<double> PositiveNumber(const char* field, double fallback) const {
+    if (!Has(field)) return fallback;
+    if (!j_[field].is_number() || !(j_[field].get<double>() > 0)) {
+      return Bad(absl::StrCat("field '", field, "' must be a positive number"));
+    }
+    return j_[field].get<double>();
+  }
+  absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
+    if (!Has(field)) return fallback;
+    if (!j_[field].is_boolean()) return Bad(absl::StrCat("field '", field, "' must be a boolean"));
+    return j_[field].get<bool>();
+  }
+  absl::StatusOr<std::string> String(const char* field, const std::string& fallback) const {
+    if (!Has(field)) return fallback;
+    if (!j_[field].is_string()) return Bad(absl::StrCat("field '", field, "' must be a string"));
+    return j_[field].get<std::string>();
+  }
+
+ private:
+  const Json& j_;
+  const std::string path_;
+};
+
+absl::StatusOr<ActivationKind> Activation(const Fields& f, const char* field,
+                                          const std::string& fallback) {
+  INFER_ASSIGN_OR_RETURN(const std::string act, f.String(field, fallback));
+  if (act == "gelu") return ActivationKind::kGelu;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") {
+    return ActivationKind::kGeluTanh;
+  }
+  if (act == "silu" || act == "swish") return ActivationKind::kSilu;
+  return f.Bad(absl::StrCat("field '", field, "' = '", act,
+                            "'; supported: gelu, gelu_new, gelu_pytorch_tanh, silu"));
+}
+
+// Sizes every family has, under the names BERT and Llama configs share.
+absl::Status CommonSizes(const Fields& f, TransformerSpec* s) {
+  INFER_ASSIGN_OR_RETURN(s->vocab_size, f.Positive("vocab_size"));
+  INFER_ASSIGN_OR_RETURN(s->hidden_size, f.Positive("hidden_size"));
+  INFER_ASSIGN_OR_RETURN(s->num_layers, f.Positive("num_hidden_layers"));
+  INFER_ASSIGN_OR_RETURN(s->num_heads, f.Positive("num_attention_heads"));
+  INFER_ASSIGN_OR_RETURN(s->num_kv_heads, f.Positive("num_key_value_heads", s->num_heads));
+  INFER_ASSIGN_OR_RETURN(s->intermediate_size, f.Positive("intermediate_size"));
+  INFER_ASSIGN_OR_RETURN(s->max_position_embeddings, f.Positive("max_position_embeddings"));
+  INFER_ASSIGN_OR_RETURN(s->pad_token_id, f.NonNegative("pad_token_id", 0));
+  if (f.Has("head_dim")) {
+    INFER_ASSIGN_OR_RETURN(s->head_dim, f.Positive("head_dim"));
+  } else {
+    if (s->hidden_size % s->num_heads != 0) {
+      return f.Bad(absl::StrCat("hidden_size ", s->hidden_size, " is not divisible by ",
+                                "num_attention_heads ", s->num_heads));
+    }
+    s->head_dim = s->hidden_size / s->num_heads;
+  }
+  // Bounds no real checkpoint reaches, so that a malformed config.json
+  // cannot size a per-layer table or a position table past memory.
+  if (s->num_layers > kMaxLayers) {
+    return f.Bad(absl::StrCat("num_hidden_layers ", s->num_layers, " is over ", kMaxLayers));
+  }
+  if (s->max_position_embeddings > kMaxPositionEmbeddings) {
+    return f.Bad(absl::StrCat("max_position_embeddings ", s->max_position_embeddings, " is over ",
+                              kMaxPositionEmbeddings));
+  }
+  if (s->num_heads % s->num_kv_heads != 0) {
+    return f.Bad(absl::StrCat("num_attention_heads ", s->num_heads, " is not a multiple of ",
+                              "num_key_value_heads ", s->num_kv_heads));
+  }
+  if (s->pad_token_id >= s->vocab_size) {
+    return f.Bad(absl::StrCat("field 'pad_token_id' = ", s->pad_token_id, " is outside [0, ",
+                              s->vocab_size, ")"));
+  }
+  s->window.assign(s->num_layers, 0);
+  return absl::OkStatus();
+}
+
+// bert, roberta, xlm-roberta, camembert.
+absl::Status Bert(const Fields& f, TransformerSpec* s) {
+  INFER_RETURN_IF_ERROR(CommonSizes(f, s));
+  INFER_ASSIGN_OR_RETURN(const std::string positions,
+                         f.String("position_embedding_type", "absolute"));
+  if (positions != "absolute") {
+    return f.Bad(absl::StrCat("field 'position_embedding_type' = '", positions,
+                              "'; supported: absolute"));
+  }
+  s->absolute_positions = true;
+  if (s->model_type != "bert") s->position_offset = s->pad_token_id + 1;
+  INFER_ASSIGN_OR_RETURN(s->type_vocab_size, f.Positive("type_vocab_size", 2));
+  s->embed_norm = true;
+  INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
+  INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
+  return absl::OkStatus();
+}
+
+absl::Status Mpnet(const Fields& f, TransformerSpec* s) {
+  INFER_RETURN_IF_ERROR(CommonSizes(f, s));
+  s->absolute_positions = true;
+  s->position_offset = s->pad_token_id + 1;
+  s->embed_norm = true;
+  INFER_ASSIGN_OR_RETURN(s->relative_buckets, f.Positive("relative_attention_num_buckets", 32));
+  // transformers buckets distances into 32 whatever the table's size.
+  if (s->relative_buckets < 32) {
+    return f.Bad(absl::StrCat("field 'relative_attention_num_buckets' = ", s->relative_buckets,
+                              "; MPNet's position buckets need at least 32"));
+  }
+  INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
+  INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
+  return absl::OkStatus();
+}
+
+// θ of one layer type: rope_parameters (transformers 5: either one object,
+// or one per layer type) or the older top-level fields. Only the default
+// and "linear" scalings are computed.
+absl::StatusOr<double> RopeTheta(const Fields& f, TransformerSpec* s, const std::string& layer_type,
+                                 const char* legacy_field, double fallback) {
+  const Json* params = nullptr;
+  if (f.Has("rope_parameters")) {
+    const Json& p = f.at("rope_parameters");
+    if (!p.is_object()) return f.Bad("field 'rope_parameters' must be an object");
+    params = p.contains(layer_type) ? &p[layer_type] : &p;
+  } else if (f.Has("rope_scaling")) {
+    params = &f.at("rope_scaling");
+  }
+  double theta = fallback;
+  if (f.Has(legacy_field)) {
+    INFER_ASSIGN_OR_RETURN(theta, f.PositiveNumber(legacy_field, fallback));
+  }
+  if (params == nullptr) return theta;
+  if (!params->is_object()) return f.Bad("rope parameters must be an object");
+  const Fields p(*params, "");
+  INFER_ASSIGN_OR_RETURN(theta, p.PositiveNumber("rope_theta", theta));
+  std::string type = "default";
+  if (p.Has("rope_type")) {
+    INFER_ASSIGN_OR_RETURN(type, p.String("rope_type", type));
+  } else if (p.Has("type")) {
+    INFER_ASSIGN_OR_RETURN(type, p.String("type", type));
+  }
+  if (type == "linear") {
+    INFER_ASSIGN_OR_RETURN(s->rope_linear_factor, p.PositiveNumber("factor", 1.0));
+  } else if (type != "default") {
+    return f.Bad(absl::StrCat("rope type '", type, "'; supported: default, linear"));
+  }
+  return theta;
+}
+
+// Per layer: "full_attention" or "sliding_attention", from layer_types when
+// the config has it, else from `sliding(i)`.
+absl::StatusOr<std::vector<bool>> SlidingLayers(const Fields& f, int64_t layers,
+                                                const std::function<bool(int64_t)>& sliding) {
+  std::vector<bool> out(layers);
+  if (!f.Has("layer_types")) {
+    for (int64_t i = 0; i < layers; ++i) out[i] = sliding(i);
+    return out;
+  }
+  const Json& t = f.at("layer_types");
+  if (!t.is_array() || static_cast<int64_t>(t.size()) != layers) {
+    return f.Bad(absl::StrCat("field 'layer_types' must list ", layers, " layer types"));
+  }
+  for (int64_t i = 0; i < layers; ++i) {
+    if (t[i] == "sliding_attention") {
+      out[i] = true;
+    } else if (t[i] != "full_attention") {
+      return f.Bad("field 'layer_types' holds a type other than full_attention, sliding_attention");
+    }
+  }
+  return out;
+}
+
+absl::Status ModernBert(const Fields& f, TransformerSpec* s) {
+  INFER_RETURN_IF_ERROR(CommonSizes(f, s));
+  s->embed_norm = true;
+  s->pre_norm = true;
+  s->final_norm = true;
+  s->first_attn_norm = false;
+  s->gated = true;
+  INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("norm_eps", 1e-5));
+  INFER_ASSIGN_OR_RETURN(s->norm_bias, f.Bool("norm_bias", false));
+  INFER_ASSIGN_OR_RETURN(const bool attention_bias, f.Bool("attention_bias", false));
+  INFER_ASSIGN_OR_RETURN(s->ffn_bias, f.Bool("mlp_bias", false));
+  s->qkv_bias = s->attn_out_bias = attention_bias;
+  INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_activation", "gelu"));
+  INFER_ASSIGN_OR_RETURN(const int64_t every, f.Positive("global_attn_every_n_layers", 3));
+  INFER_ASSIGN_OR_RETURN(const int64_t local, f.Positive("local_attention", 128));
+  INFER_ASSIGN_OR_RETURN(const std::vector<bool> sliding,
+                         SlidingLayers(f, s->num_layers, [&](int64_t i) { return i % every != 0; }));
+  INFER_ASSIGN_OR_RETURN(const double global_theta,
+                         RopeTheta(f, s, "full_attention", "global_rope_theta", 160000.0));
+  INFER_ASSIGN_OR_RETURN(const double local_theta,
+                         RopeTheta(f, s, "sliding_attention", "local_rope_theta", 10000.0));
+  for (int64_t i = 0; i < s->num_layers; ++i) {
+    s->window[i] = sliding[i] ? local / 2 : 0;
+    s->rope_theta.push_back(sliding[i] ? local_theta : global_theta);
+  }
+  return absl::OkStatus();
+}
+
+// qwen3, qwen2, llama, mistral.
+absl::Status Decoder(const Fields& f, TransformerSpec* s) {
+  INFER_RETURN_IF_ERROR(CommonSizes(f, s));
+  s->norm = NormKind::kRmsNorm;
+  s->norm_bias = false;
+  s->pre_norm = true;
+  s->final_norm = true;
+  s->causal = true;
+  s->gated = true;
+  s->qk_norm = s->model_type == "qwen3";
+  INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("rms_norm_eps", 1e-6));
+  INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "silu"));
+  INFER_ASSIGN_OR_RETURN(const bool attention_bias, f.Bool("attention_bias", false));
+  s->qkv_bias = s->model_type == "qwen2" || attention_bias;
+  s->attn_out_bias = attention_bias;
+  INFER_ASSIGN_OR_RETURN(s->ffn_bias, f.Bool("mlp_bias", false));
+  // Sliding windows: Mistral's sliding_window applies to every layer;
+  // Qwen's only with use_sliding_window, to the layers layer_types marks.
+  int64_t sliding_window = 0;
+  INFER_ASSIGN_OR_RETURN(const bool use_sliding, f.Bool("use_sliding_window", false));
+  if (f.Has("sliding_window") && (s->model_type == "mistral" || use_sliding)) {
+    INFER_ASSIGN_OR_RETURN(sliding_window, f.Positive("sliding_window"));
+  }
+  INFER_ASSIGN_OR_RETURN(
+      const std::vector<bool> sliding,
+      SlidingLayers(f, s->num_layers, [&](int64_t) { return s->model_type == "mistral"; }));
+  INFER_ASSIGN_OR_RETURN(const double theta, RopeTheta(f, s, "full_attention", "rope_theta",
+                                                       s->model_type == "qwen3" ? 1e6 : 10000.0));
+  for (int64_t i = 0; i < s->num_layers; ++i) {
+    // Keys closer than the window: q - k < sliding_window.
+    s->window[i] = sliding[i] && sliding_window > 0 ? sliding_window - 1 : 0;
+    s->rope_theta.push_back(theta);
+  }
+  return absl::OkStatus();
+}
+
+using FamilyParser = absl::Status (*)(const Fields&, TransformerSpec*);
+
+const std::map<std::string, FamilyParser>& Families() {
+  static const auto* families = new std::map<std::string, FamilyParser>{
+      {"bert", Bert},         {"camembert", Bert},  {"llama", Decoder},
+      {"mistral", Decoder},   {"modernbert", ModernBert}, {"mpnet", Mpnet},
+      {"qwen2", Decoder},     {"qwen3", Decoder},   {"roberta", Bert},
+      {"xlm-roberta", Bert}};
+  return *families;
+}
+
+}  // namespace
+
+const char* NormKindName(NormKind kind) {
+  return kind == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm";
+}
+
+const char* ActivationKindName(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kGelu:
+      return "gelu";
+    case ActivationKind::kGeluTanh:
+      return "gelu_tanh";
+    case ActivationKind::kSilu:
+      return "silu";
+  }
+  return "?";
+}
+
+int64_t TransformerSpec::MaxSequenceLength() const {
+  if (absolute_positions) return max_position_embeddings - position_offset;
+  if (!rope_theta.empty()) return std::min(max_position_embeddings, kMaxRotaryPositions);
+  return max_position_embeddings;
+}
+
+bool TransformerSpec::IsBertShaped() const {
+  bool windows = false;
+  for (int64_t w : window) windows |= w > 0;
+  return absolute_positions && rope_theta.empty() && relative_buckets == 0 &&
+         norm == NormKind::kLayerNorm && norm_bias && !pre_norm && !final_norm && embed_norm &&
+         first_attn_norm && !qk_norm && !causal && !windows &&
+         activation == ActivationKind::kGelu && !gated && qkv_bias && attn_out_bias && ffn_bias &&
+         num_kv_heads == num_heads && head_dim * num_heads == hidden_size && type_vocab_size > 0;
+}
+
+std::string TransformerSpec::Describe() const {
+  int64_t windowed = 0;
+  for (int64_t w : window) windowed += w > 0;
+  std::string s = absl::StrCat(model_type, ": ", num_layers, " layers, hidden ", hidden_size,
+                               ", heads ", num_heads);
+  if (num_kv_heads != num_heads) absl::StrAppend(&s, " (", num_kv_heads, " KV)");
+  absl::StrAppend(&s, " of ", head_dim, ", FFN ", intermediate_size,
+                  gated ? " gated " : " ", ActivationKindName(activation), ", ",
+                  pre_norm ? "pre-" : "post-", NormKindName(norm), ", ",
+                  causal ? "causal" : "bidirectional");
+  if (absolute_positions) absl::StrAppend(&s, ", absolute positions");
+  if (!rope_theta.empty()) absl::StrAppend(&s, ", rotary positions");
+  if (relative_buckets > 0) absl::StrAppend(&s, ", relative position buckets");
+  if (windowed > 0) absl::StrAppend(&s, ", ", windowed, " sliding-window layers");
+  if (qk_norm) absl::StrAppend(&s, ", q/k norm");
+  absl::StrAppend(&s, ", up to ", MaxSequenceLength(), " tokens");
+  return s;
+}
+
+std::string SupportedModelTypes() {
+  std::vector<std::string> names;
+  for (const auto& [name, parser] : Families()) names.push_back(name);
+  return absl::StrJoin(names, ", ");
+}
+
+absl::StatusOr<TransformerSpec> ParseTransformerSpec(const std::string& text,
+                                                     const std::string& path) {
+  absl::StatusOr<Json> parsed = ParseJson(text, "the file");
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parsed.status().message()));
+  }
+  const Json& j = *parsed;
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  const Fields f(j, path);
+  TransformerSpec s;
+  // Old BERT checkpoints predate model_type.
+  INFER_ASSIGN_OR_RETURN(s.model_type, f.String("model_type", "bert"));
+  auto it = Families().find(s.model_type);
+  if (it == Families().end()) {
+    return f.Bad(absl::StrCat("model_type '", s.model_type,
+                              "' is not supported; supported: ", SupportedModelTypes()));
+  }
+  INFER_RETURN_IF_ERROR(it->second(f, &s));
+  if (s.MaxSequenceLength() < 1) {
+    return f.Bad(absl::StrCat("max_position_embeddings ", s.max_position_embeddings,
+                              " leaves no position past the offset ", s.position_offset));
+  }
+  if (!s.rope_theta.empty() && s.head_dim % 2 != 0) {
+    return f.Bad(absl::StrCat("rotary positions need an even head size; head_dim is ", s.head_dim));
+  }
+  return s;
+}
+
+absl::StatusOr<TransformerSpec> ReadTransformerSpec(const std::string& path) {
+  INFER_ASSIGN_OR_RETURN(const std::string text, ReadCheckpointFile(path));
+  return ParseTransformerSpec(text, path);
+}
+
+}  // namespace infer

@@ -1,0 +1,127 @@
+// TransformerSpec: one description of a transformer encoder (or a decoder
+// used as an embedder), built from a Hugging Face config.json, naming the
+// standard blocks each family is made of. The encoders
+// (models/transformer/encoder.h) implement the blocks once; a family is a
+// mapping from its config.json to this description (ParseTransformerSpec)
+// and from its checkpoint's tensor names to TransformerWeights
+// (models/transformer/transformer_weights.h).
+//
+// Families (config.json "model_type"):
+//   bert                      absolute positions, post-LayerNorm, GELU
+//   roberta, xlm-roberta,     as bert, positions starting at pad_token_id + 1
+//   camembert
+//   mpnet                     as roberta, no token types, plus relative position
+//                             buckets added to the attention scores (shared by
+//                             every layer)
+//   modernbert                rotary positions (a θ per layer type), pre-norm
+//                             LayerNorm without biases, GeGLU, no linear biases,
+//                             global and sliding-window layers, a final norm
+//   qwen3, qwen2, llama,      rotary positions, pre-norm RMSNorm, causal
+//   mistral                   attention with grouped KV heads, SwiGLU, a final
+//                             norm (qwen3: RMSNorm on each head's q and k;
+//                             qwen2: biases on q, k and v)
+//
+// Thread-compatible (plain functions and value types).
+#ifndef INFER_MODELS_TRANSFORMER_TRANSFORMER_SPEC_H_
+#define INFER_MODELS_TRANSFORMER_TRANSFORMER_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace infer {
+
+enum class NormKind { kLayerNorm, kRmsNorm };
+// The FFN's activation: GELU (erf form), GELU (tanh approximation), SiLU.
+enum class ActivationKind { kGelu, kGeluTanh, kSilu };
+
+const char* NormKindName(NormKind kind);
+
+// Limits a config.json may not pass: 1024 layers, 2^21 positions.
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxPositionEmbeddings = int64_t{1} << 21;
+// Rotary families serve up to 2^17 tokens a sequence (the encoders hold a
+// cos/sin table for each position: 64 MiB at head size 128).
+inline constexpr int64_t kMaxRotaryPositions = int64_t{1} << 17;
+const char* ActivationKindName(ActivationKind kind);
+
+struct TransformerSpec {
+  std::string model_type;  // config.json's, e.g. "xlm-roberta"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // == num_heads unless grouped-query attention
+  int64_t head_dim = 0;      // usually hidden_size / num_heads (Qwen3 names its own)
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t pad_token_id = 0;
+
+  // Embedding: word[id] (+ position[offset + i]) (+ token_type[type]),
+  // then a norm when embed_norm.
+  bool absolute_positions = false;
+  int64_t position_offset = 0;  // XLM-R, MPNet: pad_token_id + 1
+  int64_t type_vocab_size = 0;  // 0: no token-type table
+  bool embed_norm = false;
+
+  // Rotary positions (rotate-half form) on q and k, θ per layer; empty:
+  // none. rope_linear_factor divides the positions ("linear" scaling).
+  std::vector<double> rope_theta;
+  double rope_linear_factor = 1.0;
+
+  // MPNet's relative position buckets: a [buckets, heads] table added to the
+  // scores of every layer; 0: none. Distances fall in 32 buckets up to 128
+  // positions apart, as transformers computes them whatever the table's size.
+  int64_t relative_buckets = 0;
+
+  NormKind norm = NormKind::kLayerNorm;
+  double norm_eps = 1e-12;
+  bool norm_bias = true;   // LayerNorm's β (RMSNorm never has one)
+  bool pre_norm = false;   // x + f(norm(x)); else norm(x + f(x))
+  bool final_norm = false; // a norm after the last layer (pre-norm families)
+  // Layer 0 has no attention norm (ModernBERT: the embedding norm serves).
+  bool first_attn_norm = true;
+  bool qk_norm = false;    // RMSNorm over each head's q and k (Qwen3)
+
+  bool causal = false;
+  // Per layer: 0 attends to every key (that causality allows); w > 0 to keys
+  // at most w positions away.
+  std::vector<int64_t> window;
+
+  ActivationKind activation = ActivationKind::kGelu;
+  // act(x·W1a) ⊙ (x·W1b): ffn_in has 2 × intermediate rows, the activated
+  // half first (GeGLU, SwiGLU).
+  bool gated = false;
+  bool qkv_bias = true;
+  bool attn_out_bias = true;
+  bool ffn_bias = true;
+
+  // Tokens one sequence may have: what the position table (absolute
+  // positions past the offset) or max_position_embeddings allows, at most
+  // kMaxRotaryPositions with rotary positions.
+  int64_t MaxSequenceLength() const;
+  int64_t q_width() const { return num_heads * head_dim; }
+  int64_t kv_width() const { return num_kv_heads * head_dim; }
+  // BERT's shape: absolute positions, post-LayerNorm with biases, ungated
+  // erf GELU, full bidirectional multi-head attention, no relative
+  // positions, biases everywhere. The CUDA encoder computes these.
+  bool IsBertShaped() const;
+  // One line for logs: family, sizes and blocks.
+  std::string Describe() const;
+};
+
+// The model_type values ParseTransformerSpec accepts, comma-separated.
+std::string SupportedModelTypes();
+
+// Maps a config.json to its description, checking every field it reads:
+// INVALID_ARGUMENT naming the file and field; for a model_type not listed
+// above, INVALID_ARGUMENT naming it and the supported ones.
+absl::StatusOr<TransformerSpec> ParseTransformerSpec(const std::string& text,
+                                                     const std::string& path);
+absl::StatusOr<TransformerSpec> ReadTransformerSpec(const std::string& path);
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_TRANSFORMER_TRANSFORMER_SPEC_H_

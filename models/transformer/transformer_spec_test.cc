@@ -1,0 +1,124 @@
+#include "models/transformer/transformer_spec.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/testing/reference_data.h"
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+
+absl::StatusOr<TransformerSpec> Parse(const std::string& text) {
+  return ParseTransformerSpec(text, "config.json");
+}
+
+TEST(TransformerSpecTest, BertIsBertShapedWithItsPositionTable) {
+  auto s = Parse(R"({"model_type": "bert", "vocab_size": 100, "hidden_size": 32,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+      "max_position_embeddings": 512})");
+  ASSERT_THAT(s, IsOk());
+  EXPECT_TRUE(s->IsBertShaped());
+  EXPECT_EQ(s->head_dim, 8);
+  EXPECT_EQ(s->type_vocab_size, 2);
+  EXPECT_EQ(s->MaxSequenceLength(), 512);
+  EXPECT_DOUBLE_EQ(s->norm_eps, 1e-12);
+}
+
+TEST(TransformerSpecTest, FixtureFamiliesMapToTheirBlocks) {
+  auto read = [](const std::string& family) {
+    return ReadTransformerSpec(testing::FixturePath("families/" + family + "/config.json"));
+  };
+  auto xlmr = read("xlm-roberta");
+  ASSERT_THAT(xlmr, IsOk());
+  EXPECT_TRUE(xlmr->IsBertShaped());
+  EXPECT_EQ(xlmr->position_offset, 2);  // pad_token_id 1, plus one
+  EXPECT_EQ(xlmr->MaxSequenceLength(), 64);
+  EXPECT_EQ(xlmr->type_vocab_size, 1);
+
+  auto mpnet = read("mpnet");
+  ASSERT_THAT(mpnet, IsOk());
+  EXPECT_FALSE(mpnet->IsBertShaped());
+  EXPECT_EQ(mpnet->relative_buckets, 32);
+  EXPECT_EQ(mpnet->type_vocab_size, 0);
+
+  auto modern = read("modernbert");
+  ASSERT_THAT(modern, IsOk());
+  EXPECT_TRUE(modern->pre_norm && modern->final_norm && modern->gated && !modern->norm_bias);
+  EXPECT_FALSE(modern->first_attn_norm);
+  EXPECT_FALSE(modern->qkv_bias || modern->ffn_bias);
+  EXPECT_EQ(modern->window, (std::vector<int64_t>{0, 8, 8}));  // local_attention 16, halved
+  EXPECT_EQ(modern->rope_theta, (std::vector<double>{160000.0, 10000.0, 10000.0}));
+  EXPECT_EQ(modern->MaxSequenceLength(), 128);
+
+  auto qwen = read("qwen3");
+  ASSERT_THAT(qwen, IsOk());
+  EXPECT_TRUE(qwen->causal && qwen->qk_norm && qwen->gated);
+  EXPECT_EQ(qwen->norm, NormKind::kRmsNorm);
+  EXPECT_EQ(qwen->activation, ActivationKind::kSilu);
+  EXPECT_EQ(qwen->num_kv_heads, 1);
+  EXPECT_EQ(qwen->head_dim, 16);
+  EXPECT_EQ(qwen->rope_theta, (std::vector<double>{1e6, 1e6}));
+  EXPECT_NE(qwen->Describe().find("(1 KV)"), std::string::npos) << qwen->Describe();
+}
+
+// Hub configs written before transformers 5 name θ and the window their
+// own way.
+TEST(TransformerSpecTest, OlderConfigFieldsAreRead) {
+  auto modern = Parse(R"({"model_type": "modernbert", "vocab_size": 50368, "hidden_size": 768,
+      "num_hidden_layers": 4, "num_attention_heads": 12, "intermediate_size": 1152,
+      "max_position_embeddings": 8192, "global_attn_every_n_layers": 3, "local_attention": 128,
+      "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "pad_token_id": 50283})");
+  ASSERT_THAT(modern, IsOk());
+  EXPECT_EQ(modern->window, (std::vector<int64_t>{0, 64, 64, 0}));
+  EXPECT_EQ(modern->rope_theta, (std::vector<double>{160000.0, 10000.0, 10000.0, 160000.0}));
+  auto mistral = Parse(R"({"model_type": "mistral", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "intermediate_size": 128, "max_position_embeddings": 4096, "sliding_window": 4096,
+      "rope_theta": 10000.0, "rms_norm_eps": 1e-5})");
+  ASSERT_THAT(mistral, IsOk());
+  EXPECT_EQ(mistral->window, (std::vector<int64_t>{4095, 4095}));
+  EXPECT_FALSE(mistral->qk_norm);
+  auto qwen2 = Parse(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "intermediate_size": 128, "max_position_embeddings": 1024,
+      "rope_scaling": {"type": "linear", "factor": 2.0}})");
+  ASSERT_THAT(qwen2, IsOk());
+  EXPECT_TRUE(qwen2->qkv_bias);
+  EXPECT_FALSE(qwen2->attn_out_bias);
+  EXPECT_DOUBLE_EQ(qwen2->rope_linear_factor, 2.0);
+}
+
+TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {
+  EXPECT_THAT(Parse(R"({"model_type": "gpt2", "vocab_size": 10})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "model_type 'gpt2' is not supported; supported: bert, camembert, llama, "
+                       "mistral, modernbert, mpnet, qwen2, qwen3, roberta, xlm-roberta"));
+  const std::string sizes = R"("vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 1,
+      "intermediate_size": 128, "max_position_embeddings": 64)";
+  EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 5, )" + sizes + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not divisible"));
+  EXPECT_THAT(Parse(R"({"model_type": "llama", "num_attention_heads": 4,
+                        "num_key_value_heads": 3, )" + sizes + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "num_key_value_heads"));
+  EXPECT_THAT(Parse(R"({"model_type": "qwen3", "num_attention_heads": 4,
+                        "rope_scaling": {"rope_type": "yarn", "factor": 4.0}, )" + sizes + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "rope type 'yarn'"));
+  EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 4,
+                        "hidden_act": "relu6", )" + sizes + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "hidden_act"));
+  EXPECT_THAT(Parse(R"({"model_type": "xlm-roberta", "num_attention_heads": 4,
+                        "pad_token_id": 63, )" + sizes + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "leaves no position"));
+  EXPECT_THAT(Parse(R"({"model_type": "mpnet", "num_attention_heads": 4,
+                        "relative_attention_num_buckets": 16, )" + sizes + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "32"));
+  EXPECT_THAT(Parse("[1, 2]"), StatusIs(absl::StatusCode::kInvalidArgument, ""));
+  EXPECT_THAT(Parse("{"), StatusIs(absl::StatusCode::kInvalidArgument, ""));
+}
+
+}  // namespace
+}  // namespace infer

@@ -1,0 +1,205 @@
+#include "models/transformer/transformer_weights.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "models/checkpoint.h"
+#include "runtime/status_macros.h"
+#include "runtime/tensor.h"
+
+namespace infer {
+namespace {
+
+// Takes tensors out of a checkpoint by name, checking shapes; every error
+// names the file.
+class Tensors {
+ public:
+  Tensors(std::map<std::string, CheckpointTensor> t, std::string file)
+      : t_(std::move(t)), file_(std::move(file)) {}
+
+  bool Has(const std::string& name) const { return Find(name) != t_.end(); }
+
+  absl::Status Take(const std::string& name, const std::vector<int64_t>& shape,
+                    std::vector<float>* out) {
+    auto it = Find(name);
+    if (it == t_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_, ": checkpoint has no tensor '", name, "'"));
+    }
+    if (it->second.shape != shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_, ": tensor '", name, "' has shape ", ShapeToString(it->second.shape),
+                       "; the config needs ", ShapeToString(shape)));
+    }
+    *out = std::move(it->second.values);
+    t_.erase(it);
+    return absl::OkStatus();
+  }
+  // Appends the tensor's values to `out` (fusing Q, K and V, or gate and up).
+  absl::Status Append(const std::string& name, const std::vector<int64_t>& shape,
+                      std::vector<float>* out) {
+    std::vector<float> v;
+    INFER_RETURN_IF_ERROR(Take(name, shape, &v));
+    out->insert(out->end(), v.begin(), v.end());
+    return absl::OkStatus();
+  }
+
+ private:
+  // `name`, or `name` under the prefix a task head's checkpoint adds.
+  std::map<std::string, CheckpointTensor>::iterator Find(const std::string& name) {
+    for (const char* prefix : {"", "bert.", "roberta.", "mpnet.", "model."}) {
+      auto it = t_.find(prefix + name);
+      if (it != t_.end()) return it;
+    }
+    return t_.end();
+  }
+  std::map<std::string, CheckpointTensor>::const_iterator Find(const std::string& name) const {
+    return const_cast<Tensors*>(this)->Find(name);
+  }
+
+  std::map<std::string, CheckpointTensor> t_;
+  std::string file_;
+};
+
+using W = TransformerWeights;
+
+// One linear layer built from one or more stored ones (their rows
+// concatenated in order), with biases when `bias`.
+absl::Status Linear(Tensors& t, const std::vector<std::string>& names,
+                    const std::vector<int64_t>& outs, int64_t in, bool bias, W::Linear* l) {
+  l->in = in;
+  l->out = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    INFER_RETURN_IF_ERROR(t.Append(names[i] + ".weight", {outs[i], in}, &l->w));
+    if (bias) INFER_RETURN_IF_ERROR(t.Append(names[i] + ".bias", {outs[i]}, &l->b));
+    l->out += outs[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Norm(Tensors& t, const std::string& name, int64_t size, bool bias, W::Norm* n) {
+  INFER_RETURN_IF_ERROR(t.Take(name + ".weight", {size}, &n->gamma));
+  if (bias) INFER_RETURN_IF_ERROR(t.Take(name + ".bias", {size}, &n->beta));
+  return absl::OkStatus();
+}
+
+// bert, roberta, xlm-roberta, camembert, mpnet: the BERT layout.
+absl::Status LoadBertLayout(Tensors& t, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size, inter = s.intermediate_size;
+  const bool mpnet = s.model_type == "mpnet";
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.position_embeddings.weight",
+                               {s.max_position_embeddings, h}, &w->position));
+  if (s.type_vocab_size > 0) {
+    INFER_RETURN_IF_ERROR(
+        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
+  }
+  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.LayerNorm", h, true, &w->embed_norm));
+  if (mpnet) {
+    INFER_RETURN_IF_ERROR(t.Take("encoder.relative_attention_bias.weight",
+                                 {s.relative_buckets, s.num_heads}, &w->relative_bias));
+  }
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = absl::StrCat("encoder.layer.", i, ".");
+    W::Layer& l = w->layers[i];
+    if (mpnet) {
+      const std::string a = p + "attention.attn.";
+      INFER_RETURN_IF_ERROR(Linear(t, {a + "q", a + "k", a + "v"}, {h, h, h}, h, true, &l.qkv));
+      INFER_RETURN_IF_ERROR(Linear(t, {a + "o"}, {h}, h, true, &l.attn_out));
+      INFER_RETURN_IF_ERROR(Norm(t, p + "attention.LayerNorm", h, true, &l.attn_norm));
+    } else {
+      const std::string a = p + "attention.self.";
+      INFER_RETURN_IF_ERROR(
+          Linear(t, {a + "query", a + "key", a + "value"}, {h, h, h}, h, true, &l.qkv));
+      INFER_RETURN_IF_ERROR(Linear(t, {p + "attention.output.dense"}, {h}, h, true, &l.attn_out));
+      INFER_RETURN_IF_ERROR(Norm(t, p + "attention.output.LayerNorm", h, true, &l.attn_norm));
+    }
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "intermediate.dense"}, {inter}, h, true, &l.ffn_in));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "output.dense"}, {h}, inter, true, &l.ffn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "output.LayerNorm", h, true, &l.ffn_norm));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadModernBert(Tensors& t, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size, inter = s.intermediate_size;
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.tok_embeddings.weight", {s.vocab_size, h}, &w->word));
+  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.norm", h, s.norm_bias, &w->embed_norm));
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = absl::StrCat("layers.", i, ".");
+    W::Layer& l = w->layers[i];
+    if (i > 0) INFER_RETURN_IF_ERROR(Norm(t, p + "attn_norm", h, s.norm_bias, &l.attn_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "attn.Wqkv"}, {3 * h}, h, s.qkv_bias, &l.qkv));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "attn.Wo"}, {h}, h, s.attn_out_bias, &l.attn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "mlp_norm", h, s.norm_bias, &l.ffn_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wi"}, {2 * inter}, h, s.ffn_bias, &l.ffn_in));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wo"}, {h}, inter, s.ffn_bias, &l.ffn_out));
+  }
+  return Norm(t, "final_norm", h, s.norm_bias, &w->final_norm);
+}
+
+// qwen3, qwen2, llama, mistral.
+absl::Status LoadDecoder(Tensors& t, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size, inter = s.intermediate_size;
+  const int64_t qw = s.q_width(), kvw = s.kv_width();
+  INFER_RETURN_IF_ERROR(t.Take("embed_tokens.weight", {s.vocab_size, h}, &w->word));
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = absl::StrCat("layers.", i, ".");
+    const std::string a = p + "self_attn.";
+    W::Layer& l = w->layers[i];
+    INFER_RETURN_IF_ERROR(Norm(t, p + "input_layernorm", h, false, &l.attn_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {a + "q_proj", a + "k_proj", a + "v_proj"}, {qw, kvw, kvw}, h,
+                                 s.qkv_bias, &l.qkv));
+    INFER_RETURN_IF_ERROR(Linear(t, {a + "o_proj"}, {h}, qw, s.attn_out_bias, &l.attn_out));
+    if (s.qk_norm) {
+      INFER_RETURN_IF_ERROR(Norm(t, a + "q_norm", s.head_dim, false, &l.q_norm));
+      INFER_RETURN_IF_ERROR(Norm(t, a + "k_norm", s.head_dim, false, &l.k_norm));
+    }
+    INFER_RETURN_IF_ERROR(Norm(t, p + "post_attention_layernorm", h, false, &l.ffn_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h,
+                                 s.ffn_bias, &l.ffn_in));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.down_proj"}, {h}, inter, s.ffn_bias, &l.ffn_out));
+  }
+  return Norm(t, "norm", h, false, &w->final_norm);
+}
+
+}  // namespace
+
+int64_t TransformerWeights::ParameterCount() const {
+  auto n = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size()); };
+  int64_t total = n(word) + n(position) + n(token_type) + n(relative_bias) +
+                  n(embed_norm.gamma) + n(embed_norm.beta) + n(final_norm.gamma) +
+                  n(final_norm.beta);
+  for (const Layer& l : layers) {
+    for (const Linear* lin : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out}) {
+      total += n(lin->w) + n(lin->b);
+    }
+    for (const Norm* norm : {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm}) {
+      total += n(norm->gamma) + n(norm->beta);
+    }
+  }
+  return total;
+}
+
+absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir) {
+  TransformerWeights w;
+  INFER_ASSIGN_OR_RETURN(w.spec, ReadTransformerSpec(dir + "/config.json"));
+  const std::string file = dir + "/model.safetensors";
+  INFER_ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(file));
+  Tensors t(std::move(tensors), file);
+  w.layers.resize(w.spec.num_layers);
+  const std::string& type = w.spec.model_type;
+  if (type == "modernbert") {
+    INFER_RETURN_IF_ERROR(LoadModernBert(t, &w));
+  } else if (type == "qwen3" || type == "qwen2" || type == "llama" || type == "mistral") {
+    INFER_RETURN_IF_ERROR(LoadDecoder(t, &w));
+  } else {
+    INFER_RETURN_IF_ERROR(LoadBertLayout(t, &w));
+  }
+  return w;
+}
+
+}  // namespace infer

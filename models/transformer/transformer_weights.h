@@ -1,0 +1,65 @@
+// TransformerWeights: a transformer checkpoint's weights in host memory
+// (FP32) in one layout for every family (models/transformer/transformer_spec.h),
+// read from a Hugging Face folder (config.json, model.safetensors) by the
+// family's tensor names.
+//
+// Layout: Linear weights are [out, in] as Hugging Face stores them. Q, K and
+// V are one linear layer (the rows of q, then k, then v); a gated FFN's
+// input layer holds the activated half's rows first, then the other half's
+// (Llama's gate_proj then up_proj; ModernBERT's Wi as stored). An absent
+// bias or norm β is an empty vector.
+//
+// Thread-compatible (value types).
+#ifndef INFER_MODELS_TRANSFORMER_TRANSFORMER_WEIGHTS_H_
+#define INFER_MODELS_TRANSFORMER_TRANSFORMER_WEIGHTS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/transformer/transformer_spec.h"
+
+namespace infer {
+
+struct TransformerWeights {
+  struct Linear {
+    std::vector<float> w;  // [out, in]
+    std::vector<float> b;  // [out], or empty
+    int64_t out = 0, in = 0;
+  };
+  struct Norm {
+    std::vector<float> gamma;  // empty: no norm here
+    std::vector<float> beta;   // empty: none (RMSNorm, or a LayerNorm without β)
+    bool present() const { return !gamma.empty(); }
+  };
+  struct Layer {
+    Linear qkv;       // [q_width + 2 * kv_width, hidden]
+    Linear attn_out;  // [hidden, q_width]
+    Linear ffn_in;    // [intermediate (× 2 when gated), hidden]
+    Linear ffn_out;   // [hidden, intermediate]
+    // Post-norm: after each residual add; pre-norm: before each block
+    // (attn_norm absent in ModernBERT's layer 0).
+    Norm attn_norm, ffn_norm;
+    Norm q_norm, k_norm;  // [head_dim] (qk_norm)
+  };
+  TransformerSpec spec;
+  std::vector<float> word;        // [vocab, hidden]
+  std::vector<float> position;    // [max_position_embeddings, hidden], or empty
+  std::vector<float> token_type;  // [type_vocab_size, hidden], or empty
+  std::vector<float> relative_bias;  // [relative_buckets, heads], or empty
+  Norm embed_norm, final_norm;
+  std::vector<Layer> layers;
+
+  int64_t ParameterCount() const;
+};
+
+// Reads `dir`/config.json and `dir`/model.safetensors. Tensor names may carry
+// the prefix the family's task heads add ("bert.", "roberta.", "mpnet.",
+// "model."). INVALID_ARGUMENT naming the file and tensor when one is
+// missing or has the wrong shape, or the model_type is not supported.
+absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir);
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_TRANSFORMER_TRANSFORMER_WEIGHTS_H_
