@@ -13,20 +13,21 @@ namespace infer::cpu {
 
 void EmbeddingSum(const EmbeddingArgs& a, float* x, int threads) {
   const int64_t hidden = a.hidden;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
-  for (int64_t r = 0; r < a.rows; ++r) {
-    for (int64_t t = a.offsets[r]; t < a.offsets[r + 1]; ++t) {
-      const float* w = a.word + static_cast<int64_t>(a.ids[t]) * hidden;
-      float* out = x + t * hidden;
-      std::memcpy(out, w, hidden * sizeof(float));
-      if (a.position != nullptr) {
-        const int64_t p = a.position_offset + (a.by_order ? t - a.offsets[r] : a.positions[t]);
-        const float* pos = a.position + p * hidden;
-        for (int64_t i = 0; i < hidden; ++i) out[i] += pos[i];
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    const float* w = a.word + static_cast<int64_t>(a.ids[t]) * hidden;
+    float* out = x + t * hidden;
+    std::memcpy(out, w, hidden * sizeof(float));
+    if (a.position != nullptr) {
+      int64_t p = a.positions[t];
+      if (a.by_order) {  // the index within its sequence: t less the sequence's first row
+        p = t - *(std::upper_bound(a.offsets, a.offsets + a.rows + 1, static_cast<int32_t>(t)) - 1);
       }
-      if (a.token_type != nullptr) {
-        for (int64_t i = 0; i < hidden; ++i) out[i] += a.token_type[i];
-      }
+      const float* pos = a.position + (a.position_offset + p) * hidden;
+      for (int64_t i = 0; i < hidden; ++i) out[i] += pos[i];
+    }
+    if (a.token_type != nullptr) {
+      for (int64_t i = 0; i < hidden; ++i) out[i] += a.token_type[i];
     }
   }
 }
