@@ -67,6 +67,9 @@ struct ModelSpec {
   // How it computes, for the load log (e.g. the kernels chosen); may be
   // empty.
   std::string implementation;
+  // What it is, as read from its files (family, tokenizer, pooling, length),
+  // for the load log; may be empty.
+  std::string description;
   // Each sequence's outputs are bit-identical whatever it is batched with
   // (e.g. the BERT encoder's batch_invariant mode); reported by ModelConfig.
   bool batch_invariant = false;

@@ -79,12 +79,13 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
                  std::string(opened.status().message()));
   }
 
-  if (flags.model_repository.empty() && std::filesystem::is_directory("model_repository")) {
+  if (flags.model_repository.empty() && flags.models.empty() &&
+      std::filesystem::is_directory("model_repository")) {
     // The demo repository scripts/export-demo-models.sh prepares (MiniLM).
     flags.model_repository = "model_repository";
-    spdlog::info("serving ./model_repository (no --model-repository given)");
+    spdlog::info("serving ./model_repository (no --model-repository or --model given)");
   }
-  if (flags.model_repository.empty()) {
+  if (flags.model_repository.empty() && flags.models.empty()) {
     // No repository: serve the bundled demo model with its defaults.
     spdlog::info(
         "no model repository: serving the built-in demo model 'embed_pool' "
@@ -97,7 +98,8 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
       spdlog::critical("cannot load the demo model: {}", s.ToString());
       return 1;
     }
-  } else {
+  }
+  if (!flags.model_repository.empty()) {
     auto loaded = infer::LoadModelRepository(flags.model_repository, engine->get());
     if (!loaded.ok()) {
       spdlog::critical("cannot load model repository: {}", loaded.status().ToString());
@@ -107,10 +109,18 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
       spdlog::warn("model repository '{}' holds no model folders", flags.model_repository);
     }
   }
+  if (!flags.models.empty()) {
+    auto loaded = infer::LoadModelFolders(flags.models, engine->get());
+    if (!loaded.ok()) {
+      spdlog::critical("cannot load --model: {}", loaded.status().ToString());
+      return 1;
+    }
+  }
   for (const std::string& name : (*engine)->ModelNames()) {
     const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
     const infer::RequestLimits l = *(*engine)->GetRequestLimits(name);
     const infer::ModelSpec& spec = **(*engine)->GetModelSpec(name);
+    if (!spec.description.empty()) spdlog::info("model '{}': {}", name, spec.description);
     spdlog::info(
         "model '{}' ready: backend {}, precision {}{}; max_batch_size {}, max_batch_tokens {}, "
         "max_queue_delay_us {}, max_queue_size {}, length buckets [{}], priority levels {}; "

@@ -8,7 +8,10 @@ const char kServerDescription[] =
     "infer-server: serves models over the KServe v2 / Triton gRPC inference protocol "
     "(inference.GRPCInferenceService) and grpc.health.v1, over HTTP as KServe v2 REST and "
     "OpenAI-compatible /v1/embeddings, with dynamic batching on a bounded queue per model.\n\n"
-    "With no --model-repository it serves ./model_repository when that folder exists "
+    "--model DIR serves a Hugging Face / sentence-transformers folder as it is (config.json, "
+    "model.safetensors, tokenizer.json or vocab.txt): the family, tokenizer, pooling and "
+    "length are read from its files. "
+    "With neither --model nor --model-repository it serves ./model_repository when that folder exists "
     "(scripts/export-demo-models.sh puts all-MiniLM-L6-v2 there as 'minilm'), else the "
     "built-in demo model 'embed_pool' (INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).";
 
@@ -22,8 +25,13 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
   app->add_option("--device", flags->device,
                   "cpu or cuda:N (default: cuda:0 when a GPU is usable, else cpu)");
   app->add_option("--model-repository", flags->model_repository,
-                  "folder with one sub-folder per model, each holding a config.pbtxt "
-                  "(default: serve the bundled demo model)");
+                  "folder with one sub-folder per model, each holding a config.pbtxt or a "
+                  "Hugging Face folder's config.json (default: serve the bundled demo model)");
+  app->add_option("--model", flags->models,
+                  "[NAME=]DIR: serve the Hugging Face / sentence-transformers folder DIR as "
+                  "NAME (default: the folder's name); its config.pbtxt, if any, applies; "
+                  "repeatable, and with --model-repository too")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
                   "largest request accepted: a larger gRPC message gets RESOURCE_EXHAUSTED, a "
                   "larger HTTP body 413 (before it is read)")

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace infer {
 
@@ -14,6 +15,7 @@ struct ServerFlags {
   std::string grpc_address = "127.0.0.1:8001";
   std::string device;
   std::string model_repository;
+  std::vector<std::string> models;  // --model [NAME=]DIR, in order
   int64_t max_receive_message_bytes = 64 << 20;
   double drain_grace_s = 5.0;
   double drain_timeout_s = 20.0;

@@ -13,12 +13,13 @@
 namespace infer {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
+absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOptions& options,
                                               const DeviceContext& context) {
   const ModelParams& params = options.params;
   const std::string& model_dir = options.model_dir;
   BertModelOptions o;
   o.name = options.name;
+  o.backend = backend;
   o.precision = options.precision;
   if (options.cuda_graphs.enabled.has_value()) o.graphs.enabled = *options.cuda_graphs.enabled;
   if (options.cuda_graphs.max_tokens > 0) o.graphs.max_tokens = options.cuda_graphs.max_tokens;
@@ -49,12 +50,30 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
   return std::unique_ptr<Model>(std::move(model));
 }
 
+absl::StatusOr<std::unique_ptr<Model>> CreateBert(const ModelOptions& options,
+                                                  const DeviceContext& context) {
+  return Create("bert", options, context);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> CreateTransformer(const ModelOptions& options,
+                                                         const DeviceContext& context) {
+  return Create("transformer", options, context);
+}
+
 }  // namespace
 
+// Two names for one backend: "transformer" (what a Hugging Face folder
+// without a config.pbtxt is served by), and "bert", its name from before
+// it served other families.
 extern const ModelFamily kBertFamily;
+extern const ModelFamily kTransformerFamily;
 const ModelFamily kBertFamily = {"bert",
                                  {"checkpoint_dir", "normalize", "max_sequence_length", "pooling",
                                   "batch_invariant", "auto_truncate"},
-                                 Create};
+                                 CreateBert};
+const ModelFamily kTransformerFamily = {"transformer",
+                                        {"checkpoint_dir", "normalize", "max_sequence_length",
+                                         "pooling", "batch_invariant", "auto_truncate"},
+                                        CreateTransformer};
 
 }  // namespace infer

@@ -93,11 +93,16 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
         absl::StrCat(tokenizer.source, " gives ids up to ", m->tokenizer_->vocab_size() - 1,
                      " but config.json says vocab_size ", c.vocab_size));
   }
+  std::string length_source;
   if (options.max_sequence_length > 0) {
     m->max_length_ = std::min(options.max_sequence_length, c.MaxSequenceLength());
+    length_source = "max_sequence_length";
   } else {
     INFER_ASSIGN_OR_RETURN(std::optional<int64_t> st,
                            SentenceTransformersMaxLength(options.checkpoint_dir));
+    length_source = st.has_value()                         ? "sentence_bert_config.json"
+                    : tokenizer.model_max_length.has_value() ? "tokenizer_config.json"
+                                                             : "config.json";
     m->max_length_ =
         std::min(st.value_or(tokenizer.model_max_length.value_or(c.MaxSequenceLength())),
                  c.MaxSequenceLength());
@@ -108,8 +113,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
   m->spec_.name = options.name;
-  m->spec_.platform = "infer_bert";
-  m->spec_.backend = "bert";
+  m->spec_.platform = "infer_" + options.backend;
+  m->spec_.backend = options.backend;
+  m->spec_.description = absl::StrCat(
+      c.Describe(), "; tokenizer ", tokenizer.source, "; ", PoolingName(m->pooling_), " pooling",
+      options.normalize ? ", L2-normalised" : "", "; texts up to ", m->max_length_, " tokens (",
+      length_source, ")", options.auto_truncate ? ", longer ones cut" : ", longer ones refused");
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered

@@ -47,6 +47,7 @@ namespace infer {
 
 struct BertModelOptions {
   std::string name = "minilm";
+  std::string backend = "bert";  // the registry name it is served under
   std::string checkpoint_dir;  // config.json, model.safetensors, tokenizer.json or vocab.txt
   bool normalize = true;       // L2-normalise the pooled embedding
   // Mean over real tokens, the first ([CLS]) or the last token's state.

@@ -258,25 +258,45 @@ RequestLimits LimitsFromConfig(const config::ModelConfig& config) {
 }
 
 absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
-                                            const DeviceInfo& device) {
+                                            const DeviceInfo& device, const std::string& name) {
   namespace fs = std::filesystem;
-  const fs::path folder(dir);
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const fs::path folder(trimmed);
   const fs::path config_path = folder / "config.pbtxt";
-  std::ifstream in(config_path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(config_path.string(), ": cannot read the model's config"));
+  std::error_code ec;
+  config::ModelConfig config;
+  // What errors name: the config.pbtxt, or the folder without one.
+  std::string source = config_path.string();
+  if (fs::exists(config_path, ec)) {
+    std::ifstream in(config_path);
+    if (!in) {
+      return absl::NotFoundError(
+          absl::StrCat(config_path.string(), ": cannot read the model's config"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    INFER_ASSIGN_OR_RETURN(config, ParseModelConfig(config_path.string(), text.str()));
+  } else if (fs::exists(folder / "config.json", ec)) {
+    // A Hugging Face / sentence-transformers folder as it is: the transformer
+    // backend reads everything from its files, with the defaults above.
+    config.set_backend(kHuggingFaceBackend);
+    source = folder.string();
+  } else {
+    return absl::NotFoundError(absl::StrCat(
+        folder.string(), ": no config.pbtxt (a model's config) and no config.json (a Hugging "
+                         "Face model folder)"));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  INFER_ASSIGN_OR_RETURN(config::ModelConfig config,
-                         ParseModelConfig(config_path.string(), text.str()));
   LoadedModel loaded;
-  loaded.name = folder.filename().string();
+  loaded.source = source;
+  loaded.name = name.empty() ? folder.filename().string() : name;
+  if (loaded.name.empty() || loaded.name == "." || loaded.name == "..") {
+    loaded.name = fs::weakly_canonical(folder, ec).filename().string();
+  }
   if (!config.name().empty() && config.name() != loaded.name) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(config_path.string(), ": field 'name' = '", config.name(),
-                     "' differs from the folder name '", loaded.name, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_path.string(), ": field 'name' = '", config.name(), "' differs from ",
+        name.empty() ? "the folder name '" : "the name it is served as, '", loaded.name, "'"));
   }
   ModelOptions options;
   options.name = loaded.name;
@@ -289,13 +309,13 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config.backend(), options, context);
   if (!model.ok()) {
     return absl::Status(model.status().code(),
-                        absl::StrCat(config_path.string(), ": ", model.status().message()));
+                        absl::StrCat(source, ": ", model.status().message()));
   }
   loaded.batching = BatchingFromConfig(config);
   loaded.limits = LimitsFromConfig(config);
   if (absl::Status s = CheckTritonFields(config, (*model)->spec(), loaded.batching, device);
       !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(config_path.string(), ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
   }
   loaded.model = *std::move(model);
   return loaded;
@@ -322,8 +342,31 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
     INFER_ASSIGN_OR_RETURN(LoadedModel m, LoadModelFolder(folder.string(), engine->context(),
                                                           engine->device()->info()));
     if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat((folder / "config.pbtxt").string(), ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
+    }
+    loaded.push_back(m.name);
+  }
+  return loaded;
+}
+
+absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std::string>& specs,
+                                                          Engine* engine) {
+  std::vector<std::string> loaded;
+  for (const std::string& spec : specs) {
+    // NAME=DIR, or DIR (a folder whose name holds '=' needs the NAME= form).
+    std::string name, dir = spec;
+    if (const size_t eq = spec.find('='); eq != std::string::npos) {
+      name = spec.substr(0, eq);
+      dir = spec.substr(eq + 1);
+      if (name.empty() || dir.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--model '", spec, "': expected DIR or NAME=DIR"));
+      }
+    }
+    INFER_ASSIGN_OR_RETURN(LoadedModel m, LoadModelFolder(dir, engine->context(),
+                                                          engine->device()->info(), name));
+    if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
     }
     loaded.push_back(m.name);
   }

@@ -1,6 +1,9 @@
 // Model repository: one folder per model, each with a `config.pbtxt` in
 // protobuf text format (message infer.config.ModelConfig, see
-// protos/model_config.proto), e.g.
+// protos/model_config.proto), or a Hugging Face / sentence-transformers
+// folder as it is (config.json, model.safetensors, tokenizer.json; served by
+// the "transformer" backend, which reads the family, tokenizer, pooling and
+// length from the files, with the defaults below), e.g.
 //
 //   model_repository/
 //     embed_pool/
@@ -48,21 +51,35 @@ RequestLimits LimitsFromConfig(const config::ModelConfig& config);
 // One model folder, loaded but not yet served: the model (created on
 // `context`) and the batching policy and request limits its config asks for.
 struct LoadedModel {
-  std::string name;  // the folder's name
+  std::string name;    // the folder's name, or the name it was given
+  std::string source;  // its config.pbtxt, or its folder when it has none
   std::unique_ptr<Model> model;
   QueueOptions batching;
   RequestLimits limits;
 };
-// Reads `dir`/config.pbtxt and creates its model, checking the config against
-// the model and `device`. Errors name the config file and the problem.
+// The backend a Hugging Face folder without a config.pbtxt is served by.
+inline constexpr char kHuggingFaceBackend[] = "transformer";
+
+// Reads `dir`/config.pbtxt (or, when the folder has none but has a
+// config.json, uses the defaults with kHuggingFaceBackend) and creates its
+// model as `name` (empty: the folder's name), checking the config against
+// the model and `device`. Errors name the config file (or the folder) and
+// the problem; NOT_FOUND when the folder has neither file.
 absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
-                                            const DeviceInfo& device);
+                                            const DeviceInfo& device,
+                                            const std::string& name = "");
 
 // Loads every model folder under `dir` into `engine` (LoadModelFolder, then
 // Engine::AddModel); returns the names loaded. Fails on the first bad folder, naming the file and
 // the problem.
 absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
                                                              Engine* engine);
+
+// Loads the folders infer-server's --model options name ("DIR" or
+// "NAME=DIR" each) into `engine`, in order; returns the names loaded. Fails
+// on the first bad one, naming it and the problem.
+absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std::string>& specs,
+                                                          Engine* engine);
 
 }  // namespace infer
 

@@ -373,7 +373,8 @@ TEST_F(RepositoryTest, MissingConfigBackendOrMismatchedName) {
   fs::create_directories(dir_ / "empty");
   auto engine = Engine::Create({.device = "cpu"});
   EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
-              StatusIs(absl::StatusCode::kNotFound, "empty/config.pbtxt: cannot read"));
+              StatusIs(absl::StatusCode::kNotFound,
+                       "empty: no config.pbtxt (a model's config) and no config.json"));
   fs::remove_all(dir_ / "empty");
   Write("nobackend", "max_batch_size: 4\n");
   EXPECT_THAT(LoadModelRepository(dir_.string(), engine->get()),
@@ -385,6 +386,36 @@ TEST_F(RepositoryTest, MissingConfigBackendOrMismatchedName) {
                        "field 'name' = 'y' differs from the folder name 'x'"));
   EXPECT_THAT(LoadModelRepository((dir_ / "none").string(), engine->get()),
               StatusIs(absl::StatusCode::kNotFound, "is not a directory"));
+}
+
+// A Hugging Face folder without a config.pbtxt is served by the transformer
+// backend with the default batching policy; --model's NAME=DIR names it.
+TEST_F(RepositoryTest, HuggingFaceFolderWithoutAConfigIsServed) {
+  const fs::path fixture = fs::path(INFER_SOURCE_DIR) / "tests/fixtures/families/qwen3";
+  fs::copy(fixture, dir_ / "qwen", fs::copy_options::recursive);
+  auto engine = Engine::Create({.device = "cpu"});
+  auto loaded = LoadModelRepository(dir_.string(), engine->get());
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(*loaded, (std::vector<std::string>{"qwen"}));
+  const ModelSpec& spec = **(*engine)->GetModelSpec("qwen");
+  EXPECT_EQ(spec.backend, "transformer");
+  EXPECT_NE(spec.description.find("qwen3: 2 layers"), std::string::npos) << spec.description;
+  EXPECT_NE(spec.description.find("last_token pooling"), std::string::npos) << spec.description;
+  EXPECT_EQ((*(*engine)->GetBatchingOptions("qwen")).max_batch_size, kDefaultMaxBatchSize);
+
+  auto named = LoadModelFolders({"embedder=" + (dir_ / "qwen").string() + "/"}, engine->get());
+  ASSERT_THAT(named, IsOk());
+  EXPECT_EQ(*named, (std::vector<std::string>{"embedder"}));
+  EXPECT_THAT(LoadModelFolders({(dir_ / "qwen").string()}, engine->get()),
+              StatusIs(absl::StatusCode::kAlreadyExists, "model 'qwen' is already loaded"));
+  EXPECT_THAT(LoadModelFolders({"=x"}, engine->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "expected DIR or NAME=DIR"));
+  // A config.pbtxt beside the files overrides what they say.
+  Write("qwen", "backend: \"transformer\"\nparameters { key: \"pooling\" value { string_value: \"mean\" } }\n");
+  auto engine2 = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine2->get()), IsOk());
+  EXPECT_NE((**(*engine2)->GetModelSpec("qwen")).description.find("mean pooling"),
+            std::string::npos);
 }
 
 }  // namespace

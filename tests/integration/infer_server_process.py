@@ -17,14 +17,15 @@ def find_binary(env, *candidates):
 
 
 class InferServer:
-    """infer-server on the CPU with `repo`, gRPC and metrics on free ports."""
+    """infer-server on the CPU with `repo` (None: none, the models come in
+    `extra_args`), gRPC and metrics on free ports."""
 
     def __init__(self, repo, *extra_args):
         self.proc = subprocess.Popen(
             [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
              "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
              "--drain-grace-s", "0",
-             "--model-repository", repo,
+             *(["--model-repository", repo] if repo is not None else []),
              *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log = []

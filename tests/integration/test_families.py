@@ -1,0 +1,136 @@
+"""Every model family served from a plain Hugging Face folder, with no
+config.pbtxt: `infer-server --model DIR` for each folder of
+tests/fixtures/families (small random-weight checkpoints that transformers
+made and ran, models/tools/make_family_fixtures.py), queried with Triton's
+gRPC client (text and token ids) and OpenAI's official client over HTTP.
+Each embedding is checked against transformers' own (cosine >= 0.9999), so
+the folder's tokenizer, family, pooling and length were all read right.
+
+Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
+"""
+
+import json
+import os
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+import openai
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from infer_server_process import InferServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
+FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3"]
+
+
+def read_safetensors(path):
+    """{name: float32 array} of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = t["data_offsets"]
+        assert t["dtype"] == "F32"
+        out[name] = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=np.float32).reshape(
+            t["shape"])
+    return out
+
+
+def reference(family):
+    folder = os.path.join(FIXTURES, family)
+    with open(os.path.join(folder, "reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    tensors = read_safetensors(os.path.join(folder, "reference.safetensors"))
+    return [(inp["text"], inp["ids"], tensors[f"embedding_{i}"])
+            for i, inp in enumerate(ref["inputs"])]
+
+
+def cosine(a, b):
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+class FamiliesServedFromFoldersTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        args = []
+        for family in FAMILIES:
+            args += ["--model", f"{family}={os.path.join(FIXTURES, family)}"]
+        cls.server = InferServer(None, *args)
+        cls.grpc = grpcclient.InferenceServerClient(cls.server.address)
+        cls.openai = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.server.http_port}/v1",
+                                   api_key="unused", max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.grpc.close()
+        cls.server.stop()
+
+    def grpc_embed(self, family, name, array, dtype):
+        inp = grpcclient.InferInput(name, list(array.shape), dtype)
+        inp.set_data_from_numpy(array)
+        return self.grpc.infer(family, [inp]).as_numpy("embedding")
+
+    def test_the_log_says_what_was_detected(self):
+        log = "".join(self.server.log)
+        self.assertIn("model 'qwen3': qwen3: 2 layers", log)
+        self.assertIn("last_token pooling", log)
+        self.assertIn("tokenizer.json", log)
+        self.assertIn("backend transformer", log)
+
+    def test_grpc_text_and_ids_match_transformers(self):
+        for family in FAMILIES:
+            ref = reference(family)
+            texts = [(t, e) for t, _, e in ref if t is not None]
+            got = self.grpc_embed(family, "text",
+                                  np.array([t.encode() for t, _ in texts], dtype=object), "BYTES")
+            for (text, want), row in zip(texts, got):
+                self.assertGreaterEqual(cosine(row, want), 0.9999, f"{family}: {text!r}")
+            # Token ids, one request per input (lengths 1 to the table's end).
+            for text, ids, want in ref:
+                row = self.grpc_embed(family, "input_ids", np.array([ids], dtype=np.int64),
+                                      "INT64")[0]
+                self.assertGreaterEqual(cosine(row, want), 0.9999, f"{family}: ids of {text!r}")
+
+    def test_openai_client_matches_transformers(self):
+        for family in FAMILIES:
+            ref = [(t, e) for t, _, e in reference(family) if t is not None]
+            r = self.openai.embeddings.create(model=family, input=[t for t, _ in ref])
+            self.assertEqual(len(r.data), len(ref))
+            for (text, want), d in zip(ref, r.data):
+                self.assertGreaterEqual(cosine(np.array(d.embedding), want), 0.9999,
+                                        f"{family} over HTTP: {text!r}")
+
+    def test_a_text_past_the_folders_limit_is_refused(self):
+        # sentence_bert_config.json's max_seq_length for XLM-R's fixture is 64.
+        with self.assertRaises(InferenceServerException) as e:
+            self.grpc_embed("xlm-roberta", "text",
+                            np.array([" ".join(["word"] * 200).encode()], dtype=object), "BYTES")
+        self.assertIn("model 'xlm-roberta' allows 64", str(e.exception))
+
+
+class UnsupportedFamilyTest(unittest.TestCase):
+    def test_the_server_refuses_naming_the_model_type_and_the_supported_ones(self):
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+                json.dump({"model_type": "gpt2", "vocab_size": 10}, f)
+            proc = subprocess.run(
+                [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
+                 "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--http-address",
+                 "127.0.0.1:0", "--model", folder],
+                capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("model_type 'gpt2' is not supported; supported: bert", proc.stdout + proc.stderr)
+        self.assertIn("qwen3", proc.stdout + proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
