@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -273,6 +274,59 @@ TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BertModelOnDevice, ::testing::ValuesIn(Devices()));
+
+// The memory model of every family (tests/fixtures/families: grouped KV
+// heads, gated FFNs, sliding windows, relative biases) against the measured
+// peak on the CPU, as for BERT above: never below, at most 25% above, over
+// batches of up to 32 rows of up to the family's longest sequence.
+class FamilyMemoryTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FamilyMemoryTest, MemoryModelBoundsTheMeasuredPeak) {
+  const std::string dir = ::infer::testing::FixturePath(std::string("families/") + GetParam());
+  for (const Precision precision : PrecisionsOn("cpu")) {
+    Served s("cpu", dir, precision);
+    ASSERT_TRUE(s.ok());
+    const TransformerSpec& c = s.model().encoder().spec();
+    CachingAllocator* alloc = s.device().allocator.get();
+    std::mt19937 rng(11);
+    for (int64_t rows : {1, 4, 32}) {
+      for (int64_t len : {int64_t{1}, int64_t{9}, c.MaxSequenceLength()}) {
+        alloc->EmptyCache();
+        const int64_t weights = alloc->stats().allocated_bytes;
+        alloc->ResetPeak();
+        std::vector<std::vector<int64_t>> ids(rows, std::vector<int64_t>(len));
+        std::vector<std::vector<int64_t>> mask(rows, std::vector<int64_t>(len, 0));
+        int64_t real = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t n = r == 0 ? len : 1 + rng() % len;
+          for (int64_t t = 0; t < len; ++t) {
+            ids[r][t] = 5 + rng() % (c.vocab_size - 5);
+            mask[r][t] = t < n ? 1 : 0;
+          }
+          real += n;
+        }
+        InferRequest r;
+        r.inputs.push_back(Int64("input_ids", ids));
+        r.inputs.push_back(Int64("attention_mask", mask));
+        ASSERT_EQ(s.Run(r).size(), static_cast<size_t>(rows * c.hidden_size));
+        const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
+        const int64_t predicted = s.model().PeakBytes({rows, real, len});
+        const std::string shape = absl::StrCat(GetParam(), " ", rows, "x", len, " (", real,
+                                               " real tokens), ", PrecisionName(precision));
+        EXPECT_GE(predicted, measured) << shape;
+        EXPECT_LE(predicted, measured + measured / 4) << shape;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyMemoryTest,
+                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
 
 // The CUDA encoder (FP16) against the CPU one (FP32) on the same weights:
 // cosine >= 0.999 for every sequence, on a synthetic BERT-base-shaped model
