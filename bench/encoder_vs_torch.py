@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
-"""Our BERT encoder vs PyTorch eager on the same weights, shapes and sentences.
+"""Our transformer encoder vs PyTorch eager on the same weights, shapes and sentences.
 
-Runs build/bin/encoder-bench (ours) and transformers.BertModel in PyTorch
-eager mode in alternating rounds (ours, torch, ours, torch, ...), both timing
-the forward pass with mean pooling and L2 normalisation on device-resident
-inputs (median of --runs after a warm-up, per round), and prints the median
-over the rounds with the rounds' range, and the ratio torch_ms / our_ms
-(above 1: we are faster).
+Runs build/bin/encoder-bench (ours) and the checkpoint's transformers model
+(AutoModel: BertModel, XLMRobertaModel, MPNetModel, ModernBertModel,
+Qwen3Model, ...) in PyTorch eager mode with its default attention (SDPA) in
+alternating rounds (ours, torch, ours, torch, ...), both timing the forward
+pass with pooling (torch the family's: mean, or the last token for decoders;
+encoder-bench mean, which costs the same) and L2 normalisation on
+device-resident inputs (median of --runs after a warm-up,
+per round), and prints the median over the rounds with the rounds' range,
+and the ratio torch_ms / our_ms (above 1: we are faster).
+
+--synthetic FAMILY times a random-weight checkpoint of that family's real
+widths instead (made here by transformers from a config: xlm-roberta-base,
+mpnet-base, modernbert-base, qwen3-0.6b), with --layers layers (default:
+the real depth); fewer layers keep a CPU run short, and both sides run the
+same layers.
 
 Precision: on the CPU, fp32 (torch in float32) or bf16 (torch with the model
 in bfloat16, what a PyTorch user on a CPU with AMX or AVX512_BF16 runs; ours
@@ -27,6 +36,7 @@ Two modes:
     bench/encoder_vs_torch.py --checkpoint model_repository/minilm --precision bf16
     bench/encoder_vs_torch.py --checkpoint model_repository/minilm --mixed 512
     bench/encoder_vs_torch.py --checkpoint model_repository/minilm --device cuda:0
+    bench/encoder_vs_torch.py --synthetic qwen3-0.6b --layers 4
 
 Needs torch and transformers (the GPU host has them; on a CPU machine, a
 virtual environment with torch from PyPI).
@@ -59,15 +69,71 @@ def cpu_description():
     return f"{model} ({len(os.sched_getaffinity(0))} cores usable; {' '.join(shown) or 'no AVX2'})"
 
 
+# Real widths of the families' common checkpoints (transformers config
+# fields); --layers overrides the depth.
+SYNTHETIC = {
+    "xlm-roberta-base": dict(model_type="xlm-roberta", hidden_size=768, num_hidden_layers=12,
+                             num_attention_heads=12, intermediate_size=3072,
+                             max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                             vocab_size=250002),
+    "mpnet-base": dict(model_type="mpnet", hidden_size=768, num_hidden_layers=12,
+                       num_attention_heads=12, intermediate_size=3072,
+                       max_position_embeddings=514, pad_token_id=1, vocab_size=30527),
+    "modernbert-base": dict(model_type="modernbert", hidden_size=768, num_hidden_layers=22,
+                            num_attention_heads=12, intermediate_size=1152,
+                            max_position_embeddings=8192, local_attention=128,
+                            global_attn_every_n_layers=3, vocab_size=50368,
+                            pad_token_id=50283),
+    "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       intermediate_size=3072, max_position_embeddings=40960,
+                       vocab_size=151669, tie_word_embeddings=True),
+}
+DECODERS = ("qwen3", "qwen2", "llama", "mistral")
+
+
+def make_synthetic(name, layers, out):
+    """A random-weight checkpoint of SYNTHETIC[name] in `out` (F32)."""
+    import torch
+    import transformers
+    fields = dict(SYNTHETIC[name])
+    model_type = fields.pop("model_type")
+    if layers:
+        fields["num_hidden_layers"] = layers
+    config = transformers.AutoConfig.for_model(model_type, **fields)
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config)
+    model.save_pretrained(out, safe_serialization=True)
+    if model_type in DECODERS:
+        os.makedirs(os.path.join(out, "1_Pooling"), exist_ok=True)
+        with open(os.path.join(out, "1_Pooling", "config.json"), "w") as f:
+            json.dump({"pooling_mode_lasttoken": True}, f)
+
+
+def family_pooling(checkpoint, model_type):
+    """'mean', 'cls' or 'last': the folder's 1_Pooling, else the family's."""
+    try:
+        with open(os.path.join(checkpoint, "1_Pooling", "config.json")) as f:
+            p = json.load(f)
+        if p.get("pooling_mode_lasttoken"):
+            return "last"
+        if p.get("pooling_mode_cls_token"):
+            return "cls"
+        return "mean"
+    except OSError:
+        return "last" if model_type in DECODERS else "mean"
+
+
 def mixed_batches(n, batch, vocab, max_len, seed):
     """Sentences of random ids with the mixed length distribution, batched."""
     rng = random.Random(seed)
+    first = 1000 if vocab > 2000 else 0
     seqs = []
     for _ in range(n):
         u = rng.random()
         lo, hi = (4, 32) if u < 0.7 else (33, 128) if u < 0.9 else (129, 512)
         length = min(rng.randint(lo, hi), max_len)
-        seqs.append([101] + [rng.randrange(1000, vocab) for _ in range(length - 2)] + [102])
+        seqs.append([rng.randrange(first, vocab) for _ in range(length)])
     return [seqs[i:i + batch] for i in range(0, len(seqs), batch)]
 
 
@@ -80,9 +146,13 @@ class Torch:
             torch.set_num_threads(threads)
         self.gpu = device.startswith("cuda")
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-        model = transformers.BertModel.from_pretrained(checkpoint, torch_dtype=dtype,
-                                                       add_pooling_layer=False)
+        try:  # BERT-like models: without the unused pooler layer
+            model = transformers.AutoModel.from_pretrained(checkpoint, dtype=dtype,
+                                                           add_pooling_layer=False)
+        except TypeError:
+            model = transformers.AutoModel.from_pretrained(checkpoint, dtype=dtype)
         self.model = model.to(device).eval()
+        self.pooling = family_pooling(checkpoint, model.config.model_type)
         self.device = device
         self.desc = (f"torch {torch.__version__} eager, {precision}, "
                      f"attention '{getattr(model.config, '_attn_implementation', 'eager')}', "
@@ -91,8 +161,14 @@ class Torch:
     def encode(self, ids, mask):
         torch = self.torch
         h = self.model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
-        m = mask.unsqueeze(-1).float()
-        e = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)
+        if self.pooling == "mean":
+            m = mask.unsqueeze(-1).float()
+            e = (h * m).sum(1) / m.sum(1)
+        elif self.pooling == "cls":
+            e = h[:, 0]
+        else:  # right padding: each row's last real token
+            e = h[torch.arange(h.shape[0], device=h.device), mask.sum(1) - 1]
+        e = torch.nn.functional.normalize(e, dim=-1)
         if self.gpu:
             torch.cuda.synchronize()
         else:
@@ -137,7 +213,10 @@ def spread(values):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", help="a Hugging Face folder (config.json, model.safetensors)")
+    p.add_argument("--synthetic", choices=sorted(SYNTHETIC),
+                   help="time a random-weight checkpoint of this family's real widths")
+    p.add_argument("--layers", type=int, default=0, help="--synthetic: layers (0: real depth)")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N")
     p.add_argument("--precision", default=None,
                    help="fp32 or bf16 on the CPU (default fp32), fp16 on a GPU")
@@ -155,14 +234,25 @@ def main():
     p.add_argument("--compare-graphs", action="store_true",
                    help="GPU grid only: also time ours with CUDA graphs off, in the same rounds")
     a = p.parse_args()
+    if (a.checkpoint is None) == (a.synthetic is None):
+        p.error("give --checkpoint or --synthetic")
+    if a.synthetic:
+        scratch = tempfile.TemporaryDirectory()
+        a.checkpoint = scratch.name
+        make_synthetic(a.synthetic, a.layers, a.checkpoint)
     gpu = a.device.startswith("cuda")
     if a.precision is None:
         a.precision = "fp16" if gpu else "fp32"
     torch_side = Torch(a.checkpoint, a.device, a.precision, 0 if gpu else a.threads)
-    vocab = torch_side.model.config.vocab_size
-    max_len = torch_side.model.config.max_position_embeddings
+    config = torch_side.model.config
+    vocab = config.vocab_size
+    max_len = config.max_position_embeddings
+    if config.model_type in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+        max_len -= config.pad_token_id + 1  # positions start past the padding id
     print(f"encoder vs PyTorch eager on {cpu_description() if not gpu else a.device}; "
-          f"checkpoint {a.checkpoint}; {torch_side.desc}; {a.rounds} alternating rounds, "
+          f"checkpoint {a.synthetic or a.checkpoint}"
+          f"{f' ({a.layers} layers)' if a.synthetic and a.layers else ''}; {torch_side.desc}, "
+          f"{torch_side.pooling} pooling; {a.rounds} alternating rounds, "
           f"median of {a.runs} runs each")
 
     if a.mixed > 0:
@@ -211,7 +301,8 @@ def main():
     shapes = [(b, n) for b in batch_sizes for n in lengths]
     tensors = {}
     for b, n in shapes:
-        ids = torch_side.torch.randint(1000, vocab, (b, n), generator=gen).to(a.device)
+        first = 1000 if vocab > 2000 else 0
+        ids = torch_side.torch.randint(first, vocab, (b, n), generator=gen).to(a.device)
         tensors[(b, n)] = (ids, torch_side.torch.ones_like(ids))
     ours = {s: [] for s in shapes}
     theirs = {s: [] for s in shapes}
