@@ -65,6 +65,45 @@ absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::
   return std::optional<int64_t>(j["max_seq_length"].get<int64_t>());
 }
 
+// The prompt sentence-transformers prepends to every text:
+// config_sentence_transformers.json's prompts[`name`], or its
+// default_prompt_name's when `name` is empty (none when neither). With a
+// prompt, 1_Pooling/config.json's include_prompt must not be false (pooling
+// that leaves the prompt's tokens out is not computed).
+absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
+    const std::string& dir, std::string name) {
+  const std::string path = dir + "/config_sentence_transformers.json";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  nlohmann::json prompts = nlohmann::json::object();
+  if (parsed.has_value() && parsed->is_object()) {
+    if (parsed->contains("prompts") && (*parsed)["prompts"].is_object()) {
+      prompts = (*parsed)["prompts"];
+    }
+    if (name.empty() && parsed->contains("default_prompt_name") &&
+        (*parsed)["default_prompt_name"].is_string()) {
+      name = (*parsed)["default_prompt_name"].get<std::string>();
+    }
+  }
+  if (name.empty()) return std::pair<std::string, std::string>();
+  if (!prompts.contains(name) || !prompts[name].is_string()) {
+    std::string known;
+    for (const auto& [key, value] : prompts.items()) absl::StrAppend(&known, " '", key, "'");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt '", name, "' is not in ", path, known.empty() ? " (it has none)" : "; it has",
+        known));
+  }
+  const std::string prompt = prompts[name].get<std::string>();
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
+                         ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
+  if (!prompt.empty() && pooling.has_value() && pooling->is_object() &&
+      pooling->contains("include_prompt") && (*pooling)["include_prompt"] == false) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, "/1_Pooling/config.json: include_prompt false (pooling without the prompt's "
+             "tokens) is not supported"));
+  }
+  return std::pair<std::string, std::string>(name, prompt);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
@@ -112,13 +151,17 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   } else {
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
+  INFER_ASSIGN_OR_RETURN(auto prompt,
+                         SentenceTransformersPrompt(options.checkpoint_dir, options.prompt_name));
+  m->prompt_ = prompt.second;
   m->spec_.name = options.name;
   m->spec_.platform = "infer_" + options.backend;
   m->spec_.backend = options.backend;
   m->spec_.description = absl::StrCat(
       c.Describe(), "; tokenizer ", tokenizer.source, "; ", PoolingName(m->pooling_), " pooling",
       options.normalize ? ", L2-normalised" : "", "; texts up to ", m->max_length_, " tokens (",
-      length_source, ")", options.auto_truncate ? ", longer ones cut" : ", longer ones refused");
+      length_source, ")", options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
+      prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"));
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
@@ -157,8 +200,14 @@ absl::Status BertModel::Preprocess(InferRequest* request) const {
                          BytesElements(*text, text->shape[0], "input 'text'"));
   std::optional<text::Truncation> truncation;
   if (options_.auto_truncate) truncation = text::Truncation{static_cast<size_t>(max_length_)};
+  std::string prompted;
   for (size_t i = 0; i < sentences.size(); ++i) {
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->EncodeIds(sentences[i], truncation);
+    absl::string_view sentence = sentences[i];
+    if (!prompt_.empty()) {
+      prompted.assign(prompt_).append(sentence.data(), sentence.size());
+      sentence = prompted;
+    }
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->EncodeIds(sentence, truncation);
     if (!ids.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("input 'text' element ", i, ": ", ids.status().message()));

@@ -20,7 +20,10 @@
 // max_sequence_length, up to the position table). A longer text is refused
 // (INVALID_ARGUMENT naming both lengths) unless the model is configured with
 // auto_truncate, which cuts it to that length as sentence-transformers does
-// (right side, special tokens kept). A batch is packed (models/packed_sequences.h): only
+// (right side, special tokens kept). A prompt from the folder's
+// config_sentence_transformers.json (the prompt_name parameter, else its
+// default_prompt_name) is prepended to every text, as sentence-transformers'
+// encode(prompt_name=...) does, and counts in the length. A batch is packed (models/packed_sequences.h): only
 // the tokens the attention masks mark real are staged, uploaded and
 // computed, so the memory model, max_batch_tokens and the statistics count
 // real tokens (ComputedTokens). The encoder runs on the context's device:
@@ -59,6 +62,10 @@ struct BertModelOptions {
   int64_t max_sequence_length = 0;
   // Texts longer than the limit are cut to it instead of refused.
   bool auto_truncate = false;
+  // The sentence-transformers prompt (config_sentence_transformers.json's
+  // prompts) prepended to every text; empty: its default_prompt_name's, if
+  // any.
+  std::string prompt_name;
   // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
@@ -97,6 +104,7 @@ class BertModel final : public Model {
   // The folder's tokenizer.json or vocab.txt, behind the Tokenizer interface.
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t max_length_ = 0;  // tokens a sequence may have, the special ones included
+  std::string prompt_;      // prepended to every text
   Pooling pooling_ = Pooling::kMean;
 };
 

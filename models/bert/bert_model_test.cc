@@ -320,6 +320,60 @@ TEST_P(FamilyMemoryTest, MemoryModelBoundsTheMeasuredPeak) {
   }
 }
 
+// A sentence-transformers prompt (config_sentence_transformers.json) is
+// prepended to every text: the prompted embedding of a text is the plain
+// embedding of the prompt and the text together.
+TEST(PromptTest, ThePromptIsPrependedToEveryText) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / absl::StrCat("bert_model_test_prompt_", getpid());
+  fs::remove_all(dir);
+  fs::copy(::infer::testing::FixturePath("families/qwen3"), dir, fs::copy_options::recursive);
+  std::ofstream(dir / "config_sentence_transformers.json")
+      << R"({"prompts": {"query": "Instruct: find it\nQuery:", "document": ""},
+             "default_prompt_name": null})";
+  auto d = TestDevice::Create("cpu");
+  ASSERT_THAT(d, IsOk());
+  auto embed = [&](BertModel& m, const std::string& text) {
+    InferRequest r;
+    r.inputs.push_back(TextTensor({text}));
+    EXPECT_THAT(ValidateRequestAgainstSpec(m.spec(), r), IsOk());
+    EXPECT_THAT(m.Preprocess(&r), IsOk());
+    EXPECT_THAT(m.ValidateRequest(r), IsOk());
+    InferResponse out;
+    const InferRequest* in[] = {&r};
+    InferResponse* res[] = {&out};
+    EXPECT_THAT(RunBatch(m, (*d)->device.get(), (*d)->stream.get(), in, res), IsOk());
+    const Tensor& e = out.outputs.at(0);
+    return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[1]);
+  };
+  BertModelOptions o;
+  o.checkpoint_dir = dir.string();
+  o.precision = Precision::kFp32;
+  auto plain = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(plain, IsOk());
+  o.prompt_name = "query";
+  auto query = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(query, IsOk());
+  EXPECT_NE((*query)->spec().description.find("prompt 'query'"), std::string::npos);
+  const std::vector<float> got = embed(**query, "A man is playing a guitar.");
+  const std::vector<float> want = embed(**plain, "Instruct: find it\nQuery:A man is playing a guitar.");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;
+  o.prompt_name = "passage";
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "prompt 'passage' is not in"));
+  // default_prompt_name applies when no prompt_name is given.
+  std::ofstream(dir / "config_sentence_transformers.json", std::ios::trunc)
+      << R"({"prompts": {"query": "q: "}, "default_prompt_name": "query"})";
+  o.prompt_name = "";
+  auto by_default = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(by_default, IsOk());
+  EXPECT_EQ(embed(**by_default, "x"), embed(**plain, "q: x"));
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyMemoryTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3"),
                          [](const ::testing::TestParamInfo<const char*>& info) {

@@ -9,15 +9,21 @@
 // it: cosine >= 0.999. Run under every ONEDNN_MAX_CPU_ISA cap (NUMERIC).
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint.h"
 #include "models/transformer/encoder_cpu.h"
+#include "models/transformer/transformer_weights.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
@@ -158,6 +164,47 @@ TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
     EXPECT_LE(MaxAbsDiff(hidden->data(), r.hidden[i].data(), len * h), 1e-4)
         << GetParam() << " input " << i;
   }
+}
+
+// A checkpoint split into shards (model.safetensors.index.json, as the
+// hub stores large models) loads to the same weights.
+TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
+  namespace fs = std::filesystem;
+  const std::string src = testing::FixturePath("families/qwen3");
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("sharded_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json"}) fs::copy(src + "/" + f, dir / f);
+  auto tensors = ReadSafetensors(src + "/model.safetensors");
+  ASSERT_THAT(tensors, IsOk());
+  std::map<std::string, CheckpointTensor> shard[2];
+  nlohmann::json index = {{"metadata", nlohmann::json::object()},
+                          {"weight_map", nlohmann::json::object()}};
+  int i = 0;
+  for (auto& [name, t] : *tensors) {
+    const std::string file = absl::StrCat("model-0000", i % 2 + 1, "-of-00002.safetensors");
+    index["weight_map"][name] = file;
+    shard[i++ % 2][name] = t;
+  }
+  ASSERT_THAT(WriteSafetensors((dir / "model-00001-of-00002.safetensors").string(), shard[0], "F32"),
+              IsOk());
+  ASSERT_THAT(WriteSafetensors((dir / "model-00002-of-00002.safetensors").string(), shard[1], "F32"),
+              IsOk());
+  std::ofstream((dir / "model.safetensors.index.json").string()) << index.dump();
+  auto one = LoadTransformerWeights(src);
+  auto sharded = LoadTransformerWeights(dir.string());
+  ASSERT_THAT(one, IsOk());
+  ASSERT_THAT(sharded, IsOk());
+  EXPECT_EQ(sharded->ParameterCount(), one->ParameterCount());
+  EXPECT_EQ(sharded->layers[1].ffn_in.w, one->layers[1].ffn_in.w);
+  EXPECT_EQ(sharded->final_norm.gamma, one->final_norm.gamma);
+  // A shard name that leaves the folder is refused.
+  index["weight_map"]["norm.weight"] = "../model.safetensors";
+  std::ofstream((dir / "model.safetensors.index.json").string(), std::ios::trunc) << index.dump();
+  EXPECT_THAT(LoadTransformerWeights(dir.string()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, "is not a file name"));
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,

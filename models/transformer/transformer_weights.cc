@@ -1,9 +1,14 @@
 #include "models/transformer/transformer_weights.h"
 
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/checkpoint.h"
+#include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor.h"
 
@@ -62,6 +67,42 @@ class Tensors {
 };
 
 using W = TransformerWeights;
+
+// The tensors of `file`: one safetensors file, or the shards a
+// model.safetensors.index.json lists in its weight_map (plain file names in
+// `dir`), merged.
+absl::StatusOr<std::map<std::string, CheckpointTensor>> ReadCheckpointTensors(
+    const std::string& dir, const std::string& file) {
+  if (!absl::EndsWith(file, ".index.json")) return ReadSafetensors(file);
+  INFER_ASSIGN_OR_RETURN(const std::string text, ReadCheckpointFile(file));
+  absl::StatusOr<nlohmann::json> index = ParseJson(text, "the file");
+  if (!index.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", index.status().message()));
+  }
+  if (!index->is_object() || !index->contains("weight_map") ||
+      !(*index)["weight_map"].is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": no weight_map object"));
+  }
+  std::set<std::string> shards;
+  for (const auto& [name, shard] : (*index)["weight_map"].items()) {
+    if (!shard.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": weight_map['", name, "'] is not a file name"));
+    }
+    const std::string s = shard.get<std::string>();
+    if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": shard '", s, "' is not a file name in the folder"));
+    }
+    shards.insert(s);
+  }
+  std::map<std::string, CheckpointTensor> all;
+  for (const std::string& shard : shards) {
+    INFER_ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(dir + "/" + shard));
+    all.merge(tensors);
+  }
+  return all;
+}
 
 // One linear layer built from one or more stored ones (their rows
 // concatenated in order), with biases when `bias`.
@@ -187,8 +228,13 @@ int64_t TransformerWeights::ParameterCount() const {
 absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir) {
   TransformerWeights w;
   INFER_ASSIGN_OR_RETURN(w.spec, ReadTransformerSpec(dir + "/config.json"));
-  const std::string file = dir + "/model.safetensors";
-  INFER_ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(file));
+  std::string file = dir + "/model.safetensors";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec) &&
+      std::filesystem::exists(dir + "/model.safetensors.index.json", ec)) {
+    file = dir + "/model.safetensors.index.json";
+  }
+  INFER_ASSIGN_OR_RETURN(auto tensors, ReadCheckpointTensors(dir, file));
   Tensors t(std::move(tensors), file);
   w.layers.resize(w.spec.num_layers);
   const std::string& type = w.spec.model_type;

@@ -54,7 +54,8 @@ struct TransformerWeights {
   int64_t ParameterCount() const;
 };
 
-// Reads `dir`/config.json and `dir`/model.safetensors. Tensor names may carry
+// Reads `dir`/config.json and `dir`/model.safetensors (or, when the folder has
+// none, the shards `dir`/model.safetensors.index.json lists). Tensor names may carry
 // the prefix the family's task heads add ("bert.", "roberta.", "mpnet.",
 // "model."). INVALID_ARGUMENT naming the file and tensor when one is
 // missing or has the wrong shape, or the model_type is not supported.
