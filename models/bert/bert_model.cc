@@ -65,6 +65,31 @@ absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::
   return std::optional<int64_t>(j["max_seq_length"].get<int64_t>());
 }
 
+// Refuses a sentence-transformers pipeline (modules.json) with a module
+// after the transformer other than Pooling and Normalize (a Dense
+// projection, say): serving without it would give other embeddings.
+absl::Status CheckSentenceTransformersModules(const std::string& dir) {
+  const std::string path = dir + "/modules.json";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  if (!parsed.has_value() || !parsed->is_array()) return absl::OkStatus();
+  for (const nlohmann::json& module : *parsed) {
+    if (!module.is_object() || !module.contains("type") || !module["type"].is_string()) continue;
+    const std::string type = module["type"].get<std::string>();
+    if (type == "sentence_transformers.models.Transformer" ||
+        type == "sentence_transformers.models.Pooling" ||
+        type == "sentence_transformers.models.Normalize") {
+      continue;
+    }
+    const std::string where = module.contains("path") && module["path"].is_string()
+                                  ? absl::StrCat(" (", module["path"].get<std::string>(), ")")
+                                  : "";
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " lists the module ", type, where,
+        "; only Transformer, Pooling and Normalize are computed, so its embeddings would differ"));
+  }
+  return absl::OkStatus();
+}
+
 // The prompt sentence-transformers prepends to every text:
 // config_sentence_transformers.json's prompts[`name`], or its
 // default_prompt_name's when `name` is empty (none when neither). With a
@@ -151,6 +176,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   } else {
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
+  INFER_RETURN_IF_ERROR(CheckSentenceTransformersModules(options.checkpoint_dir));
   INFER_ASSIGN_OR_RETURN(auto prompt,
                          SentenceTransformersPrompt(options.checkpoint_dir, options.prompt_name));
   m->prompt_ = prompt.second;
