@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,9 +20,11 @@ namespace {
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
 
-// A fresh folder under the test's temporary directory.
+// A fresh folder under the test's temporary directory, of this process's own
+// (CTest runs each test case as a process of its own, in parallel).
 std::string Folder(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/load_tokenizer_test_" + name;
+  const std::string dir = ::testing::TempDir() + "/load_tokenizer_test_" +
+                          std::to_string(::getpid()) + "_" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
