@@ -4,9 +4,9 @@
 
 namespace infer {
 
-extern const ModelFamily kBertFamily;       // models/bert/bert_family.cc
-extern const ModelFamily kEmbedPoolFamily;  // models/embed_pool/embed_pool_family.cc
-extern const ModelFamily kIdentityFamily;   // models/identity/identity_family.cc
+extern const ModelFamily kBertFamily;         // models/bert/bert_family.cc
+extern const ModelFamily kEmbedPoolFamily;    // models/embed_pool/embed_pool_family.cc
+extern const ModelFamily kIdentityFamily;     // models/identity/identity_family.cc
 extern const ModelFamily kTransformerFamily;  // models/bert/bert_family.cc
 
 absl::Span<const ModelFamily* const> ModelFamilies() {

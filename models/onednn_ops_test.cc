@@ -56,10 +56,12 @@ TEST_P(OnednnLinearTest, MatchesPlainLoopsForRowCountsAcrossPieces) {
   for (float& x : w) x = normal(rng);
   for (float& x : b) x = normal(rng);
   const ElementType type = bf16 ? ElementType::kBf16 : ElementType::kF32;
-  auto plain = OnednnLinear::Create(engine, {in, out, type, ElementType::kF32, LinearActivation::kNone, false},
-                                    w.data(), b.data());
-  auto gelu_acc = OnednnLinear::Create(engine, {in, out, type, ElementType::kF32, LinearActivation::kGelu, true},
-                                       w.data(), b.data());
+  auto plain = OnednnLinear::Create(
+      engine, {in, out, type, ElementType::kF32, LinearActivation::kNone, false}, w.data(),
+      b.data());
+  auto gelu_acc = OnednnLinear::Create(
+      engine, {in, out, type, ElementType::kF32, LinearActivation::kGelu, true}, w.data(),
+      b.data());
   if (bf16 && !plain.ok() && plain.status().code() == absl::StatusCode::kFailedPrecondition) {
     GTEST_SKIP() << "no BF16 matmul on this CPU: " << plain.status();
   }

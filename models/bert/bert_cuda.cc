@@ -84,10 +84,9 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
   INFER_ASSIGN_OR_RETURN(m->word_, up.Half(w.word));
   // The table from the first position past the offset (RoBERTa's
   // pad_token_id + 1), so that row p is position p.
-  INFER_ASSIGN_OR_RETURN(m->position_,
-                         up.Half(std::vector<float>(
-                             w.position.begin() + c.position_offset * c.hidden_size,
-                             w.position.end())));
+  INFER_ASSIGN_OR_RETURN(
+      m->position_, up.Half(std::vector<float>(
+                        w.position.begin() + c.position_offset * c.hidden_size, w.position.end())));
   INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type));
   INFER_RETURN_IF_ERROR(norm(w.embed_norm, &m->embed_norm_));
   m->layers_.resize(w.layers.size());

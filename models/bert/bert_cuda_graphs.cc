@@ -120,8 +120,8 @@ absl::Status BertCudaGraphs::Capture(const Key& key) {
   return absl::OkStatus();
 }
 
-absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batch,
-                                 Pooling pooling, bool normalize, float* out) {
+absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
+                                 bool normalize, float* out) {
   const int64_t rows = GraphClass(batch.rows, 1, max_tokens_);
   const int64_t tokens = GraphClass(batch.tokens, kMinTokenClass, max_tokens_);
   if (!Covers(batch.rows, batch.tokens)) {

@@ -38,8 +38,8 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
     } else if (it->second == "last_token") {
       o.pooling = Pooling::kLastToken;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter 'pooling' = '", it->second, "' is not mean, cls or last_token"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter 'pooling' = '", it->second, "' is not mean, cls or last_token"));
     }
   }
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
@@ -72,10 +72,10 @@ const ModelFamily kBertFamily = {"bert",
                                  {"checkpoint_dir", "normalize", "max_sequence_length", "pooling",
                                   "batch_invariant", "auto_truncate", "prompt_name"},
                                  CreateBert};
-const ModelFamily kTransformerFamily = {"transformer",
-                                        {"checkpoint_dir", "normalize", "max_sequence_length",
-                                         "pooling", "batch_invariant", "auto_truncate",
-                                         "prompt_name"},
-                                        CreateTransformer};
+const ModelFamily kTransformerFamily = {
+    "transformer",
+    {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
+     "auto_truncate", "prompt_name"},
+    CreateTransformer};
 
 }  // namespace infer

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "models/transformer/encoder_cpu.h"
-#include "models/transformer/transformer_weights.h"
 #include "models/half.h"
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/encoder_cpu.h"
+#include "models/transformer/transformer_weights.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "models/transformer/load_encoder.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/load_encoder.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
@@ -113,18 +113,19 @@ absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
   if (!prompts.contains(name) || !prompts[name].is_string()) {
     std::string known;
     for (const auto& [key, value] : prompts.items()) absl::StrAppend(&known, " '", key, "'");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt '", name, "' is not in ", path, known.empty() ? " (it has none)" : "; it has",
-        known));
+    return absl::InvalidArgumentError(absl::StrCat("prompt '", name, "' is not in ", path,
+                                                   known.empty() ? " (it has none)" : "; it has",
+                                                   known));
   }
   const std::string prompt = prompts[name].get<std::string>();
   INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
                          ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
   if (!prompt.empty() && pooling.has_value() && pooling->is_object() &&
       pooling->contains("include_prompt") && (*pooling)["include_prompt"] == false) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, "/1_Pooling/config.json: include_prompt false (pooling without the prompt's "
-             "tokens) is not supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir,
+                     "/1_Pooling/config.json: include_prompt false (pooling without the prompt's "
+                     "tokens) is not supported"));
   }
   return std::pair<std::string, std::string>(name, prompt);
 }
@@ -164,7 +165,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   } else {
     INFER_ASSIGN_OR_RETURN(std::optional<int64_t> st,
                            SentenceTransformersMaxLength(options.checkpoint_dir));
-    length_source = st.has_value()                         ? "sentence_bert_config.json"
+    length_source = st.has_value()                           ? "sentence_bert_config.json"
                     : tokenizer.model_max_length.has_value() ? "tokenizer_config.json"
                                                              : "config.json";
     m->max_length_ =

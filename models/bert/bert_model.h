@@ -23,13 +23,12 @@
 // (right side, special tokens kept). A prompt from the folder's
 // config_sentence_transformers.json (the prompt_name parameter, else its
 // default_prompt_name) is prepended to every text, as sentence-transformers'
-// encode(prompt_name=...) does, and counts in the length. A batch is packed (models/packed_sequences.h): only
-// the tokens the attention masks mark real are staged, uploaded and
-// computed, so the memory model, max_batch_tokens and the statistics count
-// real tokens (ComputedTokens). The encoder runs on the context's device:
-// FP32 or BF16 with oneDNN on the CPU, FP16 with cuBLAS and fused kernels on
-// CUDA (models/transformer/encoder.h), in the configured precision. The packed
-// input, activations and output all come from the context's caching
+// encode(prompt_name=...) does, and counts in the length. A batch is packed
+// (models/packed_sequences.h): only the tokens the attention masks mark real are staged, uploaded
+// and computed, so the memory model, max_batch_tokens and the statistics count real tokens
+// (ComputedTokens). The encoder runs on the context's device: FP32 or BF16 with oneDNN on the CPU,
+// FP16 with cuBLAS and fused kernels on CUDA (models/transformer/encoder.h), in the configured
+// precision. The packed input, activations and output all come from the context's caching
 // allocator, and PeakBytes counts them block by block.
 //
 // Thread-safety: see Model.
@@ -41,9 +40,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "models/transformer/encoder.h"
 #include "models/model.h"
 #include "models/text/tokenizer.h"
+#include "models/transformer/encoder.h"
 #include "runtime/device_context.h"
 
 namespace infer {
@@ -51,8 +50,8 @@ namespace infer {
 struct BertModelOptions {
   std::string name = "minilm";
   std::string backend = "bert";  // the registry name it is served under
-  std::string checkpoint_dir;  // config.json, model.safetensors, tokenizer.json or vocab.txt
-  bool normalize = true;       // L2-normalise the pooled embedding
+  std::string checkpoint_dir;    // config.json, model.safetensors, tokenizer.json or vocab.txt
+  bool normalize = true;         // L2-normalise the pooled embedding
   // Mean over real tokens, the first ([CLS]) or the last token's state.
   // Unset: what the checkpoint's sentence-transformers 1_Pooling/config.json
   // says, else mean.

@@ -14,9 +14,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "models/transformer/encoder_cpu.h"
 #include "models/bert/bert_gen.h"
 #include "models/precision.h"
+#include "models/transformer/encoder_cpu.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
@@ -357,13 +357,13 @@ TEST(PromptTest, ThePromptIsPrependedToEveryText) {
   ASSERT_THAT(query, IsOk());
   EXPECT_NE((*query)->spec().description.find("prompt 'query'"), std::string::npos);
   const std::vector<float> got = embed(**query, "A man is playing a guitar.");
-  const std::vector<float> want = embed(**plain, "Instruct: find it\nQuery:A man is playing a guitar.");
+  const std::vector<float> want =
+      embed(**plain, "Instruct: find it\nQuery:A man is playing a guitar.");
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;
   o.prompt_name = "passage";
   EXPECT_THAT(BertModel::Create(o, (*d)->context()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "prompt 'passage' is not in"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "prompt 'passage' is not in"));
   // default_prompt_name applies when no prompt_name is given.
   std::ofstream(dir / "config_sentence_transformers.json", std::ios::trunc)
       << R"({"prompts": {"query": "q: "}, "default_prompt_name": "query"})";

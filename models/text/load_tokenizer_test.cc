@@ -1,7 +1,6 @@
 #include "models/text/load_tokenizer.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,8 +22,8 @@ using ::infer::testing::StatusIs;
 // A fresh folder under the test's temporary directory, of this process's own
 // (CTest runs each test case as a process of its own, in parallel).
 std::string Folder(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/load_tokenizer_test_" +
-                          std::to_string(::getpid()) + "_" + name;
+  const std::string dir =
+      ::testing::TempDir() + "/load_tokenizer_test_" + std::to_string(::getpid()) + "_" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
