@@ -85,6 +85,12 @@ class Process:
         with open(f"/proc/{self.proc.pid}/status") as f:
             return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
 
+    def cpu_seconds(self):
+        """User plus system CPU time the process has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=120)

@@ -7,8 +7,12 @@ at once. Both run side by side; infer-bench drives them in turn, closed loop,
 same payload, at concurrency 1 and 64, alternating (A B, B A, ...) for
 --repeats rounds so that drift on a shared machine falls on both alike.
 
-Answers: throughput ratio (ours / bare gRPC) and the difference of p50: the
-median over the rounds, with the range of the rounds beside it.
+Answers: throughput ratio (ours / bare gRPC), the difference of p50, and
+the server's CPU time per answered request (ours - bare): the median over
+the rounds, with the range of the rounds beside it. On a machine where the
+client and the servers share a few cores, throughput swings from round to
+round with whatever else runs; CPU time per request is the steadier measure
+of what the server itself costs.
 
   python3 bench/frontend_overhead.py [--duration-s 5] [--repeats 3] [--length 128]
                                     [--baseline-binary OLD/infer-server]
@@ -28,6 +32,17 @@ backend: "identity"
 max_batch_size: 64
 dynamic_batching { max_queue_delay_microseconds: 0 }
 """
+
+
+def measure(server, concurrency, a):
+    """One infer-bench run; adds the server's CPU microseconds per request
+    over the whole run (warm-up included, at the same load)."""
+    cpu0 = server.cpu_seconds()
+    r = benchlib.infer_bench(server.address, "identity", "--concurrency", concurrency,
+                             "--lengths", a.length, "--duration-s", a.duration_s, "--warmup-s", 1)
+    requests = r["ok"] * (a.duration_s + 1) / a.duration_s
+    r["server_cpu_us"] = (server.cpu_seconds() - cpu0) / max(requests, 1) * 1e6
+    return r
 
 
 def main():
@@ -54,11 +69,8 @@ def main():
                                                               binary=a.baseline_binary)
         names = list(servers)
         for c in levels:
-            results[c] = benchlib.interleaved(
-                lambda name: benchlib.infer_bench(
-                    servers[name].address, "identity", "--concurrency", c, "--lengths", a.length,
-                    "--duration-s", a.duration_s, "--warmup-s", 1),
-                names, a.repeats)
+            results[c] = benchlib.interleaved(lambda name: measure(servers[name], c, a), names,
+                                              a.repeats)
     finally:
         for server in servers.values():
             server.stop()
@@ -70,8 +82,10 @@ def main():
             rows.append([name, c, f"{benchlib.median([r['throughput_per_s'] for r in rs]):.0f}",
                          f"{benchlib.median([r['latency_ms']['p50'] for r in rs]):.3f}",
                          f"{benchlib.median([r['latency_ms']['p99'] for r in rs]):.3f}",
+                         f"{benchlib.median([r['server_cpu_us'] for r in rs]):.1f}",
                          sum(r["sent"] - r["ok"] for r in rs)])
-    benchlib.table(["server", "concurrency", "ok/s (median)", "p50 ms", "p99 ms", "errors"], rows)
+    benchlib.table(["server", "concurrency", "ok/s (median)", "p50 ms", "p99 ms", "server CPU us/req",
+                   "errors"], rows)
     print()
     for c in levels:
         ours, bare = results[c]["infer-server"], results[c]["echo-server"]
@@ -80,12 +94,18 @@ def main():
         print(f"concurrency {c}: throughput ours / bare gRPC = {benchlib.spread_text(*ratio)}; "
               f"p50 ours - bare = "
               f"{benchlib.spread_text(benchlib.median(diffs), min(diffs), max(diffs), '{:+.3f}')} ms")
+        cpu = [x["server_cpu_us"] - y["server_cpu_us"] for x, y in zip(ours, bare)]
+        print(f"concurrency {c}: server CPU per request ours - bare = "
+              f"{benchlib.spread_text(benchlib.median(cpu), min(cpu), max(cpu), '{:+.1f}')} us")
         if "baseline" in results[c]:
             base = results[c]["baseline"]
             print(f"concurrency {c}: baseline / bare gRPC = "
                   f"{benchlib.spread_text(*benchlib.ratio_spread(base, bare, lambda r: r['throughput_per_s']))}"
                   f"; ours / baseline = "
                   f"{benchlib.spread_text(*benchlib.ratio_spread(ours, base, lambda r: r['throughput_per_s']))}")
+            cpu = [x["server_cpu_us"] - y["server_cpu_us"] for x, y in zip(ours, base)]
+            print(f"concurrency {c}: server CPU per request ours - baseline = "
+                  f"{benchlib.spread_text(benchlib.median(cpu), min(cpu), max(cpu), '{:+.1f}')} us")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "models/model.h"
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/quote.h"
@@ -24,7 +25,7 @@ const TensorSpec* Find(const std::vector<TensorSpec>& specs, const std::string& 
 
 // The bytes of a fixed-size tensor against its shape and datatype: the byte
 // size (overflow-checked), or INVALID_ARGUMENT naming `what`.
-absl::StatusOr<int64_t> CheckDataBytes(const Tensor& t, const std::string& what) {
+absl::StatusOr<int64_t> CheckDataBytes(const Tensor& t, absl::string_view what) {
   INFER_ASSIGN_OR_RETURN(const int64_t bytes, ByteSize(t.dtype, t.shape, what));
   if (static_cast<int64_t>(t.data.size()) != bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -63,51 +64,60 @@ absl::Status WidenInt32Inputs(const ModelSpec& spec, InferRequest* request) {
 }
 
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request) {
-  absl::flat_hash_set<std::string> seen;
+  // Which of spec.inputs the request gives; a model has a handful of inputs.
+  absl::InlinedVector<bool, 8> seen(spec.inputs.size(), false);
   int64_t batch = -1;
   for (const Tensor& t : request.inputs) {
-    const std::string what = absl::StrCat("input ", Quote(t.name));
+    // Built only for an error message (CheckNamed): this runs per request.
+    auto what = [&t] { return absl::StrCat("input ", Quote(t.name)); };
     const TensorSpec* s = Find(spec.inputs, t.name);
     if (s == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " for model '", spec.name,
+      return absl::InvalidArgumentError(absl::StrCat("unknown ", what(), " for model '", spec.name,
                                                      "'; expected inputs: ", Names(spec.inputs)));
     }
-    if (!seen.insert(t.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " is given more than once"));
+    const size_t index = static_cast<size_t>(s - spec.inputs.data());
+    if (seen[index]) {
+      return absl::InvalidArgumentError(absl::StrCat(what(), " is given more than once"));
     }
+    seen[index] = true;
     if (t.dtype != s->dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " has datatype ", DataTypeName(t.dtype), "; model '", spec.name, "' expects ",
+          what(), " has datatype ", DataTypeName(t.dtype), "; model '", spec.name, "' expects ",
           DataTypeName(s->dtype), s->accepts_int32 ? " (or INT32)" : ""));
     }
     if (t.shape.size() != s->shape.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " has shape ", ShapeToString(t.shape), " (rank ", t.shape.size(), "); model '",
+          what(), " has shape ", ShapeToString(t.shape), " (rank ", t.shape.size(), "); model '",
           spec.name, "' expects rank ", s->shape.size(), " ", ShapeToString(s->shape)));
     }
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (s->shape[d] >= 0 && t.shape[d] != s->shape[d]) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " has shape ", ShapeToString(t.shape),
-                                                       "; model '", spec.name, "' expects ",
-                                                       ShapeToString(s->shape)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what(), " has shape ", ShapeToString(t.shape), "; model '", spec.name,
+                         "' expects ", ShapeToString(s->shape)));
       }
     }
-    INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, what));
+    INFER_ASSIGN_OR_RETURN(
+        const int64_t count,
+        CheckNamed([&](absl::string_view w) { return ElementCount(t.shape, w); }, what));
     if (t.dtype == DataType::kBytes) {
-      INFER_RETURN_IF_ERROR(BytesElements(t, count, what).status());
+      INFER_RETURN_IF_ERROR(CheckNamed(
+          [&](absl::string_view w) { return BytesElements(t, count, w).status(); }, what));
     } else {
-      INFER_RETURN_IF_ERROR(CheckDataBytes(t, what).status());
+      INFER_RETURN_IF_ERROR(
+          CheckNamed([&](absl::string_view w) { return CheckDataBytes(t, w).status(); }, what));
     }
     if (!t.shape.empty()) {
       if (batch >= 0 && t.shape[0] != batch) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " has batch dimension ", t.shape[0],
+        return absl::InvalidArgumentError(absl::StrCat(what(), " has batch dimension ", t.shape[0],
                                                        " but another input has ", batch));
       }
       batch = t.shape[0];
     }
   }
-  for (const TensorSpec& s : spec.inputs) {
-    if (!s.optional && !seen.contains(s.name)) {
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorSpec& s = spec.inputs[i];
+    if (!s.optional && !seen[i]) {
       return absl::InvalidArgumentError(absl::StrCat("missing input '", s.name, "' for model '",
                                                      spec.name,
                                                      "'; expected inputs: ", Names(spec.inputs)));

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 
@@ -40,6 +41,19 @@ inline constexpr size_t kMaxStatusMessageBytes = 1024;
 // limit. The last guard before a message leaves the server (status_map.h,
 // stream error messages), for a message some future code built unbounded.
 std::string BoundedMessage(absl::string_view message);
+
+// Runs `check(what)`, a deterministic check whose error message starts with
+// the subject `what` (e.g. "input 'ids'"), first with an empty subject, and
+// only when that fails again with `subject()`. The subject, which quotes a
+// client string, is then built on the error path alone: checks that run for
+// every request pass without allocating it. `check` returns absl::Status or
+// absl::StatusOr<T>; so does CheckNamed.
+template <typename Check, typename Subject>
+auto CheckNamed(Check&& check, Subject&& subject) -> decltype(check(absl::string_view())) {
+  auto result = check(absl::string_view());
+  if (result.ok()) return result;
+  return check(std::forward<Subject>(subject)());
+}
 
 }  // namespace infer
 

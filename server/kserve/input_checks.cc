@@ -6,7 +6,7 @@
 
 namespace infer {
 
-absl::StatusOr<DataType> InputDataType(absl::string_view datatype, const std::string& what) {
+absl::StatusOr<DataType> InputDataType(absl::string_view datatype, absl::string_view what) {
   std::optional<DataType> dtype = DataTypeFromName(datatype);
   if (dtype) return *dtype;
   return absl::InvalidArgumentError(
@@ -16,7 +16,7 @@ absl::StatusOr<DataType> InputDataType(absl::string_view datatype, const std::st
 }
 
 absl::Status CheckRawInputSize(DataType dtype, absl::Span<const int64_t> shape, size_t bytes,
-                               const std::string& what) {
+                               absl::string_view what) {
   INFER_ASSIGN_OR_RETURN(const int64_t need, ByteSize(dtype, shape, what));
   if (static_cast<int64_t>(bytes) == need) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -24,12 +24,12 @@ namespace infer {
 
 // The datatype a KServe name ("FP32", "BYTES", ...) stands for;
 // INVALID_ARGUMENT listing the KServe datatypes otherwise.
-absl::StatusOr<DataType> InputDataType(absl::string_view datatype, const std::string& what);
+absl::StatusOr<DataType> InputDataType(absl::string_view datatype, absl::string_view what);
 
 // The raw bytes of an input of a fixed-size datatype (not BYTES) against
 // what its shape and datatype need. INVALID_ARGUMENT naming both.
 absl::Status CheckRawInputSize(DataType dtype, absl::Span<const int64_t> shape, size_t bytes,
-                               const std::string& what);
+                               absl::string_view what);
 
 // Triton's scheduling parameters: "priority" (1 the most urgent) and
 // "timeout" (microseconds). Others are ignored, as Triton ignores them.

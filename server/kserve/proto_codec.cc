@@ -20,7 +20,7 @@ using InputProto = inference::ModelInferRequest::InferInputTensor;
 // length against the shape and every value against Dst's range.
 template <typename Dst, typename Repeated>
 absl::Status CopyTyped(const Repeated& field, absl::string_view field_name, int64_t count,
-                       const std::string& what, Tensor* t) {
+                       absl::string_view what, Tensor* t) {
   if (static_cast<int64_t>(field.size()) != count) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " has ", field.size(), " values in contents.", field_name, "; its shape ",
@@ -45,7 +45,7 @@ absl::Status CopyTyped(const Repeated& field, absl::string_view field_name, int6
 }
 
 // BYTES elements in the raw KServe layout: 4-byte little-endian length, data.
-absl::Status CopyBytes(const InputProto& input, int64_t count, const std::string& what, Tensor* t) {
+absl::Status CopyBytes(const InputProto& input, int64_t count, absl::string_view what, Tensor* t) {
   const auto& field = input.contents().bytes_contents();
   if (static_cast<int64_t>(field.size()) != count) {
     return absl::InvalidArgumentError(absl::StrCat(what, " has ", field.size(),
@@ -61,7 +61,7 @@ absl::Status CopyBytes(const InputProto& input, int64_t count, const std::string
   return absl::OkStatus();
 }
 
-absl::Status FromTypedContents(const InputProto& input, int64_t count, const std::string& what,
+absl::Status FromTypedContents(const InputProto& input, int64_t count, absl::string_view what,
                                Tensor* t) {
   const inference::InferTensorContents& c = input.contents();
   switch (t->dtype) {
@@ -115,26 +115,36 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
   request.inputs.reserve(num_inputs);
   for (int i = 0; i < num_inputs; ++i) {
     const InputProto& input = proto->inputs(i);
-    const std::string what = absl::StrCat("input ", Quote(input.name()));
+    // Built only for an error message (CheckNamed): this runs per request.
+    auto what = [&input] { return absl::StrCat("input ", Quote(input.name())); };
     Tensor t;
     t.name = input.name();
-    INFER_ASSIGN_OR_RETURN(t.dtype, InputDataType(input.datatype(), what));
+    INFER_ASSIGN_OR_RETURN(
+        t.dtype,
+        CheckNamed([&](absl::string_view w) { return InputDataType(input.datatype(), w); }, what));
     t.shape.assign(input.shape().begin(), input.shape().end());
-    INFER_ASSIGN_OR_RETURN(const int64_t count, ElementCount(t.shape, what));
+    INFER_ASSIGN_OR_RETURN(
+        const int64_t count,
+        CheckNamed([&](absl::string_view w) { return ElementCount(t.shape, w); }, what));
     if (use_raw) {
       if (input.has_contents()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(what,
+            absl::StrCat(what(),
                          " sets 'contents' but the request uses raw_input_contents; "
                          "use one or the other"));
       }
       std::string* raw = proto->mutable_raw_input_contents(i);
       if (t.dtype != DataType::kBytes) {
-        INFER_RETURN_IF_ERROR(CheckRawInputSize(t.dtype, t.shape, raw->size(), what));
+        INFER_RETURN_IF_ERROR(CheckNamed(
+            [&](absl::string_view w) {
+              return CheckRawInputSize(t.dtype, t.shape, raw->size(), w);
+            },
+            what));
       }
       t.data.swap(*raw);
     } else {
-      INFER_RETURN_IF_ERROR(FromTypedContents(input, count, what, &t));
+      INFER_RETURN_IF_ERROR(CheckNamed(
+          [&](absl::string_view w) { return FromTypedContents(input, count, w, &t); }, what));
     }
     request.inputs.push_back(std::move(t));
   }
@@ -163,8 +173,9 @@ void ResponseToProto(InferResponse response, inference::ModelInferResponse* prot
   for (Tensor& t : response.outputs) {
     auto* out = proto->add_outputs();
     out->set_name(t.name);
-    out->set_datatype(std::string(DataTypeName(t.dtype)));
-    for (int64_t d : t.shape) out->add_shape(d);
+    const absl::string_view datatype = DataTypeName(t.dtype);
+    out->set_datatype(datatype.data(), datatype.size());
+    out->mutable_shape()->Add(t.shape.begin(), t.shape.end());
     proto->add_raw_output_contents()->swap(t.data);
   }
 }
