@@ -60,7 +60,7 @@ absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequ
   b.host.resize(layout.bytes() / sizeof(int32_t));
   int64_t row = 0, token = 0, longest = 0, width = 0;
   for (const auto& s : sequences) {
-    infer::AppendPackedRows(s.data(), nullptr, 1, static_cast<int64_t>(s.size()), layout,
+    infer::AppendPackedRows(s.data(), nullptr, nullptr, 1, static_cast<int64_t>(s.size()), layout,
                             b.host.data(), &row, &token, &longest, &width);
   }
   auto input = infer::DeviceBuffer::Allocate(allocator, layout.bytes(), stream);

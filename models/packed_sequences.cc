@@ -11,11 +11,12 @@ int64_t CountRealTokens(const int64_t* mask, int64_t n) {
   return real;
 }
 
-void AppendPackedRows(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
-                      const PackedLayout& layout, int32_t* buffer, int64_t* row, int64_t* token,
-                      int64_t* longest, int64_t* width) {
+void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* types, int64_t rows,
+                      int64_t seq, const PackedLayout& layout, int32_t* buffer, int64_t* row,
+                      int64_t* token, int64_t* longest, int64_t* width) {
   int32_t* out_ids = buffer + layout.ids();
   int32_t* out_positions = buffer + layout.positions();
+  int32_t* out_types = layout.with_types ? buffer + layout.types() : nullptr;
   int32_t* offsets = buffer + layout.offsets();
   if (*row == 0) offsets[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -25,6 +26,7 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, int64_t rows, int
       if (mask != nullptr && mask[i] == 0) continue;
       out_ids[*token] = static_cast<int32_t>(ids[i]);
       out_positions[*token] = static_cast<int32_t>(s);
+      if (out_types != nullptr) out_types[*token] = types != nullptr ? static_cast<int32_t>(types[i]) : 0;
       *width = std::max(*width, s + 1);
       ++*token;
     }
@@ -33,10 +35,13 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, int64_t rows, int
   }
 }
 
-PackedSequences::PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq)
-    : layout_{rows, CountRealTokens(mask, rows * seq)}, buffer_(layout_.bytes() / sizeof(int32_t)) {
+PackedSequences::PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
+                                 const int64_t* types)
+    : layout_{rows, CountRealTokens(mask, rows * seq), types != nullptr},
+      buffer_(layout_.bytes() / sizeof(int32_t)) {
   int64_t row = 0, token = 0;
-  AppendPackedRows(ids, mask, rows, seq, layout_, buffer_.data(), &row, &token, &longest_, &width_);
+  AppendPackedRows(ids, mask, types, rows, seq, layout_, buffer_.data(), &row, &token, &longest_,
+                   &width_);
 }
 
 PackedSequencesView PackedLayout::View(const int32_t* buffer, const int32_t* host_offsets,
@@ -45,6 +50,7 @@ PackedSequencesView PackedLayout::View(const int32_t* buffer, const int32_t* hos
   v.ids = buffer + ids();
   v.positions = buffer + positions();
   v.offsets = buffer + offsets();
+  v.types = with_types ? buffer + types() : nullptr;
   v.host_offsets = host_offsets;
   v.rows = rows;
   v.tokens = tokens;

@@ -5,7 +5,8 @@
 // mask has holes (or left padding) computes exactly what it would padded.
 //
 // Staged as one int32 buffer (PackedLayout): ids[tokens], positions[tokens],
-// offsets[rows + 1]. Thread-safety: plain values and pure functions.
+// offsets[rows + 1], and, for models with token-type (segment) embeddings,
+// types[tokens]. Thread-safety: plain values and pure functions.
 #ifndef INFER_MODELS_PACKED_SEQUENCES_H_
 #define INFER_MODELS_PACKED_SEQUENCES_H_
 
@@ -21,6 +22,7 @@ struct PackedSequencesView {
   const int32_t* ids = nullptr;        // [tokens]
   const int32_t* positions = nullptr;  // [tokens]
   const int32_t* offsets = nullptr;    // [rows + 1], offsets[0] == 0
+  const int32_t* types = nullptr;      // [tokens] token-type ids, or null: all 0
   const int32_t* host_offsets = nullptr;
   int64_t rows = 0;
   int64_t tokens = 0;
@@ -28,13 +30,17 @@ struct PackedSequencesView {
   int64_t width = 0;    // 1 + the largest position id (0 when empty)
 };
 
-// Where the three arrays lie in one int32 staging buffer.
+// Where the arrays lie in one int32 staging buffer.
 struct PackedLayout {
   int64_t rows = 0, tokens = 0;
-  size_t bytes() const { return sizeof(int32_t) * (2 * tokens + rows + 1); }
+  bool with_types = false;  // token-type ids after the offsets
+  size_t bytes() const {
+    return sizeof(int32_t) * ((with_types ? 3 : 2) * tokens + rows + 1);
+  }
   int64_t ids() const { return 0; }
   int64_t positions() const { return tokens; }
   int64_t offsets() const { return 2 * tokens; }
+  int64_t types() const { return 2 * tokens + rows + 1; }
   // The view of such a buffer: `buffer` where the device reads it, its
   // offsets also at `host_offsets` in host memory.
   PackedSequencesView View(const int32_t* buffer, const int32_t* host_offsets, int64_t longest,
@@ -46,20 +52,23 @@ int64_t CountRealTokens(const int64_t* mask, int64_t n);
 
 // Appends the rows of a [rows, seq] id matrix to a packed buffer being
 // filled (`layout` its final size), keeping the tokens whose mask is 1 (all
-// when mask is null). `*row` and `*token` are where it continues: the next
-// sequence and token index, advanced past what was appended; `*longest` and
-// `*width` grow to cover the rows. The caller has checked the ids and that
-// the layout holds them.
-void AppendPackedRows(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
-                      const PackedLayout& layout, int32_t* buffer, int64_t* row, int64_t* token,
-                      int64_t* longest, int64_t* width);
+// when mask is null), with their token types when the layout has them
+// (from `types`, [rows, seq]; all 0 when null). `*row` and `*token` are
+// where it continues: the next sequence and token index, advanced past what
+// was appended; `*longest` and `*width` grow to cover the rows. The caller
+// has checked the ids and types and that the layout holds them.
+void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* types, int64_t rows,
+                      int64_t seq, const PackedLayout& layout, int32_t* buffer, int64_t* row,
+                      int64_t* token, int64_t* longest, int64_t* width);
 
 // A packed batch in host memory: for tests, tools and the CPU encoder's
 // host-side entry point.
 class PackedSequences {
  public:
-  // Packs a [rows, seq] id matrix with an optional mask (null: all real).
-  PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq);
+  // Packs a [rows, seq] id matrix with an optional mask (null: all real)
+  // and optional token types (null: none in the layout).
+  PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
+                  const int64_t* types = nullptr);
   PackedSequencesView view() const;
 
  private:

@@ -204,7 +204,7 @@ absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView&
   auto* workh = static_cast<__half*>(scratch.work);
   const auto eps = static_cast<float>(c.norm_eps);
   INFER_RETURN_IF_CUDA_ERROR(
-      cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, word_.as<__half>(),
+      cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, packed.types, word_.as<__half>(),
                                  position_.as<__half>(), token_type_.as<__half>(),
                                  embed_norm_.gamma.as<float>(), embed_norm_.beta.as<float>(), eps,
                                  tokens, h, xh),

@@ -27,10 +27,13 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
     const DeviceContext& context, const EncoderGraphOptions& options, const Shape& shape,
     Forward forward) {
   const int64_t t = options.max_tokens;
-  if (t < 1 || shape.work_cols < 1 || t > (int64_t{1} << 31) / (shape.work_cols + 2)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CUDA graphs for batches of up to ", t, " tokens: must be 1 to ",
-                     (int64_t{1} << 31) / (std::max<int64_t>(shape.work_cols, 1) + 2)));
+  // Kernels index the work buffer (t * work_cols) and the packed input
+  // (4 t + 1) with int.
+  const int64_t most =
+      (int64_t{1} << 31) / std::max<int64_t>(std::max<int64_t>(shape.work_cols, 1) + 2, 5);
+  if (t < 1 || shape.work_cols < 1 || t > most) {
+    return absl::InvalidArgumentError(absl::StrCat("CUDA graphs for batches of up to ", t,
+                                                   " tokens: must be 1 to ", most));
   }
   std::unique_ptr<BertCudaGraphs> g(new BertCudaGraphs());
   g->forward_ = std::move(forward);
@@ -40,7 +43,8 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
                          ComputeStream::Create(context.device, context.allocator));
   Stream* p = g->capture_stream_.get();
   // Rows are at most max_tokens too (Covers), so one bound sizes everything.
-  const PackedLayout layout{t, t};
+  // With token types whatever the model: a graph serves every batch.
+  const PackedLayout layout{t, t, /*with_types=*/true};
   const int64_t half = 2;
   struct Want {
     DeviceBuffer* buffer;
@@ -85,7 +89,7 @@ BertCudaGraphs::Stats BertCudaGraphs::stats() const {
 }
 
 PackedSequencesView BertCudaGraphs::View(int64_t rows, int64_t tokens) const {
-  const PackedLayout layout{rows, tokens};
+  const PackedLayout layout{rows, tokens, /*with_types=*/true};
   // Every sequence fits in `tokens`; the attention grid is sized from it.
   return layout.View(input_.as<int32_t>(), /*host_offsets=*/nullptr,
                      std::min(tokens, shape_.max_positions), shape_.max_positions);
@@ -135,7 +139,7 @@ absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batc
     INFER_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(s, last_, 0), "cudaStreamWaitEvent");
   const PackedSequencesView padded = View(rows, tokens);
   INFER_RETURN_IF_CUDA_ERROR(
-      cuda::LaunchPadPackedBatch(s, batch.ids, batch.positions, batch.offsets, batch.rows,
+      cuda::LaunchPadPackedBatch(s, batch.ids, batch.positions, batch.types, batch.offsets, batch.rows,
                                  batch.tokens, rows, tokens, input_.as<int32_t>()),
       "graph input kernel");
   auto it = graphs_.find(key);

@@ -32,11 +32,12 @@ inline constexpr int kMaxLayerNormHidden = 8192;
 // var = sum((row - mean)^2) / hidden (two passes), the output is
 // (row - mean) * rsqrt(var + eps) * gamma + beta rounded to FP16.
 
-// x[r] = LayerNorm(word[ids[r]] + position[positions[r]] + token_type[0]) for
-// the `tokens` rows, the three FP16 embedding rows summed in FP32 in that
-// order; gamma/beta FP32 [hidden]. x must not overlap the inputs.
+// x[r] = LayerNorm(word[ids[r]] + position[positions[r]] + token_type[t])
+// for the `tokens` rows, t = types[r] (0 for every row when types is null),
+// the three FP16 embedding rows summed in FP32 in that order; gamma/beta
+// FP32 [hidden]. x must not overlap the inputs.
 cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
-                                 const __half* word, const __half* position,
+                                 const int32_t* types, const __half* word, const __half* position,
                                  const __half* token_type, const float* gamma, const float* beta,
                                  float eps, int64_t tokens, int64_t hidden, __half* x);
 

@@ -213,8 +213,9 @@ TEST(BiasResidualLayerNormTest, ScalarFallback) {
 
 // ---- Embedding LayerNorm ------------------------------------------------------
 
-void RunEmbed(int64_t tokens, int64_t hidden, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", hidden " << hidden);
+void RunEmbed(int64_t tokens, int64_t hidden, bool with_types, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", hidden " << hidden
+                                    << (with_types ? ", types 0 and 1" : ", no types"));
   constexpr int64_t kVocab = 37, kPositions = 20;
   std::mt19937 rng(seed);
   const std::vector<uint16_t> word = UniformHalf(kVocab * hidden, -1.0f, 1.0f, rng);
@@ -222,17 +223,20 @@ void RunEmbed(int64_t tokens, int64_t hidden, uint32_t seed) {
   const std::vector<uint16_t> token_type = UniformHalf(2 * hidden, -0.2f, 0.2f, rng);
   const std::vector<float> gamma = Uniform(hidden, 0.5f, 1.5f, rng);
   const std::vector<float> beta = Uniform(hidden, -0.5f, 0.5f, rng);
-  // Ids from 5 words (repeated), and the largest id; positions repeating.
-  std::vector<int32_t> ids(tokens), positions(tokens);
+  // Ids from 5 words (repeated), and the largest id; positions repeating;
+  // types 0 and 1 (all 0 when !with_types: no types given).
+  std::vector<int32_t> ids(tokens), positions(tokens), types(tokens);
   for (int64_t r = 0; r < tokens; ++r) {
     ids[r] = r == tokens - 1 ? static_cast<int32_t>(kVocab - 1) : static_cast<int32_t>(rng() % 5);
     positions[r] = static_cast<int32_t>((r * 3) % kPositions);
+    types[r] = with_types ? static_cast<int32_t>(r % 3 == 1) : 0;
   }
   std::vector<double> rows(tokens * hidden);
   for (int64_t r = 0; r < tokens; ++r) {
     for (int64_t i = 0; i < hidden; ++i) {
-      rows[r * hidden + i] =
-          H(word[ids[r] * hidden + i]) + H(position[positions[r] * hidden + i]) + H(token_type[i]);
+      rows[r * hidden + i] = H(word[ids[r] * hidden + i]) +
+                             H(position[positions[r] * hidden + i]) +
+                             H(token_type[types[r] * hidden + i]);
     }
   }
   const std::vector<double> want = LayerNormReference(rows, hidden, gamma, beta, kEps);
@@ -240,7 +244,8 @@ void RunEmbed(int64_t tokens, int64_t hidden, uint32_t seed) {
   DeviceArray<uint16_t> w(word.size()), p(position.size()), tt(token_type.size());
   DeviceArray<uint16_t> x(tokens * hidden + kGuard);
   DeviceArray<float> g(gamma.size()), b(beta.size());
-  DeviceArray<int32_t> id(ids.size()), pos(positions.size());
+  DeviceArray<int32_t> id(ids.size()), pos(positions.size()), ty(types.size());
+  INFER_ASSERT_CUDA(ty.Upload(types));
   INFER_ASSERT_CUDA(w.Upload(word));
   INFER_ASSERT_CUDA(p.Upload(position));
   INFER_ASSERT_CUDA(tt.Upload(token_type));
@@ -249,7 +254,8 @@ void RunEmbed(int64_t tokens, int64_t hidden, uint32_t seed) {
   INFER_ASSERT_CUDA(id.Upload(ids));
   INFER_ASSERT_CUDA(pos.Upload(positions));
   INFER_ASSERT_CUDA(x.Upload(std::vector<uint16_t>(tokens * hidden + kGuard, kSentinel)));
-  INFER_ASSERT_CUDA(cuda::LaunchEmbedLayerNorm(nullptr, id.get(), pos.get(), AsHalf(w.get()),
+  INFER_ASSERT_CUDA(cuda::LaunchEmbedLayerNorm(nullptr, id.get(), pos.get(),
+                                               with_types ? ty.get() : nullptr, AsHalf(w.get()),
                                                AsHalf(p.get()), AsHalf(tt.get()), g.get(), b.get(),
                                                kEps, tokens, hidden, AsHalf(x.get())));
   INFER_ASSERT_CUDA(cudaDeviceSynchronize());
@@ -264,7 +270,9 @@ TEST(EmbedLayerNormTest, MatchesReferenceOnEveryPath) {
   uint32_t seed = 301;
   // Warp per row, block per row, scalar (not a multiple of 8; above 8192).
   for (int64_t hidden : {384, 264, 768, 1024, 1032, 100, 8200}) {
-    for (int64_t tokens : {1, 7, 30}) RunEmbed(tokens, hidden, seed++);
+    for (int64_t tokens : {1, 7, 30}) {
+      for (bool with_types : {false, true}) RunEmbed(tokens, hidden, with_types, seed++);
+    }
   }
 }
 
@@ -464,7 +472,7 @@ TEST(BertCudaKernelsTest, NothingToDoIsSuccessWithoutLaunching) {
                                               kEps, 5, 0),
             cudaSuccess);
   EXPECT_EQ(cuda::LaunchEmbedLayerNorm(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                       nullptr, nullptr, kEps, 0, 768, nullptr),
+                                       nullptr, nullptr, nullptr, kEps, 0, 768, nullptr),
             cudaSuccess);
   EXPECT_EQ(cuda::LaunchBiasGelu(nullptr, nullptr, nullptr, 0, 3072), cudaSuccess);
   EXPECT_EQ(cuda::LaunchBiasGelu(nullptr, nullptr, nullptr, 16, 0), cudaSuccess);
@@ -482,7 +490,7 @@ TEST(BertCudaKernelsTest, RejectsBadShapesWithoutLaunching) {
                                               kEps, 4, int64_t{1} << 20),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchEmbedLayerNorm(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                       nullptr, nullptr, kEps, 4, int64_t{1} << 20, nullptr),
+                                       nullptr, nullptr, nullptr, kEps, 4, int64_t{1} << 20, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchBiasGelu(nullptr, nullptr, nullptr, -1, 3072), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchBiasGelu(nullptr, nullptr, nullptr, 16, -8), cudaErrorInvalidValue);

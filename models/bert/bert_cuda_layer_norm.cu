@@ -108,13 +108,16 @@ struct EmbedView {
 struct EmbedSource {
   const int32_t* ids;
   const int32_t* positions;
+  const int32_t* types;  // or null: type 0
   const __half* word;
   const __half* position;
   const __half* token_type;
   __half* x;
   __device__ __forceinline__ EmbedView Row(int64_t r, int64_t hidden) const {
+    const int64_t type = types != nullptr ? static_cast<int64_t>(__ldg(types + r)) : 0;
     return {word + static_cast<int64_t>(__ldg(ids + r)) * hidden,
-            position + static_cast<int64_t>(__ldg(positions + r)) * hidden, token_type};
+            position + static_cast<int64_t>(__ldg(positions + r)) * hidden,
+            token_type + type * hidden};
   }
   __device__ __forceinline__ __half* Out(int64_t r, int64_t hidden) const { return x + r * hidden; }
 };
@@ -266,7 +269,8 @@ __device__ void NormalizeRow(const float* row, int64_t hidden, const float* gamm
 // One block per token row. Shared memory: hidden + 32 floats.
 __global__ void EmbedLayerNormKernel(
     const int32_t* __restrict__ ids, const int32_t* __restrict__ positions,
-    const __half* __restrict__ word, const __half* __restrict__ position,
+    const int32_t* __restrict__ types, const __half* __restrict__ word,
+    const __half* __restrict__ position,
     const __half* __restrict__ token_type, const float* __restrict__ gamma,
     const float* __restrict__ beta, float eps, int64_t hidden, __half* __restrict__ x) {
   extern __shared__ float shared[];
@@ -275,8 +279,9 @@ __global__ void EmbedLayerNormKernel(
   const int64_t r = blockIdx.x;
   const __half* w = word + static_cast<int64_t>(ids[r]) * hidden;
   const __half* p = position + static_cast<int64_t>(positions[r]) * hidden;
+  const __half* t = token_type + (types != nullptr ? static_cast<int64_t>(types[r]) : 0) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    row[i] = __half2float(w[i]) + __half2float(p[i]) + __half2float(token_type[i]);
+    row[i] = __half2float(w[i]) + __half2float(p[i]) + __half2float(t[i]);
   }
   NormalizeRow(row, hidden, gamma, beta, eps, red, x + r * hidden);
 }
@@ -309,7 +314,7 @@ bool BadLayerNormShape(int64_t tokens, int64_t hidden) {
 }  // namespace
 
 cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
-                                 const __half* word, const __half* position,
+                                 const int32_t* types, const __half* word, const __half* position,
                                  const __half* token_type, const float* gamma, const float* beta,
                                  float eps, int64_t tokens, int64_t hidden, __half* x) {
   if (tokens < 0 || hidden < 0) return cudaErrorInvalidValue;
@@ -317,11 +322,11 @@ cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int32_t* ids, const 
   if (BadLayerNormShape(tokens, hidden)) return cudaErrorInvalidValue;
   if (hidden % kV == 0 && hidden <= kMaxLayerNormHidden && Aligned16(word) && Aligned16(position) &&
       Aligned16(token_type) && Aligned16(gamma) && Aligned16(beta) && Aligned16(x)) {
-    LaunchLayerNormRegs(stream, EmbedSource{ids, positions, word, position, token_type, x}, gamma,
+    LaunchLayerNormRegs(stream, EmbedSource{ids, positions, types, word, position, token_type, x}, gamma,
                         beta, eps, static_cast<int>(hidden), tokens);
   } else {
     EmbedLayerNormKernel<<<static_cast<unsigned>(tokens), kRowThreads, RowSharedBytes(hidden),
-                           stream>>>(ids, positions, word, position, token_type, gamma, beta, eps,
+                           stream>>>(ids, positions, types, word, position, token_type, gamma, beta, eps,
                                      hidden, x);
   }
   return cudaGetLastError();

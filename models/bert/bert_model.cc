@@ -203,6 +203,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
                       {-1, -1},
                       /*optional=*/true,
                       /*accepts_int32=*/true}};
+  if (c.type_vocab_size > 0) {
+    // Segment ids (0 for a single text; 0 then 1 for a pair), as the
+    // tokenizer gives them: a model with a token-type table takes them.
+    m->spec_.inputs.push_back(
+        {"token_type_ids", DataType::kInt64, {-1, -1}, /*optional=*/true, /*accepts_int32=*/true});
+  }
   m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, c.hidden_size}}};
   return m;
 }
@@ -217,9 +223,11 @@ absl::Status BertModel::Preprocess(InferRequest* request) const {
     return absl::OkStatus();
   }
   if (FindInput(*request, "input_ids") != nullptr ||
-      FindInput(*request, "attention_mask") != nullptr) {
+      FindInput(*request, "attention_mask") != nullptr ||
+      FindInput(*request, "token_type_ids") != nullptr) {
     return absl::InvalidArgumentError(
-        "send either 'text' or 'input_ids' (with an optional 'attention_mask'), not both");
+        "send either 'text' or 'input_ids' (with an optional 'attention_mask' and "
+        "'token_type_ids'), not both");
   }
   std::vector<std::vector<int32_t>> rows;
   int64_t seq = 0;
@@ -265,7 +273,7 @@ absl::Status BertModel::Preprocess(InferRequest* request) const {
 absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
   const Tensor* ids = FindInput(request, "input_ids");
   if (ids == nullptr) {
-    return absl::InvalidArgumentError("'attention_mask' needs 'input_ids'");
+    return absl::InvalidArgumentError("'attention_mask' and 'token_type_ids' need 'input_ids'");
   }
   if (ids->shape[1] > max_length_) {
     return absl::InvalidArgumentError(absl::StrCat("input 'input_ids' has ", ids->shape[1],
@@ -296,6 +304,24 @@ absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
       }
     }
   }
+  // Declared only where the model has a token-type table (Create).
+  if (const Tensor* types = FindInput(request, "token_type_ids"); types != nullptr) {
+    if (types->shape != ids->shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input 'token_type_ids' has shape ", ShapeToString(types->shape),
+                       "; it must match 'input_ids' ", ShapeToString(ids->shape)));
+    }
+    const int64_t type_vocab = encoder_->spec().type_vocab_size;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = types->as<int64_t>()[i];
+      if (v < 0 || v >= type_vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("input 'token_type_ids' holds ", v,
+                                                       " at flat index ", i, "; model '",
+                                                       spec_.name, "' accepts types in [0, ",
+                                                       type_vocab, ")"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -308,9 +334,9 @@ int64_t BertModel::RealTokens(const InferRequest& request) const {
 
 int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   if (shape.rows == 0) return 0;
-  // The packed ids, positions and offsets, the pooled output, and the
-  // encoder's scratch.
-  const PackedLayout layout{shape.rows, shape.tokens};
+  // The packed ids, positions, offsets and types, the pooled output, and
+  // the encoder's scratch.
+  const PackedLayout layout{shape.rows, shape.tokens, with_types()};
   return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
                                               encoder_->spec().hidden_size) +
          encoder_->PeakBytes(shape);
@@ -347,6 +373,7 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     absl::Span<const InferRequest* const> requests) {
   std::vector<int64_t> rows_per_request;
   PackedLayout layout;
+  layout.with_types = with_types();
   for (const InferRequest* r : requests) {
     const Tensor* ids = FindInput(*r, "input_ids");
     const Tensor* mask = FindInput(*r, "attention_mask");
@@ -361,8 +388,10 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
   for (const InferRequest* r : requests) {
     const Tensor* ids = FindInput(*r, "input_ids");
     const Tensor* mask = FindInput(*r, "attention_mask");
+    const Tensor* types = FindInput(*r, "token_type_ids");
     AppendPackedRows(ids->as<int64_t>(), mask != nullptr ? mask->as<int64_t>() : nullptr,
-                     ids->shape[0], ids->shape[1], layout, buffer, &row, &token, &longest, &width);
+                     types != nullptr ? types->as<int64_t>() : nullptr, ids->shape[0],
+                     ids->shape[1], layout, buffer, &row, &token, &longest, &width);
   }
   std::vector<int32_t> host_offsets(buffer + layout.offsets(),
                                     buffer + layout.offsets() + layout.rows + 1);

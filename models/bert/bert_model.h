@@ -8,6 +8,10 @@
 //   text            BYTES [-1]       one sentence per element (UTF-8)
 //   input_ids       INT64 [-1, -1]   (batch, sequence) token ids
 //   attention_mask  INT64 [-1, -1]   optional with input_ids: 1 real, 0 padding
+//   token_type_ids  INT64 [-1, -1]   optional with input_ids: segment ids, each
+//                                    below config.json's type_vocab_size
+//                                    (declared by families with a token-type
+//                                    table: BERT, RoBERTa, XLM-R); absent: 0
 // Output:
 //   embedding       FP32  [-1, hidden]  pooled over real tokens, L2-normalised
 //
@@ -95,6 +99,8 @@ class BertModel final : public Model {
  private:
   class Batch;
   BertModel() = default;
+  // Whether batches carry token types: the model has a token-type table.
+  bool with_types() const { return encoder_->spec().type_vocab_size > 0; }
 
   BertModelOptions options_;
   DeviceContext context_;

@@ -13,8 +13,11 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_gen.h"
+#include "models/checkpoint.h"
 #include "models/precision.h"
 #include "models/transformer/encoder_cpu.h"
 #include "tests/testing/reference_data.h"
@@ -318,6 +321,80 @@ TEST_P(FamilyMemoryTest, MemoryModelBoundsTheMeasuredPeak) {
       }
     }
   }
+}
+
+// Segment ids reach the encoder: the BERT fixture's (query, passage) pairs,
+// sent as input_ids + token_type_ids in one padded request, give
+// transformers' embeddings (tests/fixtures/families/bert, made with
+// token_type_ids), on every device here.
+TEST(TokenTypeTest, PairsWithSegmentIdsMatchTransformers) {
+  const std::string dir = ::infer::testing::FixturePath("families/bert");
+  auto text = ReadCheckpointFile(dir + "/reference.json");
+  ASSERT_THAT(text, IsOk());
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  auto reference = ReadSafetensors(dir + "/reference.safetensors");
+  ASSERT_THAT(reference, IsOk());
+  std::vector<std::vector<int64_t>> ids, types, mask;
+  std::vector<const std::vector<float>*> want;
+  size_t seq = 0;
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    if (!j["inputs"][i].contains("types")) continue;
+    ids.push_back(j["inputs"][i]["ids"].get<std::vector<int64_t>>());
+    types.push_back(j["inputs"][i]["types"].get<std::vector<int64_t>>());
+    want.push_back(&(*reference)["embedding_" + std::to_string(i)].values);
+    seq = std::max(seq, ids.back().size());
+  }
+  ASSERT_GE(ids.size(), 3u);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    mask.emplace_back(seq, 0);
+    std::fill(mask[r].begin(), mask[r].begin() + ids[r].size(), 1);
+    ids[r].resize(seq, 0);
+    types[r].resize(seq, 0);
+  }
+  for (const std::string& device : Devices()) {
+    SCOPED_TRACE(device);
+    Served s(device, dir);
+    ASSERT_TRUE(s.ok());
+    const int64_t h = s.model().encoder().spec().hidden_size;
+    InferRequest r;
+    r.inputs = {Int64("input_ids", ids), Int64("attention_mask", mask),
+                Int64("token_type_ids", types)};
+    const std::vector<float> got = s.Run(r);
+    ASSERT_EQ(got.size(), want.size() * h);
+    for (size_t b = 0; b < want.size(); ++b) {
+      EXPECT_GE(Cosine(got.data() + b * h, want[b]->data(), h), device == "cpu" ? 0.9999 : 0.999)
+          << "pair " << b;
+    }
+    // Without the types the passages are read as segment 0: not the same.
+    InferRequest untyped;
+    untyped.inputs = {Int64("input_ids", ids), Int64("attention_mask", mask)};
+    const std::vector<float> plain = s.Run(untyped);
+    ASSERT_EQ(plain.size(), got.size());
+    EXPECT_LT(Cosine(plain.data(), want[0]->data(), h), 0.999);
+
+    InferRequest out_of_range;
+    out_of_range.inputs = {Int64("input_ids", {{5, 6}}), Int64("token_type_ids", {{0, 2}})};
+    EXPECT_THAT(s.Admit(&out_of_range),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "input 'token_type_ids' holds 2 at flat index 1; model 'minilm' accepts "
+                         "types in [0, 2)"));
+    InferRequest mismatched;
+    mismatched.inputs = {Int64("input_ids", {{5, 6}}), Int64("token_type_ids", {{0}})};
+    EXPECT_THAT(s.Admit(&mismatched),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "input 'token_type_ids' has shape [1,1]; it must match 'input_ids' "
+                         "[1,2]"));
+    InferRequest with_text;
+    with_text.inputs = {TextTensor({"hi"}), Int64("token_type_ids", {{0}})};
+    EXPECT_THAT(s.Admit(&with_text), StatusIs(absl::StatusCode::kInvalidArgument, "not both"));
+  }
+  // A family without a token-type table does not declare the input.
+  Served mpnet("cpu", ::infer::testing::FixturePath("families/mpnet"));
+  ASSERT_TRUE(mpnet.ok());
+  InferRequest r;
+  r.inputs = {Int64("input_ids", {{5, 6}}), Int64("token_type_ids", {{0, 0}})};
+  EXPECT_THAT(mpnet.Admit(&r),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown input 'token_type_ids'"));
 }
 
 // A sentence-transformers prompt (config_sentence_transformers.json) is

@@ -4,13 +4,16 @@
 // so the host compiler can include this header.
 //
 // Contract of LaunchPadPackedBatch:
-//  - src_ids, src_positions: int32 [tokens]; src_offsets: int32 [rows + 1],
-//    offsets[rows] == tokens; all in device memory, never read on the host.
-//  - dst: int32 [2 * tokens_class + rows_class + 1] in device memory, laid
-//    out as PackedLayout{rows_class, tokens_class} (ids, positions, offsets).
-//  - Writes ids and positions of tokens 0..tokens-1 from the source and 0
-//    (a valid id and position of every model) for tokens..tokens_class-1,
-//    offsets 0..rows from the source and `tokens` for rows+1..rows_class.
+//  - src_ids, src_positions: int32 [tokens]; src_types: int32 [tokens] or
+//    null (all type 0); src_offsets: int32 [rows + 1], offsets[rows] ==
+//    tokens; all in device memory, never read on the host.
+//  - dst: int32 [3 * tokens_class + rows_class + 1] in device memory, laid
+//    out as PackedLayout{rows_class, tokens_class, /*with_types=*/true}
+//    (ids, positions, offsets, types).
+//  - Writes ids, positions and types of tokens 0..tokens-1 from the source
+//    (types 0 when src_types is null) and 0 (a valid id, position and type
+//    of every model) for tokens..tokens_class-1, offsets 0..rows from the
+//    source and `tokens` for rows+1..rows_class.
 //    So the padded batch holds the same sequences, then rows_class - rows
 //    empty ones, and the padding tokens belong to no sequence: row-wise
 //    kernels compute them on their own rows, attention and pooling never
@@ -28,7 +31,8 @@
 namespace infer::cuda {
 
 cudaError_t LaunchPadPackedBatch(cudaStream_t stream, const int32_t* src_ids,
-                                 const int32_t* src_positions, const int32_t* src_offsets,
+                                 const int32_t* src_positions, const int32_t* src_types,
+                                 const int32_t* src_offsets,
                                  int64_t rows, int64_t tokens, int64_t rows_class,
                                  int64_t tokens_class, int32_t* dst);
 

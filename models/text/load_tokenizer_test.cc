@@ -165,7 +165,7 @@ TEST(VocabTxtOptionsTest, AgreesWithTheReferenceOnTheRealVocabulary) {
 // models/tools/make_family_fixtures.py): each folder's tokenizer gives the
 // ids transformers' models were run on.
 TEST(FamilyFixturesTest, FolderTokenizersGiveTheRecordedIds) {
-  for (const char* family : {"xlm-roberta", "mpnet", "modernbert", "qwen3"}) {
+  for (const char* family : {"xlm-roberta", "mpnet", "modernbert", "qwen3", "bert"}) {
     const std::string dir = ::infer::testing::FixturePath(std::string("families/") + family);
     auto t = LoadFolderTokenizer(dir);
     ASSERT_THAT(t, IsOk()) << family;
@@ -175,6 +175,14 @@ TEST(FamilyFixturesTest, FolderTokenizersGiveTheRecordedIds) {
     const nlohmann::json ref = nlohmann::json::parse(in);
     int checked = 0;
     for (const nlohmann::json& input : ref["inputs"]) {
+      if (input.contains("pair")) {  // a (query, passage) pair: ids and segment ids
+        auto e = t->tokenizer->Encode(input["pair"][0].get<std::string>(),
+                                      input["pair"][1].get<std::string>(), EncodeOptions());
+        ASSERT_THAT(e, IsOk());
+        EXPECT_EQ(e->ids, input["ids"].get<std::vector<int32_t>>()) << family << ": pair";
+        EXPECT_EQ(e->type_ids, input["types"].get<std::vector<int32_t>>()) << family << ": pair";
+        continue;
+      }
       if (input["text"].is_null()) continue;
       EXPECT_EQ(Ids(*t->tokenizer, input["text"].get<std::string>()),
                 input["ids"].get<std::vector<int32_t>>())

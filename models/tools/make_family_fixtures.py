@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Reference fixtures for the transformer families, made by `transformers`'
 own model classes: small random-weight checkpoints of XLM-RoBERTa, MPNet,
-ModernBERT and Qwen3 (as the decoder embedder), each saved as a Hugging Face
+ModernBERT, Qwen3 (as the decoder embedder) and BERT (with token types),
+each saved as a Hugging Face
 folder with a tokenizer.json and sentence-transformers' pooling files, and
 `transformers`' outputs on a fixed multilingual input set.
 
   python3 models/tools/make_family_fixtures.py [--out tests/fixtures/families]
+                                              [--families bert,qwen3]
 
 Run outside the README's two commands, in a virtual environment with torch,
 transformers and tokenizers (pip install torch transformers safetensors). What
@@ -16,12 +18,14 @@ For each family, FOLDER/<family>/ holds:
   tokenizer.json, tokenizer_config.json  a tokenizer trained here by
                                          `tokenizers`' own trainer, in the
                                          family's style (Unigram for XLM-R,
-                                         WordPiece for MPNet, byte-level BPE
+                                         WordPiece for MPNet and BERT, byte-level BPE
                                          for ModernBERT and Qwen3)
   modules.json, 1_Pooling/config.json,   sentence-transformers' description
   sentence_bert_config.json              (pooling, max_seq_length)
   reference.json                         per input: its text (or null for
-                                         an ids-only input), ids, pooling
+                                         an ids-only input), ids, and for
+                                         BERT's (query, passage) pairs the
+                                         token types; the pooling
   reference.safetensors                  per input i: hidden_i (last hidden
                                          states, [tokens, hidden], F32) and
                                          embedding_i (pooled, L2-normalised)
@@ -30,7 +34,8 @@ Each input is run alone (batch of one, no padding), in FP32 on the CPU,
 eager attention. The inputs cover a single token, the longest sequence the
 position table allows, and mixed scripts; ModernBERT's local attention
 window (16) is shorter than its longer inputs, and Qwen3 has one KV head
-(grouped-query attention) and causal attention with last-token pooling.
+(grouped-query attention) and causal attention with last-token pooling;
+BERT's pairs have segment ids 0 and 1, one cut to the position table.
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
 """
@@ -164,7 +169,31 @@ def families():
                                 eos_token_id=ids["<|endoftext|>"], **common)
         return eager(tf.Qwen3Model, config), tok, "lasttoken", 128
 
-    return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3}
+    def bert():
+        # Token types: pairs get segment 0 then 1, as a cross-encoder's input.
+        tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"],
+                                       "[CLS]", "[SEP]")
+        cls, sep = ids["bos"], ids["eos"]
+        from tokenizers import processors
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        config = tf.BertConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                               max_position_embeddings=64, type_vocab_size=2,
+                               pad_token_id=ids["pad"], **common)
+        return eager(tf.BertModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3,
+            "bert": bert}
+
+
+# (query, passage) pairs for families with token types (bert): encoded as a
+# pair, the passage's tokens are type 1.
+PAIRS = [
+    ("what does the man play?", "A man is playing a guitar."),
+    ("Wer spielt?", "Ein Mann spielt Gitarre, und die Straße ist laut!"),
+    ("x", "一个男人在弹吉他。"),
+]
 
 
 def long_text(tok, max_tokens):
@@ -179,10 +208,13 @@ def long_text(tok, max_tokens):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "tests", "fixtures", "families"))
+    ap.add_argument("--families", help="comma-separated names to write (default: all)")
     a = ap.parse_args()
     import torch
     from safetensors.torch import save_file
     for name, make in families().items():
+        if a.families and name not in a.families.split(","):
+            continue
         torch.manual_seed(0)
         model, tok, pooling, max_tokens = make()
         model = model.float().eval()
@@ -210,11 +242,25 @@ def main():
         text, ids = long_text(tok, max_tokens)
         inputs.append({"text": None, "ids": ids, "note": f"the longest: {max_tokens} tokens"})
         inputs.append({"text": None, "ids": inputs[0]["ids"][:1], "note": "a single token"})
+        if model.config.type_vocab_size > 1:
+            for q, p in PAIRS:
+                e = tok.encode(q, p)
+                inputs.append({"text": None, "pair": [q, p], "ids": e.ids, "types": e.type_ids})
+            passage = long_text(tok, max_tokens)[0]
+            tok.enable_truncation(max_tokens)  # longest_first, as a reranker cuts
+            e = tok.encode(" ".join(TEXTS), passage)
+            tok.no_truncation()
+            inputs.append({"text": None, "ids": e.ids, "types": e.type_ids,
+                           "note": f"a pair cut to {max_tokens} tokens"})
         tensors, records = {}, []
         for i, item in enumerate(inputs):
             x = torch.tensor([item["ids"]], dtype=torch.long)
+            kwargs = {}
+            if "types" in item:
+                kwargs["token_type_ids"] = torch.tensor([item["types"]], dtype=torch.long)
             with torch.no_grad():
-                h = model(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state[0]
+                h = model(input_ids=x, attention_mask=torch.ones_like(x),
+                          **kwargs).last_hidden_state[0]
             pooled = h.mean(0) if pooling == "mean" else h[-1]
             tensors[f"hidden_{i}"] = h.contiguous()
             tensors[f"embedding_{i}"] = torch.nn.functional.normalize(pooled, dim=0).contiguous()

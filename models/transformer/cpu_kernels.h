@@ -84,10 +84,13 @@ struct EmbeddingArgs {
   const float* position = nullptr;
   int64_t position_offset = 0;
   bool by_order = false;
-  const float* token_type = nullptr;  // one row (type 0), or null
+  // [type_vocab_size, hidden] or null (no token-type table); row types[t]
+  // for token t, row 0 for every token when types is null.
+  const float* token_type = nullptr;
+  const int32_t* types = nullptr;  // [tokens], each < type_vocab_size
 };
 
-// x[t] = word[ids[t]] (+ position row) (+ token_type), [tokens, hidden].
+// x[t] = word[ids[t]] (+ position row) (+ token-type row), [tokens, hidden].
 void EmbeddingSum(const EmbeddingArgs& args, float* x, int threads);
 
 // out[t] = norm(x[t]) * gamma (+ beta): LayerNorm, or RMSNorm when `rms`

@@ -27,7 +27,8 @@ void EmbeddingSum(const EmbeddingArgs& a, float* x, int threads) {
       for (int64_t i = 0; i < hidden; ++i) out[i] += pos[i];
     }
     if (a.token_type != nullptr) {
-      for (int64_t i = 0; i < hidden; ++i) out[i] += a.token_type[i];
+      const float* type = a.token_type + (a.types != nullptr ? a.types[t] : 0) * hidden;
+      for (int64_t i = 0; i < hidden; ++i) out[i] += type[i];
     }
   }
 }

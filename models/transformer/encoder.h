@@ -3,7 +3,7 @@
 // then pooling and optional L2 normalisation — the sentence-transformers
 // recipe. For BERT (post-norm):
 //
-//   x = LayerNorm(word[ids] + position[0..S) + token_type[0])
+//   x = LayerNorm(word[ids] + position[0..S) + token_type[types])
 //   per layer: x = LayerNorm(x + Wo · MultiHeadAttention(x, mask))
 //              x = LayerNorm(x + W2 · GELU(W1 · x))        (GELU: erf form)
 // and for a pre-norm family (ModernBERT, Qwen3):

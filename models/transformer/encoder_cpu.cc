@@ -265,11 +265,19 @@ int64_t TransformerEncoderCpu::PeakBytes(const BatchShape& shape) const {
 }
 
 absl::StatusOr<PackedSequences> TransformerEncoderCpu::CheckAndPack(
-    absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch,
-    int64_t seq) const {
+    absl::Span<const int64_t> ids, absl::Span<const int64_t> types, absl::Span<const int64_t> mask,
+    int64_t batch, int64_t seq) const {
   if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
-      static_cast<int64_t>(mask.size()) != batch * seq) {
-    return absl::InvalidArgumentError("ids and mask must both be [batch, seq]");
+      static_cast<int64_t>(mask.size()) != batch * seq ||
+      (!types.empty() && static_cast<int64_t>(types.size()) != batch * seq)) {
+    return absl::InvalidArgumentError("ids, mask and types must be [batch, seq]");
+  }
+  for (int64_t type : types) {
+    if (type < 0 || type >= std::max<int64_t>(spec_.type_vocab_size, 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("token type ", type, " is outside [0, ",
+                                                     std::max<int64_t>(spec_.type_vocab_size, 1),
+                                                     ")"));
+    }
   }
   if (seq > spec_.MaxSequenceLength()) {
     return absl::InvalidArgumentError(
@@ -281,24 +289,26 @@ absl::StatusOr<PackedSequences> TransformerEncoderCpu::CheckAndPack(
           absl::StrCat("token id ", id, " is outside [0, ", spec_.vocab_size, ")"));
     }
   }
-  return PackedSequences(ids.data(), mask.data(), batch, seq);
+  return PackedSequences(ids.data(), mask.data(), batch, seq,
+                         types.empty() ? nullptr : types.data());
 }
 
 absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Encode(absl::Span<const int64_t> ids,
                                                                  absl::Span<const int64_t> mask,
                                                                  int64_t batch, int64_t seq,
                                                                  bool normalize,
-                                                                 Pooling pooling) const {
-  INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, mask, batch, seq));
+                                                                 Pooling pooling,
+                                                                 absl::Span<const int64_t> types) const {
+  INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, types, mask, batch, seq));
   std::vector<float> out(batch * spec_.hidden_size);
   INFER_RETURN_IF_ERROR(Encode(nullptr, packed.view(), pooling, normalize, out.data()));
   return out;
 }
 
 absl::StatusOr<std::vector<float>> TransformerEncoderCpu::HiddenStates(
-    absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch,
-    int64_t seq) const {
-  INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, mask, batch, seq));
+    absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
+    absl::Span<const int64_t> types) const {
+  INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, types, mask, batch, seq));
   const PackedSequencesView view = packed.view();
   const int64_t rows = ComputedRows(view.tokens);
   const std::array<int64_t, kBuffers> sizes = ScratchBytes(rows, view.longest);
@@ -424,6 +434,7 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
   embed.position_offset = c.position_offset;
   embed.by_order = c.position_offset > 0;
   embed.token_type = token_type_.empty() ? nullptr : token_type_.data();
+  embed.types = batch.types;
   cpu::EmbeddingSum(embed, x, threads_);
   if (rows > tokens) {
     // Padding rows: zero in, so everything computed from them is finite;

@@ -81,19 +81,22 @@ class TransformerEncoderCpu final : public TransformerEncoder {
       const std::string& dir, const EncoderCpuOptions& options = EncoderCpuOptions(),
       CachingAllocator* allocator = nullptr);
 
-  // Host-side convenience: checks the inputs (shapes, id range, length),
-  // packs the [batch, seq] ids by `mask` and returns [batch, hidden]
+  // Host-side convenience: checks the inputs (shapes, id and type range,
+  // length), packs the [batch, seq] ids by `mask`, with their token types
+  // (`types`, [batch, seq], or empty: all 0), and returns [batch, hidden]
   // embeddings.
   absl::StatusOr<std::vector<float>> Encode(absl::Span<const int64_t> ids,
                                             absl::Span<const int64_t> mask, int64_t batch,
                                             int64_t seq, bool normalize,
-                                            Pooling pooling = Pooling::kMean) const;
+                                            Pooling pooling = Pooling::kMean,
+                                            absl::Span<const int64_t> types = {}) const;
   // The same, returning the last hidden state of every real token,
   // [tokens, hidden] in packed order (the final norm applied): what
   // transformers' last_hidden_state holds at the unmasked positions.
   absl::StatusOr<std::vector<float>> HiddenStates(absl::Span<const int64_t> ids,
                                                   absl::Span<const int64_t> mask, int64_t batch,
-                                                  int64_t seq) const;
+                                                  int64_t seq,
+                                                  absl::Span<const int64_t> types = {}) const;
 
   // The piece of batch-invariant mode, in rows (tokens).
   static constexpr int64_t kInvariantRows = 16;
@@ -158,6 +161,7 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   absl::Status Forward(const PackedSequencesView& batch, const std::array<void*, kBuffers>& p,
                        int64_t rows) const;
   absl::StatusOr<PackedSequences> CheckAndPack(absl::Span<const int64_t> ids,
+                                               absl::Span<const int64_t> types,
                                                absl::Span<const int64_t> mask, int64_t batch,
                                                int64_t seq) const;
 

@@ -5,8 +5,10 @@
 //
 // FP32: max abs error <= 1e-4 on the hidden states, cosine >= 0.9999 on the
 // embeddings, for each input alone and for all of them in one batch (lengths
-// 1 to the position table's longest, mixed). BF16 where the CPU computes
-// it: cosine >= 0.999. Run under every ONEDNN_MAX_CPU_ISA cap (NUMERIC).
+// 1 to the position table's longest, mixed). BERT's fixture adds (query,
+// passage) pairs with token types 0 and 1, as a cross-encoder sees them.
+// BF16 where the CPU computes it: cosine >= 0.999. Run under every
+// ONEDNN_MAX_CPU_ISA cap (NUMERIC).
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
@@ -36,6 +38,7 @@ struct Reference {
   std::string dir;
   Pooling pooling = Pooling::kMean;
   std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<int64_t>> types;  // per input; empty: all type 0
   std::vector<std::vector<float>> hidden, embedding;
 };
 
@@ -53,6 +56,7 @@ Reference ReadReference(const std::string& family) {
   EXPECT_THAT(tensors, IsOk());
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
     r.ids.push_back(j["inputs"][i]["ids"].get<std::vector<int64_t>>());
+    r.types.push_back(j["inputs"][i].value("types", std::vector<int64_t>()));
     r.hidden.push_back((*tensors)["hidden_" + std::to_string(i)].values);
     r.embedding.push_back((*tensors)["embedding_" + std::to_string(i)].values);
   }
@@ -78,12 +82,13 @@ TEST_P(FamiliesTest, EachInputAloneMatchesTransformers) {
   for (size_t i = 0; i < r.ids.size(); ++i) {
     const auto len = static_cast<int64_t>(r.ids[i].size());
     const std::vector<int64_t> mask(len, 1);
-    auto hidden = (*encoder)->HiddenStates(r.ids[i], mask, 1, len);
+    auto hidden = (*encoder)->HiddenStates(r.ids[i], mask, 1, len, r.types[i]);
     ASSERT_THAT(hidden, IsOk());
     ASSERT_EQ(hidden->size(), r.hidden[i].size());
     EXPECT_LE(MaxAbsDiff(hidden->data(), r.hidden[i].data(), len * h), 1e-4)
         << GetParam() << " input " << i << " (" << len << " tokens)";
-    auto embedding = (*encoder)->Encode(r.ids[i], mask, 1, len, /*normalize=*/true, r.pooling);
+    auto embedding =
+        (*encoder)->Encode(r.ids[i], mask, 1, len, /*normalize=*/true, r.pooling, r.types[i]);
     ASSERT_THAT(embedding, IsOk());
     EXPECT_GE(testing::Cosine(embedding->data(), r.embedding[i].data(), h), 0.9999)
         << GetParam() << " input " << i;
@@ -104,14 +109,15 @@ TEST_P(FamiliesTest, OneBatchOfMixedLengthsMatchesTransformers) {
   int64_t seq = 0;
   for (const auto& ids : r.ids) seq = std::max<int64_t>(seq, static_cast<int64_t>(ids.size()));
   EXPECT_EQ(seq, (*encoder)->spec().MaxSequenceLength()) << "the fixture reaches the table's end";
-  std::vector<int64_t> ids(batch * seq, 0), mask(batch * seq, 0);
+  std::vector<int64_t> ids(batch * seq, 0), mask(batch * seq, 0), types(batch * seq, 0);
   for (int64_t b = 0; b < batch; ++b) {
     for (size_t s = 0; s < r.ids[b].size(); ++s) {
       ids[b * seq + s] = r.ids[b][s];
       mask[b * seq + s] = 1;
+      if (!r.types[b].empty()) types[b * seq + s] = r.types[b][s];
     }
   }
-  auto hidden = (*encoder)->HiddenStates(ids, mask, batch, seq);
+  auto hidden = (*encoder)->HiddenStates(ids, mask, batch, seq, types);
   ASSERT_THAT(hidden, IsOk());
   int64_t row = 0;
   for (int64_t b = 0; b < batch; ++b) {
@@ -120,7 +126,8 @@ TEST_P(FamiliesTest, OneBatchOfMixedLengthsMatchesTransformers) {
         << GetParam() << " input " << b << " in the batch";
     row += len;
   }
-  auto embeddings = (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/true, r.pooling);
+  auto embeddings =
+      (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/true, r.pooling, types);
   ASSERT_THAT(embeddings, IsOk());
   for (int64_t b = 0; b < batch; ++b) {
     EXPECT_GE(testing::Cosine(embeddings->data() + b * h, r.embedding[b].data(), h), 0.9999)
@@ -141,7 +148,7 @@ TEST_P(FamiliesTest, Bf16MatchesTransformers) {
   for (size_t i = 0; i < r.ids.size(); ++i) {
     const auto len = static_cast<int64_t>(r.ids[i].size());
     auto embedding = (*encoder)->Encode(r.ids[i], std::vector<int64_t>(len, 1), 1, len,
-                                        /*normalize=*/true, r.pooling);
+                                        /*normalize=*/true, r.pooling, r.types[i]);
     ASSERT_THAT(embedding, IsOk());
     EXPECT_GE(testing::Cosine(embedding->data(), r.embedding[i].data(), h), 0.999)
         << GetParam() << " input " << i;
@@ -159,7 +166,8 @@ TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
   const int64_t h = (*encoder)->spec().hidden_size;
   for (size_t i = 0; i < r.ids.size(); ++i) {
     const auto len = static_cast<int64_t>(r.ids[i].size());
-    auto hidden = (*encoder)->HiddenStates(r.ids[i], std::vector<int64_t>(len, 1), 1, len);
+    auto hidden =
+        (*encoder)->HiddenStates(r.ids[i], std::vector<int64_t>(len, 1), 1, len, r.types[i]);
     ASSERT_THAT(hidden, IsOk());
     EXPECT_LE(MaxAbsDiff(hidden->data(), r.hidden[i].data(), len * h), 1e-4)
         << GetParam() << " input " << i;
@@ -208,7 +216,7 @@ TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
-                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3"),
+                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

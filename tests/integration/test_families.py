@@ -2,7 +2,8 @@
 config.pbtxt: `infer-server --model DIR` for each folder of
 tests/fixtures/families (small random-weight checkpoints that transformers
 made and ran, models/tools/make_family_fixtures.py), queried with Triton's
-gRPC client (text and token ids) and OpenAI's official client over HTTP.
+gRPC client (text, token ids, and BERT's pairs with token_type_ids) and
+OpenAI's official client over HTTP.
 Each embedding is checked against transformers' own (cosine >= 0.9999), so
 the folder's tokenizer, family, pooling and length were all read right.
 
@@ -25,7 +26,7 @@ from infer_server_process import InferServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
-FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3"]
+FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert"]
 
 
 def read_safetensors(path):
@@ -51,7 +52,17 @@ def reference(family):
         ref = json.load(f)
     tensors = read_safetensors(os.path.join(folder, "reference.safetensors"))
     return [(inp["text"], inp["ids"], tensors[f"embedding_{i}"])
-            for i, inp in enumerate(ref["inputs"])]
+            for i, inp in enumerate(ref["inputs"]) if "types" not in inp]
+
+
+def pairs(family):
+    """(ids, token types, embedding) of the fixture's (query, passage) pairs."""
+    folder = os.path.join(FIXTURES, family)
+    with open(os.path.join(folder, "reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    tensors = read_safetensors(os.path.join(folder, "reference.safetensors"))
+    return [(inp["ids"], inp["types"], tensors[f"embedding_{i}"])
+            for i, inp in enumerate(ref["inputs"]) if "types" in inp]
 
 
 def cosine(a, b):
@@ -99,6 +110,23 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
                 row = self.grpc_embed(family, "input_ids", np.array([ids], dtype=np.int64),
                                       "INT64")[0]
                 self.assertGreaterEqual(cosine(row, want), 0.9999, f"{family}: ids of {text!r}")
+
+    def test_grpc_token_type_ids_reach_the_encoder(self):
+        # BERT's pairs with segment ids 0 and 1, as a cross-encoder gets them.
+        cases = pairs("bert")
+        self.assertGreaterEqual(len(cases), 3)
+        for ids, types, want in cases:
+            inputs = []
+            for name, values in (("input_ids", ids), ("token_type_ids", types)):
+                inp = grpcclient.InferInput(name, [1, len(values)], "INT64")
+                inp.set_data_from_numpy(np.array([values], dtype=np.int64))
+                inputs.append(inp)
+            row = self.grpc.infer("bert", inputs).as_numpy("embedding")[0]
+            self.assertGreaterEqual(cosine(row, want), 0.9999, f"pair of {len(ids)} tokens")
+        meta = self.grpc.get_model_metadata("bert", as_json=True)
+        self.assertIn("token_type_ids", [i["name"] for i in meta["inputs"]])
+        meta = self.grpc.get_model_metadata("mpnet", as_json=True)
+        self.assertNotIn("token_type_ids", [i["name"] for i in meta["inputs"]])
 
     def test_openai_client_matches_transformers(self):
         for family in FAMILIES:
