@@ -26,7 +26,8 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* ty
       if (mask != nullptr && mask[i] == 0) continue;
       out_ids[*token] = static_cast<int32_t>(ids[i]);
       out_positions[*token] = static_cast<int32_t>(s);
-      if (out_types != nullptr) out_types[*token] = types != nullptr ? static_cast<int32_t>(types[i]) : 0;
+      if (out_types != nullptr)
+        out_types[*token] = types != nullptr ? static_cast<int32_t>(types[i]) : 0;
       *width = std::max(*width, s + 1);
       ++*token;
     }

@@ -34,9 +34,7 @@ struct PackedSequencesView {
 struct PackedLayout {
   int64_t rows = 0, tokens = 0;
   bool with_types = false;  // token-type ids after the offsets
-  size_t bytes() const {
-    return sizeof(int32_t) * ((with_types ? 3 : 2) * tokens + rows + 1);
-  }
+  size_t bytes() const { return sizeof(int32_t) * ((with_types ? 3 : 2) * tokens + rows + 1); }
   int64_t ids() const { return 0; }
   int64_t positions() const { return tokens; }
   int64_t offsets() const { return 2 * tokens; }

@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
   const int64_t most =
       (int64_t{1} << 31) / std::max<int64_t>(std::max<int64_t>(shape.work_cols, 1) + 2, 5);
   if (t < 1 || shape.work_cols < 1 || t > most) {
-    return absl::InvalidArgumentError(absl::StrCat("CUDA graphs for batches of up to ", t,
-                                                   " tokens: must be 1 to ", most));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA graphs for batches of up to ", t, " tokens: must be 1 to ", most));
   }
   std::unique_ptr<BertCudaGraphs> g(new BertCudaGraphs());
   g->forward_ = std::move(forward);
@@ -139,8 +139,8 @@ absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batc
     INFER_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(s, last_, 0), "cudaStreamWaitEvent");
   const PackedSequencesView padded = View(rows, tokens);
   INFER_RETURN_IF_CUDA_ERROR(
-      cuda::LaunchPadPackedBatch(s, batch.ids, batch.positions, batch.types, batch.offsets, batch.rows,
-                                 batch.tokens, rows, tokens, input_.as<int32_t>()),
+      cuda::LaunchPadPackedBatch(s, batch.ids, batch.positions, batch.types, batch.offsets,
+                                 batch.rows, batch.tokens, rows, tokens, input_.as<int32_t>()),
       "graph input kernel");
   auto it = graphs_.find(key);
   const bool first = it == graphs_.end();

@@ -234,8 +234,7 @@ void RunEmbed(int64_t tokens, int64_t hidden, bool with_types, uint32_t seed) {
   std::vector<double> rows(tokens * hidden);
   for (int64_t r = 0; r < tokens; ++r) {
     for (int64_t i = 0; i < hidden; ++i) {
-      rows[r * hidden + i] = H(word[ids[r] * hidden + i]) +
-                             H(position[positions[r] * hidden + i]) +
+      rows[r * hidden + i] = H(word[ids[r] * hidden + i]) + H(position[positions[r] * hidden + i]) +
                              H(token_type[types[r] * hidden + i]);
     }
   }
@@ -254,10 +253,9 @@ void RunEmbed(int64_t tokens, int64_t hidden, bool with_types, uint32_t seed) {
   INFER_ASSERT_CUDA(id.Upload(ids));
   INFER_ASSERT_CUDA(pos.Upload(positions));
   INFER_ASSERT_CUDA(x.Upload(std::vector<uint16_t>(tokens * hidden + kGuard, kSentinel)));
-  INFER_ASSERT_CUDA(cuda::LaunchEmbedLayerNorm(nullptr, id.get(), pos.get(),
-                                               with_types ? ty.get() : nullptr, AsHalf(w.get()),
-                                               AsHalf(p.get()), AsHalf(tt.get()), g.get(), b.get(),
-                                               kEps, tokens, hidden, AsHalf(x.get())));
+  INFER_ASSERT_CUDA(cuda::LaunchEmbedLayerNorm(
+      nullptr, id.get(), pos.get(), with_types ? ty.get() : nullptr, AsHalf(w.get()),
+      AsHalf(p.get()), AsHalf(tt.get()), g.get(), b.get(), kEps, tokens, hidden, AsHalf(x.get())));
   INFER_ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<uint16_t> got;
   INFER_ASSERT_CUDA(x.Download(&got));
@@ -489,9 +487,10 @@ TEST(BertCudaKernelsTest, RejectsBadShapesWithoutLaunching) {
   EXPECT_EQ(cuda::LaunchBiasResidualLayerNorm(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                               kEps, 4, int64_t{1} << 20),
             cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::LaunchEmbedLayerNorm(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                       nullptr, nullptr, nullptr, kEps, 4, int64_t{1} << 20, nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cuda::LaunchEmbedLayerNorm(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                 nullptr, nullptr, kEps, 4, int64_t{1} << 20, nullptr),
+      cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchBiasGelu(nullptr, nullptr, nullptr, -1, 3072), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchBiasGelu(nullptr, nullptr, nullptr, 16, -8), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchPackedPool(nullptr, nullptr, nullptr, -1, 768, false, true, nullptr),

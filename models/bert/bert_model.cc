@@ -315,10 +315,9 @@ absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t v = types->as<int64_t>()[i];
       if (v < 0 || v >= type_vocab) {
-        return absl::InvalidArgumentError(absl::StrCat("input 'token_type_ids' holds ", v,
-                                                       " at flat index ", i, "; model '",
-                                                       spec_.name, "' accepts types in [0, ",
-                                                       type_vocab, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("input 'token_type_ids' holds ", v, " at flat index ", i, "; model '",
+                         spec_.name, "' accepts types in [0, ", type_vocab, ")"));
       }
     }
   }

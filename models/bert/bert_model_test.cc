@@ -11,9 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_gen.h"

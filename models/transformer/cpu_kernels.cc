@@ -102,7 +102,6 @@ INFER_INLINE float HorizontalSum(typename Simd<W>::F v) {
   return s;
 }
 
-
 // One work item: queries [q_begin, q_end) of one head of one sequence.
 struct Item {
   int64_t offset;  // the sequence's first token row
@@ -155,10 +154,10 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
   const float* qbase = row0 + it.head * dh;
   const float* kbase = row0 + q_width + kv_head * dh;
   const float* vbase = kbase + kv_width;
-  const float* bias = a.relative_bias == nullptr
-                          ? nullptr
-                          : a.relative_bias + it.head * (2 * a.relative_span - 1) +
-                                (a.relative_span - 1);
+  const float* bias =
+      a.relative_bias == nullptr
+          ? nullptr
+          : a.relative_bias + it.head * (2 * a.relative_span - 1) + (a.relative_span - 1);
   const int64_t ks = KeysOf(a, it.q_begin, len).lo / kPad * kPad;
   const int64_t ke = KeysOf(a, it.q_end - 1, len).hi;
   const int64_t kn = ke - ks, kp = RoundUp(kn, kPad);  // keys, padded

@@ -81,15 +81,15 @@ std::vector<double> NaiveAttention(const Case& c, const std::vector<float>& qkv,
 
 TEST(AttentionTest, MatchesPlainLoopsOnEveryInstructionSet) {
   const std::vector<Case> cases = {
-      {32, 12, 12, {1, 7, 16, 17, 64, 130}},  // MiniLM's head size 32; keys past 16 and 64
-      {64, 12, 12, {3, 77, 129}},             // BERT-base's 64
-      {128, 2, 2, {5, 33}},                   // 128, the largest
-      {40, 2, 2, {2, 19, 40}},                // 40: not a multiple of the vector width
-      {16, 4, 1, {1, 9, 70}, /*causal=*/true},              // Qwen3-like: 1 KV head, causal
-      {64, 8, 2, {2, 65, 150}, /*causal=*/true},            // 4 query heads per KV head
-      {32, 4, 4, {1, 8, 40, 140}, false, /*window=*/8},      // ModernBERT's sliding window
-      {16, 2, 2, {3, 17, 100}, false, /*window=*/1},         // the narrowest window
-      {48, 3, 3, {1, 10, 66}, true, /*window=*/5},           // causal and windowed (Mistral)
+      {32, 12, 12, {1, 7, 16, 17, 64, 130}},      // MiniLM's head size 32; keys past 16 and 64
+      {64, 12, 12, {3, 77, 129}},                 // BERT-base's 64
+      {128, 2, 2, {5, 33}},                       // 128, the largest
+      {40, 2, 2, {2, 19, 40}},                    // 40: not a multiple of the vector width
+      {16, 4, 1, {1, 9, 70}, /*causal=*/true},    // Qwen3-like: 1 KV head, causal
+      {64, 8, 2, {2, 65, 150}, /*causal=*/true},  // 4 query heads per KV head
+      {32, 4, 4, {1, 8, 40, 140}, false, /*window=*/8},           // ModernBERT's sliding window
+      {16, 2, 2, {3, 17, 100}, false, /*window=*/1},              // the narrowest window
+      {48, 3, 3, {1, 10, 66}, true, /*window=*/5},                // causal and windowed (Mistral)
       {32, 4, 4, {1, 12, 64}, false, 0, /*relative_bias=*/true},  // MPNet
   };
   std::mt19937 rng(3);
@@ -217,8 +217,8 @@ TEST(KernelsTest, EmbeddingSumPoolAndBf16) {
   EXPECT_EQ(out, (std::vector<float>{6.25, 11.75, 17.25, 22.75, 128.25, 0, 0, 0, 0, 0, 10.5, 20.5,
                                      30.5, 40.5, 150.5}));
   Pool(x.data(), offsets, 3, hidden, PoolMode::kLast, /*normalize=*/false, out.data(), 2);
-  EXPECT_EQ(out, (std::vector<float>{2, 3, 4, 5, 106, 0, 0, 0, 0, 0, 10.5, 20.5, 30.5, 40.5,
-                                     150.5}));
+  EXPECT_EQ(out,
+            (std::vector<float>{2, 3, 4, 5, 106, 0, 0, 0, 0, 0, 10.5, 20.5, 30.5, 40.5, 150.5}));
   Pool(x.data(), offsets, 3, hidden, PoolMode::kFirst, /*normalize=*/true, out.data(), 2);
   double norm = 0;
   for (int d = 0; d < hidden; ++d) norm += double{out[d]} * out[d];
@@ -260,8 +260,7 @@ TEST(KernelsTest, NormsMatchTheirFormulas) {
 TEST(KernelsTest, QkNormAndRotaryPositions) {
   // One query head and one KV head of size 4, at positions 0 and 1.
   const int64_t dh = 4, stride = 3 * dh;
-  std::vector<float> qkv = {1, 2, 3, 4, 0, 0, 0, 2, 9, 9, 9, 9,
-                            1, 0, 0, 0, 1, 0, 0, 0, 9, 9, 9, 9};
+  std::vector<float> qkv = {1, 2, 3, 4, 0, 0, 0, 2, 9, 9, 9, 9, 1, 0, 0, 0, 1, 0, 0, 0, 9, 9, 9, 9};
   const int32_t positions[] = {0, 1};
   const std::vector<float> cos = {1, 1, 0.5f, 0.25f}, sin = {0, 0, 0.75f, 0.125f};
   QkTransformArgs a;
@@ -277,10 +276,10 @@ TEST(KernelsTest, QkNormAndRotaryPositions) {
   // Position 0 rotates by nothing; position 1 pairs (x_i, x_{i+2}).
   EXPECT_EQ(std::vector<float>(qkv.begin(), qkv.begin() + stride),
             (std::vector<float>{1, 2, 3, 4, 0, 0, 0, 2, 9, 9, 9, 9}));
-  EXPECT_FLOAT_EQ(qkv[stride + 0], 1 * 0.5f);     // x0 cos - x2 sin
-  EXPECT_FLOAT_EQ(qkv[stride + 2], 1 * 0.75f);    // x2 cos + x0 sin
-  EXPECT_FLOAT_EQ(qkv[stride + 4], 0.5f);         // the key too
-  EXPECT_FLOAT_EQ(qkv[stride + 8], 9.0f);         // values untouched
+  EXPECT_FLOAT_EQ(qkv[stride + 0], 1 * 0.5f);   // x0 cos - x2 sin
+  EXPECT_FLOAT_EQ(qkv[stride + 2], 1 * 0.75f);  // x2 cos + x0 sin
+  EXPECT_FLOAT_EQ(qkv[stride + 4], 0.5f);       // the key too
+  EXPECT_FLOAT_EQ(qkv[stride + 8], 9.0f);       // values untouched
   // RMSNorm over each head first: the key [0, 0, 0, 2] has mean square 1.
   const std::vector<float> gamma = {1, 1, 1, 3};
   std::vector<float> one = {1, 2, 3, 4, 0, 0, 0, 2, 9, 9, 9, 9};

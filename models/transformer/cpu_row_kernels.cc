@@ -70,10 +70,10 @@ void QkTransform(const QkTransformArgs& a, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t t = 0; t < a.tokens; ++t) {
     float* row = a.qkv + t * stride;
-    const float* cos = a.cos != nullptr ? a.cos + static_cast<int64_t>(a.positions[t]) * half
-                                        : nullptr;
-    const float* sin = a.sin != nullptr ? a.sin + static_cast<int64_t>(a.positions[t]) * half
-                                        : nullptr;
+    const float* cos =
+        a.cos != nullptr ? a.cos + static_cast<int64_t>(a.positions[t]) * half : nullptr;
+    const float* sin =
+        a.sin != nullptr ? a.sin + static_cast<int64_t>(a.positions[t]) * half : nullptr;
     for (int64_t h = 0; h < a.heads + a.kv_heads; ++h) {
       float* v = row + h * dh;
       const float* gamma = h < a.heads ? a.q_gamma : a.k_gamma;

@@ -122,10 +122,11 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
     bytes += static_cast<int64_t>(out.gamma.size() + out.beta.size()) * f;
     if (in_place && c.norm == NormKind::kLayerNorm && out.present()) {
       INFER_ASSIGN_OR_RETURN(
-          out.onednn, cpu::OnednnLayerNorm::Create(m->engine_, h, eps, out.gamma.data(),
-                                                   out.beta.empty() ? nullptr : out.beta.data(),
-                                                   fixed_rows));
-      m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, out.onednn->ScratchpadBytes(m->threads_));
+          out.onednn,
+          cpu::OnednnLayerNorm::Create(m->engine_, h, eps, out.gamma.data(),
+                                       out.beta.empty() ? nullptr : out.beta.data(), fixed_rows));
+      m->scratchpad_bytes_ =
+          std::max(m->scratchpad_bytes_, out.onednn->ScratchpadBytes(m->threads_));
       bytes += out.onednn->WeightBytes();
     }
     return out;
@@ -200,8 +201,8 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
     INFER_ASSIGN_OR_RETURN(dst.attn_out,
                            linear({.output = ElementType::kF32, .accumulate = true}, src.attn_out));
     INFER_ASSIGN_OR_RETURN(
-        dst.ffn_in, linear({.output = c.gated ? ElementType::kF32 : in, .activation = act},
-                           src.ffn_in));
+        dst.ffn_in,
+        linear({.output = c.gated ? ElementType::kF32 : in, .activation = act}, src.ffn_in));
     INFER_ASSIGN_OR_RETURN(dst.ffn_out,
                            linear({.output = ElementType::kF32, .accumulate = true}, src.ffn_out));
     INFER_ASSIGN_OR_RETURN(dst.attn_norm, norm(src.attn_norm, !c.pre_norm));
@@ -264,9 +265,11 @@ int64_t TransformerEncoderCpu::PeakBytes(const BatchShape& shape) const {
   return total;
 }
 
-absl::StatusOr<PackedSequences> TransformerEncoderCpu::CheckAndPack(
-    absl::Span<const int64_t> ids, absl::Span<const int64_t> types, absl::Span<const int64_t> mask,
-    int64_t batch, int64_t seq) const {
+absl::StatusOr<PackedSequences> TransformerEncoderCpu::CheckAndPack(absl::Span<const int64_t> ids,
+                                                                    absl::Span<const int64_t> types,
+                                                                    absl::Span<const int64_t> mask,
+                                                                    int64_t batch,
+                                                                    int64_t seq) const {
   if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
       static_cast<int64_t>(mask.size()) != batch * seq ||
       (!types.empty() && static_cast<int64_t>(types.size()) != batch * seq)) {
@@ -293,12 +296,9 @@ absl::StatusOr<PackedSequences> TransformerEncoderCpu::CheckAndPack(
                          types.empty() ? nullptr : types.data());
 }
 
-absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Encode(absl::Span<const int64_t> ids,
-                                                                 absl::Span<const int64_t> mask,
-                                                                 int64_t batch, int64_t seq,
-                                                                 bool normalize,
-                                                                 Pooling pooling,
-                                                                 absl::Span<const int64_t> types) const {
+absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Encode(
+    absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
+    bool normalize, Pooling pooling, absl::Span<const int64_t> types) const {
   INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, types, mask, batch, seq));
   std::vector<float> out(batch * spec_.hidden_size);
   INFER_RETURN_IF_ERROR(Encode(nullptr, packed.view(), pooling, normalize, out.data()));
@@ -380,8 +380,8 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
   // x_in = norm(x) (pre-norm), or x when the layer has no such norm.
   auto normalize_in = [&](const Norm& n) {
     if (!n.present()) return round();
-    cpu::Norm(x, rows, h, n.gamma.data(), n.beta.empty() ? nullptr : n.beta.data(), eps, rms,
-              x_in, bf16(), threads_);
+    cpu::Norm(x, rows, h, n.gamma.data(), n.beta.empty() ? nullptr : n.beta.data(), eps, rms, x_in,
+              bf16(), threads_);
   };
   // x = norm(x), in place.
   auto normalize_x = [&](dnnl::stream& s, const Norm& n) -> absl::Status {

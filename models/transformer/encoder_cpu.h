@@ -55,10 +55,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "models/onednn_ops.h"
 #include "models/transformer/cpu_kernels.h"
 #include "models/transformer/encoder.h"
 #include "models/transformer/transformer_weights.h"
-#include "models/onednn_ops.h"
 
 namespace infer {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer/encoder_cpu.h"
 #include "models/precision.h"
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/encoder_cpu.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 

@@ -30,8 +30,8 @@ absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Dev
 }
 
 absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::string& dir,
-                                                             const DeviceContext& context,
-                                                             const EncoderOptions& options) {
+                                                                const DeviceContext& context,
+                                                                const EncoderOptions& options) {
   if (context.device == nullptr) return absl::InvalidArgumentError("no device");
   INFER_ASSIGN_OR_RETURN(const Precision precision,
                          ResolveEncoderPrecision(options.precision, *context.device));
@@ -42,8 +42,9 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::strin
       cpu.precision = precision;
       cpu.threads = context.device->info().compute_threads;
       cpu.batch_invariant = options.batch_invariant;
-      INFER_ASSIGN_OR_RETURN(std::unique_ptr<TransformerEncoderCpu> encoder,
-                             TransformerEncoderCpu::Create(std::move(weights), cpu, context.allocator));
+      INFER_ASSIGN_OR_RETURN(
+          std::unique_ptr<TransformerEncoderCpu> encoder,
+          TransformerEncoderCpu::Create(std::move(weights), cpu, context.allocator));
       return std::unique_ptr<TransformerEncoder>(std::move(encoder));
     }
     case DeviceKind::kCuda:

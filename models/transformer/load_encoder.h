@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "models/transformer/encoder.h"
 #include "models/precision.h"
+#include "models/transformer/encoder.h"
 #include "runtime/device.h"
 #include "runtime/device_context.h"
 

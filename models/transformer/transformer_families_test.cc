@@ -9,8 +9,6 @@
 // passage) pairs with token types 0 and 1, as a cross-encoder sees them.
 // BF16 where the CPU computes it: cosine >= 0.999. Run under every
 // ONEDNN_MAX_CPU_ISA cap (NUMERIC).
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -126,8 +125,7 @@ TEST_P(FamiliesTest, OneBatchOfMixedLengthsMatchesTransformers) {
         << GetParam() << " input " << b << " in the batch";
     row += len;
   }
-  auto embeddings =
-      (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/true, r.pooling, types);
+  auto embeddings = (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/true, r.pooling, types);
   ASSERT_THAT(embeddings, IsOk());
   for (int64_t b = 0; b < batch; ++b) {
     EXPECT_GE(testing::Cosine(embeddings->data() + b * h, r.embedding[b].data(), h), 0.9999)
@@ -179,8 +177,7 @@ TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
 TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
   namespace fs = std::filesystem;
   const std::string src = testing::FixturePath("families/qwen3");
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("sharded_" + std::to_string(::getpid()));
+  const fs::path dir = fs::path(::testing::TempDir()) / ("sharded_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const char* f : {"config.json", "tokenizer.json"}) fs::copy(src + "/" + f, dir / f);
@@ -195,10 +192,12 @@ TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
     index["weight_map"][name] = file;
     shard[i++ % 2][name] = t;
   }
-  ASSERT_THAT(WriteSafetensors((dir / "model-00001-of-00002.safetensors").string(), shard[0], "F32"),
-              IsOk());
-  ASSERT_THAT(WriteSafetensors((dir / "model-00002-of-00002.safetensors").string(), shard[1], "F32"),
-              IsOk());
+  ASSERT_THAT(
+      WriteSafetensors((dir / "model-00001-of-00002.safetensors").string(), shard[0], "F32"),
+      IsOk());
+  ASSERT_THAT(
+      WriteSafetensors((dir / "model-00002-of-00002.safetensors").string(), shard[1], "F32"),
+      IsOk());
   std::ofstream((dir / "model.safetensors.index.json").string()) << index.dump();
   auto one = LoadTransformerWeights(src);
   auto sharded = LoadTransformerWeights(dir.string());

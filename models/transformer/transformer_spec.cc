@@ -123,8 +123,8 @@ absl::Status Bert(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(const std::string positions,
                          f.String("position_embedding_type", "absolute"));
   if (positions != "absolute") {
-    return f.Bad(absl::StrCat("field 'position_embedding_type' = '", positions,
-                              "'; supported: absolute"));
+    return f.Bad(
+        absl::StrCat("field 'position_embedding_type' = '", positions, "'; supported: absolute"));
   }
   s->absolute_positions = true;
   if (s->model_type != "bert") s->position_offset = s->pad_token_id + 1;
@@ -224,8 +224,9 @@ absl::Status ModernBert(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_activation", "gelu"));
   INFER_ASSIGN_OR_RETURN(const int64_t every, f.Positive("global_attn_every_n_layers", 3));
   INFER_ASSIGN_OR_RETURN(const int64_t local, f.Positive("local_attention", 128));
-  INFER_ASSIGN_OR_RETURN(const std::vector<bool> sliding,
-                         SlidingLayers(f, s->num_layers, [&](int64_t i) { return i % every != 0; }));
+  INFER_ASSIGN_OR_RETURN(
+      const std::vector<bool> sliding,
+      SlidingLayers(f, s->num_layers, [&](int64_t i) { return i % every != 0; }));
   INFER_ASSIGN_OR_RETURN(const double global_theta,
                          RopeTheta(f, s, "full_attention", "global_rope_theta", 160000.0));
   INFER_ASSIGN_OR_RETURN(const double local_theta,
@@ -277,9 +278,9 @@ using FamilyParser = absl::Status (*)(const Fields&, TransformerSpec*);
 
 const std::map<std::string, FamilyParser>& Families() {
   static const auto* families = new std::map<std::string, FamilyParser>{
-      {"bert", Bert},         {"camembert", Bert},  {"llama", Decoder},
-      {"mistral", Decoder},   {"modernbert", ModernBert}, {"mpnet", Mpnet},
-      {"qwen2", Decoder},     {"qwen3", Decoder},   {"roberta", Bert},
+      {"bert", Bert},       {"camembert", Bert},        {"llama", Decoder},
+      {"mistral", Decoder}, {"modernbert", ModernBert}, {"mpnet", Mpnet},
+      {"qwen2", Decoder},   {"qwen3", Decoder},         {"roberta", Bert},
       {"xlm-roberta", Bert}};
   return *families;
 }
@@ -324,10 +325,9 @@ std::string TransformerSpec::Describe() const {
   std::string s = absl::StrCat(model_type, ": ", num_layers, " layers, hidden ", hidden_size,
                                ", heads ", num_heads);
   if (num_kv_heads != num_heads) absl::StrAppend(&s, " (", num_kv_heads, " KV)");
-  absl::StrAppend(&s, " of ", head_dim, ", FFN ", intermediate_size,
-                  gated ? " gated " : " ", ActivationKindName(activation), ", ",
-                  pre_norm ? "pre-" : "post-", NormKindName(norm), ", ",
-                  causal ? "causal" : "bidirectional");
+  absl::StrAppend(&s, " of ", head_dim, ", FFN ", intermediate_size, gated ? " gated " : " ",
+                  ActivationKindName(activation), ", ", pre_norm ? "pre-" : "post-",
+                  NormKindName(norm), ", ", causal ? "causal" : "bidirectional");
   if (absolute_positions) absl::StrAppend(&s, ", absolute positions");
   if (!rope_theta.empty()) absl::StrAppend(&s, ", rotary positions");
   if (relative_buckets > 0) absl::StrAppend(&s, ", relative position buckets");

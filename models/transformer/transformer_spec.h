@@ -78,12 +78,12 @@ struct TransformerSpec {
 
   NormKind norm = NormKind::kLayerNorm;
   double norm_eps = 1e-12;
-  bool norm_bias = true;   // LayerNorm's β (RMSNorm never has one)
-  bool pre_norm = false;   // x + f(norm(x)); else norm(x + f(x))
-  bool final_norm = false; // a norm after the last layer (pre-norm families)
+  bool norm_bias = true;    // LayerNorm's β (RMSNorm never has one)
+  bool pre_norm = false;    // x + f(norm(x)); else norm(x + f(x))
+  bool final_norm = false;  // a norm after the last layer (pre-norm families)
   // Layer 0 has no attention norm (ModernBERT: the embedding norm serves).
   bool first_attn_norm = true;
-  bool qk_norm = false;    // RMSNorm over each head's q and k (Qwen3)
+  bool qk_norm = false;  // RMSNorm over each head's q and k (Qwen3)
 
   bool causal = false;
   // Per layer: 0 attends to every key (that causality allows); w > 0 to keys

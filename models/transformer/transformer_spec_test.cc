@@ -102,19 +102,24 @@ TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {
   EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 5, )" + sizes + "}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "not divisible"));
   EXPECT_THAT(Parse(R"({"model_type": "llama", "num_attention_heads": 4,
-                        "num_key_value_heads": 3, )" + sizes + "}"),
+                        "num_key_value_heads": 3, )" +
+                    sizes + "}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "num_key_value_heads"));
   EXPECT_THAT(Parse(R"({"model_type": "qwen3", "num_attention_heads": 4,
-                        "rope_scaling": {"rope_type": "yarn", "factor": 4.0}, )" + sizes + "}"),
+                        "rope_scaling": {"rope_type": "yarn", "factor": 4.0}, )" +
+                    sizes + "}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "rope type 'yarn'"));
   EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 4,
-                        "hidden_act": "relu6", )" + sizes + "}"),
+                        "hidden_act": "relu6", )" +
+                    sizes + "}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "hidden_act"));
   EXPECT_THAT(Parse(R"({"model_type": "xlm-roberta", "num_attention_heads": 4,
-                        "pad_token_id": 63, )" + sizes + "}"),
+                        "pad_token_id": 63, )" +
+                    sizes + "}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "leaves no position"));
   EXPECT_THAT(Parse(R"({"model_type": "mpnet", "num_attention_heads": 4,
-                        "relative_attention_num_buckets": 16, )" + sizes + "}"),
+                        "relative_attention_num_buckets": 16, )" +
+                    sizes + "}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "32"));
   EXPECT_THAT(Parse("[1, 2]"), StatusIs(absl::StatusCode::kInvalidArgument, ""));
   EXPECT_THAT(Parse("{"), StatusIs(absl::StatusCode::kInvalidArgument, ""));

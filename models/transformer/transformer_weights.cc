@@ -32,9 +32,9 @@ class Tensors {
           absl::StrCat(file_, ": checkpoint has no tensor '", name, "'"));
     }
     if (it->second.shape != shape) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file_, ": tensor '", name, "' has shape ", ShapeToString(it->second.shape),
-                       "; the config needs ", ShapeToString(shape)));
+      return absl::InvalidArgumentError(absl::StrCat(file_, ": tensor '", name, "' has shape ",
+                                                     ShapeToString(it->second.shape),
+                                                     "; the config needs ", ShapeToString(shape)));
     }
     *out = std::move(it->second.values);
     t_.erase(it);
@@ -211,9 +211,8 @@ absl::Status LoadDecoder(Tensors& t, W* w) {
 
 int64_t TransformerWeights::ParameterCount() const {
   auto n = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size()); };
-  int64_t total = n(word) + n(position) + n(token_type) + n(relative_bias) +
-                  n(embed_norm.gamma) + n(embed_norm.beta) + n(final_norm.gamma) +
-                  n(final_norm.beta);
+  int64_t total = n(word) + n(position) + n(token_type) + n(relative_bias) + n(embed_norm.gamma) +
+                  n(embed_norm.beta) + n(final_norm.gamma) + n(final_norm.beta);
   for (const Layer& l : layers) {
     for (const Linear* lin : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out}) {
       total += n(lin->w) + n(lin->b);

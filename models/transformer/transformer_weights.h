@@ -44,9 +44,9 @@ struct TransformerWeights {
     Norm q_norm, k_norm;  // [head_dim] (qk_norm)
   };
   TransformerSpec spec;
-  std::vector<float> word;        // [vocab, hidden]
-  std::vector<float> position;    // [max_position_embeddings, hidden], or empty
-  std::vector<float> token_type;  // [type_vocab_size, hidden], or empty
+  std::vector<float> word;           // [vocab, hidden]
+  std::vector<float> position;       // [max_position_embeddings, hidden], or empty
+  std::vector<float> token_type;     // [type_vocab_size, hidden], or empty
   std::vector<float> relative_bias;  // [relative_buckets, heads], or empty
   Norm embed_norm, final_norm;
   std::vector<Layer> layers;
