@@ -1,7 +1,9 @@
 #include "models/bert/bert_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "models/staged_batch.h"
@@ -68,28 +70,6 @@ absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::
 // Refuses a sentence-transformers pipeline (modules.json) with a module
 // after the transformer other than Pooling and Normalize (a Dense
 // projection, say): serving without it would give other embeddings.
-absl::Status CheckSentenceTransformersModules(const std::string& dir) {
-  const std::string path = dir + "/modules.json";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
-  if (!parsed.has_value() || !parsed->is_array()) return absl::OkStatus();
-  for (const nlohmann::json& module : *parsed) {
-    if (!module.is_object() || !module.contains("type") || !module["type"].is_string()) continue;
-    const std::string type = module["type"].get<std::string>();
-    if (type == "sentence_transformers.models.Transformer" ||
-        type == "sentence_transformers.models.Pooling" ||
-        type == "sentence_transformers.models.Normalize") {
-      continue;
-    }
-    const std::string where = module.contains("path") && module["path"].is_string()
-                                  ? absl::StrCat(" (", module["path"].get<std::string>(), ")")
-                                  : "";
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " lists the module ", type, where,
-        "; only Transformer, Pooling and Normalize are computed, so its embeddings would differ"));
-  }
-  return absl::OkStatus();
-}
-
 // The prompt sentence-transformers prepends to every text:
 // config_sentence_transformers.json's prompts[`name`], or its
 // default_prompt_name's when `name` is empty (none when neither). With a
@@ -177,7 +157,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   } else {
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
-  INFER_RETURN_IF_ERROR(CheckSentenceTransformersModules(options.checkpoint_dir));
+  INFER_ASSIGN_OR_RETURN(m->dense_, DenseHead::Load(options.checkpoint_dir, c.hidden_size));
+  if (!m->dense_.empty() && context.device->info().kind != DeviceKind::kCpu) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(options.checkpoint_dir, "/modules.json lists Dense modules (",
+                     m->dense_.Describe(), "), which are computed on the CPU only"));
+  }
   INFER_ASSIGN_OR_RETURN(auto prompt,
                          SentenceTransformersPrompt(options.checkpoint_dir, options.prompt_name));
   m->prompt_ = prompt.second;
@@ -188,7 +173,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
       c.Describe(), "; tokenizer ", tokenizer.source, "; ", PoolingName(m->pooling_), " pooling",
       options.normalize ? ", L2-normalised" : "", "; texts up to ", m->max_length_, " tokens (",
       length_source, ")", options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
-      prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"));
+      prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"),
+      m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()));
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
@@ -209,7 +195,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     m->spec_.inputs.push_back(
         {"token_type_ids", DataType::kInt64, {-1, -1}, /*optional=*/true, /*accepts_int32=*/true});
   }
-  m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, c.hidden_size}}};
+  m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, m->dense_.out_features()}}};
   return m;
 }
 
@@ -333,12 +319,20 @@ int64_t BertModel::RealTokens(const InferRequest& request) const {
 
 int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   if (shape.rows == 0) return 0;
-  // The packed ids, positions, offsets and types, the pooled output, and
-  // the encoder's scratch.
+  // The packed ids, positions, offsets and types, the output, the
+  // encoder's scratch, and with Dense modules the pooled rows and those
+  // between modules.
   const PackedLayout layout{shape.rows, shape.tokens, with_types()};
+  int64_t dense = 0;
+  if (!dense_.empty()) {
+    dense += CachingAllocator::BlockBytes(shape.rows * encoder_->spec().hidden_size * 4);
+    for (int64_t w : dense_.IntermediateWidths()) {
+      dense += CachingAllocator::BlockBytes(shape.rows * w * 4);
+    }
+  }
   return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
-                                              encoder_->spec().hidden_size) +
-         encoder_->PeakBytes(shape);
+                                              dense_.out_features()) +
+         encoder_->PeakBytes(shape) + dense;
 }
 
 // One batch: the packed ids, positions and offsets staged, uploaded and
@@ -347,7 +341,7 @@ class BertModel::Batch final : public StagedRowsBatch {
  public:
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
         std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input)
-      : StagedRowsBatch(model.context_, "embedding", model.encoder_->spec().hidden_size,
+      : StagedRowsBatch(model.context_, "embedding", model.dense_.out_features(),
                         std::move(rows_per_request), std::move(input), layout.bytes()),
         model_(model),
         layout_(layout),
@@ -359,7 +353,40 @@ class BertModel::Batch final : public StagedRowsBatch {
   absl::Status Run(Stream* stream, const void* input, float* out) override {
     const PackedSequencesView view =
         layout_.View(static_cast<const int32_t*>(input), host_offsets_.data(), longest_, width_);
-    return model_.encoder_->Encode(stream, view, model_.pooling_, model_.options_.normalize, out);
+    const DenseHead& dense = model_.dense_;
+    if (dense.empty()) {
+      return model_.encoder_->Encode(stream, view, model_.pooling_, model_.options_.normalize, out);
+    }
+    // Pooled, then the Dense modules, then normalised (CPU only: Create), as
+    // sentence-transformers orders them.
+    const int64_t rows = layout_.rows;
+    CachingAllocator* allocator = context().allocator;
+    INFER_ASSIGN_OR_RETURN(
+        DeviceBuffer pooled,
+        DeviceBuffer::Allocate(allocator, rows * model_.encoder_->spec().hidden_size * 4, stream));
+    std::vector<DeviceBuffer> between;
+    std::vector<float*> between_ptrs;
+    for (int64_t w : dense.IntermediateWidths()) {
+      INFER_ASSIGN_OR_RETURN(DeviceBuffer b,
+                             DeviceBuffer::Allocate(allocator, rows * w * 4, stream));
+      between_ptrs.push_back(b.as<float>());
+      between.push_back(std::move(b));
+    }
+    INFER_RETURN_IF_ERROR(model_.encoder_->Encode(stream, view, model_.pooling_,
+                                                  /*normalize=*/false, pooled.as<float>()));
+    dense.Apply(pooled.as<float>(), rows, between_ptrs, out);
+    if (model_.options_.normalize) {
+      const int64_t w = dense.out_features();
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = out + r * w;
+        double sq = 0;
+        for (int64_t i = 0; i < w; ++i) sq += double{row[i]} * row[i];
+        // As torch.nn.functional.normalize: divided by max(norm, 1e-12).
+        const auto inv = static_cast<float>(1.0 / std::max(std::sqrt(sq), 1e-12));
+        for (int64_t i = 0; i < w; ++i) row[i] *= inv;
+      }
+    }
+    return absl::OkStatus();
   }
 
   const BertModel& model_;

@@ -13,7 +13,11 @@
 //                                    (declared by families with a token-type
 //                                    table: BERT, RoBERTa, XLM-R); absent: 0
 // Output:
-//   embedding       FP32  [-1, hidden]  pooled over real tokens, L2-normalised
+//   embedding       FP32  [-1, width]   pooled over real tokens, through the
+//                                       folder's Dense modules if any
+//                                       (models/transformer/dense_head.h;
+//                                       width: the last one's out_features,
+//                                       else hidden), L2-normalised
 //
 // Text is tokenised when the request arrives (Preprocess), so length classes
 // see real token counts, by the folder's tokenizer.json, else its vocab.txt
@@ -46,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "models/model.h"
 #include "models/text/tokenizer.h"
+#include "models/transformer/dense_head.h"
 #include "models/transformer/encoder.h"
 #include "runtime/device_context.h"
 
@@ -111,6 +116,7 @@ class BertModel final : public Model {
   int64_t max_length_ = 0;  // tokens a sequence may have, the special ones included
   std::string prompt_;      // prepended to every text
   Pooling pooling_ = Pooling::kMean;
+  DenseHead dense_;  // modules.json's Dense modules after pooling (CPU only)
 };
 
 }  // namespace infer

@@ -450,31 +450,8 @@ TEST(PromptTest, ThePromptIsPrependedToEveryText) {
   fs::remove_all(dir);
 }
 
-// A sentence-transformers pipeline with a module the server does not
-// compute (a Dense projection) is refused, not served without it.
-TEST(ModulesTest, ADenseModuleIsRefusedNamingIt) {
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::path(::testing::TempDir()) / absl::StrCat("bert_model_test_dense_", getpid());
-  fs::remove_all(dir);
-  fs::copy(::infer::testing::FixturePath("families/mpnet"), dir, fs::copy_options::recursive);
-  std::ofstream(dir / "modules.json", std::ios::trunc)
-      << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
-            {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"}])";
-  auto d = TestDevice::Create("cpu");
-  ASSERT_THAT(d, IsOk());
-  BertModelOptions o;
-  o.checkpoint_dir = dir.string();
-  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "lists the module sentence_transformers.models.Dense (2_Dense)"));
-  fs::remove_all(dir);
-}
-
 INSTANTIATE_TEST_SUITE_P(Families, FamilyMemoryTest,
-                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3"),
+                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

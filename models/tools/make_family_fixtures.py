@@ -8,6 +8,9 @@ folder with a tokenizer.json and sentence-transformers' pooling files, and
 
   python3 models/tools/make_family_fixtures.py [--out tests/fixtures/families]
                                               [--families bert,qwen3]
+                                              [--dense-head tests/fixtures/dense_head]
+
+(--families "" --dense-head DIR writes the Dense-module fixture alone.)
 
 Run outside the README's two commands, in a virtual environment with torch,
 transformers and tokenizers (pip install torch transformers safetensors). What
@@ -209,7 +212,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "tests", "fixtures", "families"))
     ap.add_argument("--families", help="comma-separated names to write (default: all)")
+    ap.add_argument("--dense-head", help="also write the Dense-module fixture here "
+                    "(tests/fixtures/dense_head; needs sentence-transformers)")
     a = ap.parse_args()
+    if a.dense_head and a.families == "":
+        return dense_head(a.dense_head, a.out)
     import torch
     from safetensors.torch import save_file
     for name, make in families().items():
@@ -273,6 +280,42 @@ def main():
                       indent=1)
         print(f"{name}: {len(records)} inputs, lengths "
               f"{[len(r['ids']) for r in records]} -> {folder}", file=sys.stderr)
+    if a.dense_head:
+        dense_head(a.dense_head, a.out)
+
+
+def dense_head(out, families_dir):
+    """sentence-transformers' own pipeline on the BERT fixture with a Dense
+    module (64 -> 32, tanh) between pooling and normalisation, as LaBSE has:
+    writes `out`/modules.json, 2_Dense/ (config.json, model.safetensors) and
+    reference.json + reference.safetensors (embedding_i of each text, as
+    SentenceTransformer.encode gives it). The test serves the BERT fixture's
+    folder with these files added."""
+    import shutil
+    import torch
+    from safetensors.torch import save_file
+    from sentence_transformers import SentenceTransformer, models
+    torch.manual_seed(0)
+    src = os.path.join(families_dir, "bert")
+    dense = models.Dense(64, 32)
+    torch.nn.init.normal_(dense.linear.weight, std=0.3)
+    model = SentenceTransformer(modules=[models.Transformer(src), models.Pooling(64, "mean"),
+                                         dense, models.Normalize()], device="cpu")
+    saved = os.path.join(out, "saved")
+    shutil.rmtree(out, ignore_errors=True)
+    model.save(saved)
+    os.makedirs(out, exist_ok=True)
+    shutil.copy(os.path.join(saved, "modules.json"), out)
+    shutil.copytree(os.path.join(saved, "2_Dense"), os.path.join(out, "2_Dense"))
+    shutil.rmtree(saved)
+    embeddings = model.encode(TEXTS, convert_to_tensor=True)
+    save_file({f"embedding_{i}": e.float().contiguous() for i, e in enumerate(embeddings)},
+              os.path.join(out, "reference.safetensors"))
+    import sentence_transformers
+    with open(os.path.join(out, "reference.json"), "w", encoding="utf-8") as f:
+        json.dump({"base": "families/bert", "sentence_transformers": sentence_transformers.__version__,
+                   "torch": torch.__version__, "texts": TEXTS}, f, ensure_ascii=False, indent=1)
+    print(f"dense head: {len(TEXTS)} texts -> {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

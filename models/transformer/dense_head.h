@@ -1,0 +1,75 @@
+// DenseHead: the sentence-transformers modules that follow pooling, read
+// from a model folder's modules.json. sentence-transformers runs the
+// modules in order: Transformer, Pooling, then any Dense projections
+// (y = act(W x + b), e.g. LaBSE's 2_Dense), then Normalize. The encoder
+// (models/transformer/encoder.h) computes the first two; this computes the
+// Dense modules on the pooled rows.
+//
+// Module types are matched by their class name, the last part of the
+// dotted type ("sentence_transformers.models.Dense" before
+// sentence-transformers 5, "sentence_transformers.base.modules.dense.Dense"
+// after). A module of another type (a CNN, an LSTM, a custom module) or out
+// of that order is refused at load, naming it: the embeddings would differ.
+// A Dense module's weights are its folder's model.safetensors (linear.weight
+// [out, in], linear.bias [out]); its activation is Tanh (the default),
+// Identity or ReLU.
+//
+// Written here rather than with oneDNN: one small matrix-vector product per
+// pooled row (e.g. 768 x 768), next to a transformer's whole forward pass
+// per token; plain loops keep it exact FP32 in a fixed order on every CPU.
+//
+// Thread-safety: immutable after Load.
+#ifndef INFER_MODELS_TRANSFORMER_DENSE_HEAD_H_
+#define INFER_MODELS_TRANSFORMER_DENSE_HEAD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace infer {
+
+class DenseHead {
+ public:
+  enum class Activation { kIdentity, kTanh, kRelu };
+  struct Layer {
+    int64_t in = 0, out = 0;
+    std::vector<float> weight;  // [out, in]
+    std::vector<float> bias;    // [out], or empty
+    Activation activation = Activation::kTanh;
+    std::string path;  // the module's folder, for logs
+  };
+
+  // The Dense modules of `dir`/modules.json, in order; none when the file is
+  // absent or lists none. `width` is what pooling gives (the hidden size):
+  // the first module must take it, and each the previous one's output.
+  // INVALID_ARGUMENT naming the file for an unsupported module, a module out
+  // of order, a width that does not chain, an unknown activation, or
+  // weights of the wrong shape; NOT_FOUND for a missing weights file
+  // (a pytorch_model.bin alone is named: it is not read).
+  static absl::StatusOr<DenseHead> Load(const std::string& dir, int64_t width);
+
+  bool empty() const { return layers_.empty(); }
+  const std::vector<Layer>& layers() const { return layers_; }
+  // The width of what Apply writes (`width` when empty).
+  int64_t out_features() const { return layers_.empty() ? width_ : layers_.back().out; }
+  int64_t WeightBytes() const;
+  // Widths of the rows between modules (all but the last module's output),
+  // for buffers the caller provides.
+  std::vector<int64_t> IntermediateWidths() const;
+  // x [rows, width] -> y [rows, out_features()], through `between`: one
+  // buffer per IntermediateWidths() entry, [rows, that width]. y must not
+  // overlap x.
+  void Apply(const float* x, int64_t rows, const std::vector<float*>& between, float* y) const;
+  // "2_Dense (768 -> 768, tanh)" for logs.
+  std::string Describe() const;
+
+ private:
+  int64_t width_ = 0;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_TRANSFORMER_DENSE_HEAD_H_

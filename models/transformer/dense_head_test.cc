@@ -1,0 +1,154 @@
+// sentence-transformers' modules after pooling (DenseHead): a served model
+// with a Dense module against sentence-transformers' own encode() on the same
+// folder (tests/fixtures/dense_head, made by
+// models/tools/make_family_fixtures.py --dense-head on the BERT fixture), and
+// the modules.json pipelines that are refused, each naming the problem.
+#include "models/transformer/dense_head.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "models/bert/bert_model.h"
+#include "models/checkpoint.h"
+#include "tests/testing/reference_data.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
+#include "tests/testing/test_device.h"
+
+namespace infer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+
+// The BERT fixture's folder with the Dense fixture's modules.json and
+// 2_Dense/ added, in a folder of this process's own.
+class DenseFolder {
+ public:
+  explicit DenseFolder(const std::string& tag)
+      : dir_(fs::path(::testing::TempDir()) /
+             absl::StrCat("dense_head_test_", tag, "_", getpid())) {
+    fs::remove_all(dir_);
+    fs::copy(::infer::testing::FixturePath("families/bert"), dir_, fs::copy_options::recursive);
+    const std::string dense = ::infer::testing::FixturePath("dense_head");
+    fs::copy(dense + "/modules.json", dir_ / "modules.json", fs::copy_options::overwrite_existing);
+    fs::copy(dense + "/2_Dense", dir_ / "2_Dense", fs::copy_options::recursive);
+  }
+  ~DenseFolder() { fs::remove_all(dir_); }
+  std::string dir() const { return dir_.string(); }
+  void Write(const std::string& file, const std::string& text) const {
+    std::ofstream(dir_ / file, std::ios::trunc) << text;
+  }
+
+ private:
+  const fs::path dir_;
+};
+
+absl::StatusOr<std::unique_ptr<BertModel>> Load(testing::TestDevice& device,
+                                                const std::string& dir) {
+  BertModelOptions o;
+  o.name = "dense";
+  o.checkpoint_dir = dir;
+  o.precision = Precision::kFp32;
+  return BertModel::Create(o, device.context());
+}
+
+TEST(DenseHeadTest, ServedEmbeddingsMatchSentenceTransformers) {
+  const DenseFolder folder("served");
+  auto device = testing::TestDevice::Create("cpu");
+  ASSERT_THAT(device, IsOk());
+  auto model = Load(**device, folder.dir());
+  ASSERT_THAT(model, IsOk());
+  const ModelSpec& spec = (*model)->spec();
+  ASSERT_EQ(spec.outputs.size(), 1u);
+  EXPECT_EQ(spec.outputs[0].shape, (std::vector<int64_t>{-1, 32}));
+  EXPECT_NE(spec.description.find("then 2_Dense (64 -> 32, tanh)"), std::string::npos)
+      << spec.description;
+
+  const std::string ref_dir = ::infer::testing::FixturePath("dense_head");
+  auto text = ReadCheckpointFile(ref_dir + "/reference.json");
+  ASSERT_THAT(text, IsOk());
+  const auto texts = nlohmann::json::parse(*text)["texts"].get<std::vector<std::string>>();
+  auto want = ReadSafetensors(ref_dir + "/reference.safetensors");
+  ASSERT_THAT(want, IsOk());
+
+  InferRequest r;
+  r.inputs.push_back(testing::TextTensor(texts));
+  ASSERT_THAT(ValidateRequestAgainstSpec(spec, r), IsOk());
+  ASSERT_THAT((*model)->Preprocess(&r), IsOk());
+  ASSERT_THAT((*model)->ValidateRequest(r), IsOk());
+  InferResponse out;
+  const InferRequest* in[] = {&r};
+  InferResponse* res[] = {&out};
+  ASSERT_THAT(RunBatch(**model, (*device)->device.get(), (*device)->stream.get(), in, res), IsOk());
+  const Tensor& e = out.outputs.at(0);
+  ASSERT_EQ(e.shape, (std::vector<int64_t>{static_cast<int64_t>(texts.size()), 32}));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<float>& w = (*want)["embedding_" + std::to_string(i)].values;
+    ASSERT_EQ(w.size(), 32u);
+    double worst = 0;
+    for (int k = 0; k < 32; ++k) {
+      worst = std::max(worst, std::abs(double{e.as<float>()[i * 32 + k]} - w[k]));
+    }
+    EXPECT_LE(worst, 1e-4) << texts[i];
+    EXPECT_GE(testing::Cosine(e.as<float>() + i * 32, w.data(), 32), 0.9999) << texts[i];
+  }
+}
+
+TEST(DenseHeadTest, PipelinesThatAreNotComputedAreRefusedNamingWhy) {
+  const DenseFolder folder("refused");
+  auto device = testing::TestDevice::Create("cpu");
+  ASSERT_THAT(device, IsOk());
+  const std::string head = R"([{"path": "", "type": "sentence_transformers.models.Transformer"},
+      {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},)";
+  folder.Write("modules.json", head + R"(
+      {"path": "2_LSTM", "type": "sentence_transformers.models.LSTM"}])");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "lists the module sentence_transformers.models.LSTM (2_LSTM); only "
+                       "Transformer, Pooling, Dense and Normalize are computed"));
+  folder.Write("modules.json", R"([
+      {"path": "", "type": "sentence_transformers.models.Transformer"},
+      {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+      {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "out of the order Transformer, Pooling, Dense..., Normalize"));
+  folder.Write("modules.json", head + R"(
+      {"path": "../2_Dense", "type": "sentence_transformers.models.Dense"}])");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "must be a folder inside"));
+  // A second Dense taking 64 after one giving 32.
+  folder.Write("modules.json", head + R"(
+      {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+      {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "in_features 64 but the module before gives 32"));
+  folder.Write("modules.json", head + R"(
+      {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])");
+  folder.Write("2_Dense/config.json",
+               R"({"in_features": 64, "out_features": 32, "bias": true,
+                   "activation_function": "torch.nn.modules.activation.GELU"})");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "activation_function 'torch.nn.modules.activation.GELU' is not computed"));
+  folder.Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 16})");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "'linear.weight' must be [16, 64]"));
+  fs::remove(fs::path(folder.dir()) / "2_Dense/model.safetensors");
+  folder.Write("2_Dense/pytorch_model.bin", "not read");
+  EXPECT_THAT(Load(**device, folder.dir()),
+              StatusIs(absl::StatusCode::kNotFound, "which is not read"));
+}
+
+}  // namespace
+}  // namespace infer
