@@ -6,9 +6,9 @@
 // Dense modules on the pooled rows.
 //
 // Module types are matched by their class name, the last part of the
-// dotted type ("sentence_transformers.models.Dense" before
-// sentence-transformers 5, "sentence_transformers.base.modules.dense.Dense"
-// after). A module of another type (a CNN, an LSTM, a custom module) or out
+// dotted type: older releases write "sentence_transformers.models.Dense",
+// sentence-transformers 6.2 "sentence_transformers.base.modules.dense.Dense".
+// A module of another type (a CNN, an LSTM, a custom module) or out
 // of that order is refused at load, naming it: the embeddings would differ.
 // A Dense module's weights are its folder's model.safetensors (linear.weight
 // [out, in], linear.bias [out]); its activation is Tanh (the default),
