@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Reference fixtures for the transformer families, made by `transformers`'
 own model classes: small random-weight checkpoints of XLM-RoBERTa, MPNet,
-ModernBERT, Qwen3 (as the decoder embedder) and BERT (with token types),
-each saved as a Hugging Face
+ModernBERT, Qwen3 (as the decoder embedder), BERT (with token types), and
+the other decoders Qwen2, Llama and Mistral, each saved as a Hugging Face
 folder with a tokenizer.json and sentence-transformers' pooling files, and
 `transformers`' outputs on a fixed multilingual input set.
 
@@ -22,7 +22,7 @@ For each family, FOLDER/<family>/ holds:
                                          `tokenizers`' own trainer, in the
                                          family's style (Unigram for XLM-R,
                                          WordPiece for MPNet and BERT, byte-level BPE
-                                         for ModernBERT and Qwen3)
+                                         for ModernBERT and the decoders)
   modules.json, 1_Pooling/config.json,   sentence-transformers' description
   sentence_bert_config.json              (pooling, max_seq_length)
   reference.json                         per input: its text (or null for
@@ -38,7 +38,9 @@ eager attention. The inputs cover a single token, the longest sequence the
 position table allows, and mixed scripts; ModernBERT's local attention
 window (16) is shorter than its longer inputs, and Qwen3 has one KV head
 (grouped-query attention) and causal attention with last-token pooling;
-BERT's pairs have segment ids 0 and 1, one cut to the position table.
+BERT's pairs have segment ids 0 and 1, one cut to the position table;
+Qwen2 has q/k/v biases and 2 KV heads, Llama 1 KV head and θ 500000, and
+Mistral a sliding window (16) shorter than its long inputs.
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
 """
@@ -186,8 +188,43 @@ def families():
                                pad_token_id=ids["pad"], **common)
         return eager(tf.BertModel, config, add_pooling_layer=False), tok, "mean", 64
 
+    # The other decoders the description covers, smaller (hidden 32): Qwen2
+    # (q/k/v biases, 2 KV heads), Llama (no biases, 1 KV head, θ 500000) and
+    # Mistral (a sliding window of 16, shorter than the long inputs).
+    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                 initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=96,
+                 rms_norm_eps=1e-6)
+
+    def decoder_tokenizer():
+        return bytelevel_tokenizer(["<|endoftext|>", "<s>", "</s>"],
+                                   "$A <|endoftext|>", "$A <|endoftext|> $B <|endoftext|>")
+
+    def qwen2():
+        tok, ids = decoder_tokenizer()
+        config = tf.Qwen2Config(vocab_size=tok.get_vocab_size(), num_key_value_heads=2,
+                                rope_theta=1000000.0, tie_word_embeddings=True,
+                                pad_token_id=ids["<|endoftext|>"],
+                                eos_token_id=ids["<|endoftext|>"], **small)
+        return eager(tf.Qwen2Model, config), tok, "lasttoken", 96
+
+    def llama():
+        tok, ids = decoder_tokenizer()
+        config = tf.LlamaConfig(vocab_size=tok.get_vocab_size(), num_key_value_heads=1,
+                                rope_theta=500000.0, pad_token_id=ids["<|endoftext|>"],
+                                bos_token_id=ids["<s>"], eos_token_id=ids["<|endoftext|>"],
+                                **small)
+        return eager(tf.LlamaModel, config), tok, "lasttoken", 96
+
+    def mistral():
+        tok, ids = decoder_tokenizer()
+        config = tf.MistralConfig(vocab_size=tok.get_vocab_size(), num_key_value_heads=2,
+                                  sliding_window=16, rope_theta=10000.0,
+                                  pad_token_id=ids["<|endoftext|>"], bos_token_id=ids["<s>"],
+                                  eos_token_id=ids["<|endoftext|>"], **small)
+        return eager(tf.MistralModel, config), tok, "mean", 96
+
     return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3,
-            "bert": bert}
+            "bert": bert, "qwen2": qwen2, "llama": llama, "mistral": mistral}
 
 
 # (query, passage) pairs for families with token types (bert): encoded as a
@@ -241,7 +278,7 @@ def main():
                        {"idx": 2, "name": "2", "path": "2_Normalize", "type":
                         "sentence_transformers.models.Normalize"}], f, indent=1)
         with open(os.path.join(folder, "1_Pooling", "config.json"), "w") as f:
-            json.dump({"word_embedding_dimension": 64,
+            json.dump({"word_embedding_dimension": model.config.hidden_size,
                        "pooling_mode_cls_token": False,
                        "pooling_mode_mean_tokens": pooling == "mean",
                        "pooling_mode_lasttoken": pooling == "lasttoken"}, f, indent=1)
@@ -249,7 +286,7 @@ def main():
         text, ids = long_text(tok, max_tokens)
         inputs.append({"text": None, "ids": ids, "note": f"the longest: {max_tokens} tokens"})
         inputs.append({"text": None, "ids": inputs[0]["ids"][:1], "note": "a single token"})
-        if model.config.type_vocab_size > 1:
+        if getattr(model.config, "type_vocab_size", 0) > 1:
             for q, p in PAIRS:
                 e = tok.encode(q, p)
                 inputs.append({"text": None, "pair": [q, p], "ids": e.ids, "types": e.type_ids})

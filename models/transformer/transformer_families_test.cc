@@ -215,7 +215,8 @@ TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
-                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert"),
+                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2",
+                                           "llama", "mistral"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

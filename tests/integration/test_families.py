@@ -26,7 +26,7 @@ from infer_server_process import InferServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
-FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert"]
+FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral"]
 
 
 def read_safetensors(path):
