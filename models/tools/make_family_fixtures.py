@@ -10,7 +10,9 @@ folder with a tokenizer.json and sentence-transformers' pooling files, and
                                               [--families bert,qwen3]
                                               [--dense-head tests/fixtures/dense_head]
 
-(--families "" --dense-head DIR writes the Dense-module fixture alone.)
+                                              [--classifiers tests/fixtures/classifiers]
+
+(--families "" with --dense-head or --classifiers writes those alone.)
 
 Run outside the README's two commands, in a virtual environment with torch,
 transformers and tokenizers (pip install torch transformers safetensors). What
@@ -251,9 +253,15 @@ def main():
     ap.add_argument("--families", help="comma-separated names to write (default: all)")
     ap.add_argument("--dense-head", help="also write the Dense-module fixture here "
                     "(tests/fixtures/dense_head; needs sentence-transformers)")
+    ap.add_argument("--classifiers", help="also write the sequence-classification fixtures "
+                    "here (tests/fixtures/classifiers)")
     a = ap.parse_args()
-    if a.dense_head and a.families == "":
-        return dense_head(a.dense_head, a.out)
+    if a.families == "":
+        if a.dense_head:
+            dense_head(a.dense_head, a.out)
+        if a.classifiers:
+            classifiers(a.classifiers)
+        return
     import torch
     from safetensors.torch import save_file
     for name, make in families().items():
@@ -319,6 +327,8 @@ def main():
               f"{[len(r['ids']) for r in records]} -> {folder}", file=sys.stderr)
     if a.dense_head:
         dense_head(a.dense_head, a.out)
+    if a.classifiers:
+        classifiers(a.classifiers)
 
 
 def dense_head(out, families_dir):
@@ -353,6 +363,66 @@ def dense_head(out, families_dir):
         json.dump({"base": "families/bert", "sentence_transformers": sentence_transformers.__version__,
                    "torch": torch.__version__, "texts": TEXTS}, f, ensure_ascii=False, indent=1)
     print(f"dense head: {len(TEXTS)} texts -> {out}", file=sys.stderr)
+
+
+def classifiers(out):
+    """Sequence-classification checkpoints, as rerankers and classifiers
+    ship: BertForSequenceClassification with one label (a cross-encoder such
+    as ms-marco-MiniLM) and XLMRobertaForSequenceClassification with three
+    named labels (hidden 32), each with its tokenizer and transformers'
+    logits on (query, passage) pairs: `out`/<name>/reference.json (pairs,
+    ids, types) and reference.safetensors (logits_i)."""
+    import torch
+    import transformers as tf
+    from safetensors.torch import save_file
+    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                 initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=66)
+    made = {}
+    tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")
+    from tokenizers import processors
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids["bos"]), ("[SEP]", ids["eos"])])
+    config = tf.BertConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=2, num_labels=1,
+                           pad_token_id=ids["pad"], **small)
+    config.architectures = ["BertForSequenceClassification"]
+    made["bert-reranker"] = (tf.BertForSequenceClassification, config, tok)
+    tok, ids = unigram_tokenizer(64)
+    config = tf.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
+                                 pad_token_id=ids["pad"], bos_token_id=ids["bos"],
+                                 eos_token_id=ids["eos"],
+                                 id2label={0: "negative", 1: "neutral", 2: "positive"},
+                                 label2id={"negative": 0, "neutral": 1, "positive": 2},
+                                 **dict(small, max_position_embeddings=66))
+    config.architectures = ["XLMRobertaForSequenceClassification"]
+    made["xlm-roberta-classifier"] = (tf.XLMRobertaForSequenceClassification, config, tok)
+    for name, (cls, config, tok) in made.items():
+        torch.manual_seed(0)
+        config._attn_implementation = "eager"
+        model = cls(config).float().eval()
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        model.save_pretrained(folder, safe_serialization=True)
+        tok.save(os.path.join(folder, "tokenizer.json"))
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"model_max_length": 64}, f, indent=1)
+        records, tensors = [], {}
+        for i, (q, p) in enumerate(PAIRS + [(t, TEXTS[0]) for t in TEXTS[1:4]]):
+            e = tok.encode(q, p)
+            x = torch.tensor([e.ids])
+            kwargs = {}
+            if config.type_vocab_size > 1:
+                kwargs["token_type_ids"] = torch.tensor([e.type_ids])
+            with torch.no_grad():
+                logits = model(input_ids=x, attention_mask=torch.ones_like(x), **kwargs).logits[0]
+            tensors[f"logits_{i}"] = logits.contiguous()
+            records.append({"pair": [q, p], "ids": e.ids, "types": e.type_ids})
+        save_file(tensors, os.path.join(folder, "reference.safetensors"))
+        with open(os.path.join(folder, "reference.json"), "w", encoding="utf-8") as f:
+            json.dump({"labels": [config.id2label[i] for i in range(config.num_labels)],
+                       "transformers": tf.__version__, "torch": torch.__version__,
+                       "inputs": records}, f, ensure_ascii=False, indent=1)
+        print(f"{name}: {len(records)} pairs -> {folder}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +50,14 @@ class DenseHead {
   // weights of the wrong shape; NOT_FOUND for a missing weights file
   // (a pytorch_model.bin alone is named: it is not read).
   static absl::StatusOr<DenseHead> Load(const std::string& dir, int64_t width);
+  // Layers taken elsewhere (a checkpoint's classification head); each must
+  // take the previous one's output, the first `width`.
+  static DenseHead FromLayers(int64_t width, std::vector<Layer> layers) {
+    DenseHead head;
+    head.width_ = width;
+    head.layers_ = std::move(layers);
+    return head;
+  }
 
   bool empty() const { return layers_.empty(); }
   const std::vector<Layer>& layers() const { return layers_; }

@@ -217,6 +217,23 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
   m->position_ = std::move(w.position);
   m->token_type_ = std::move(w.token_type);
   bytes += static_cast<int64_t>(m->word_.size() + m->position_.size() + m->token_type_.size()) * f;
+  if (!c.labels.empty()) {
+    auto layer = [](TransformerWeights::Linear& l, DenseHead::Activation a, const char* name) {
+      DenseHead::Layer out;
+      out.in = l.in;
+      out.out = l.out;
+      out.weight = std::move(l.w);
+      out.bias = std::move(l.b);
+      out.activation = a;
+      out.path = name;
+      return out;
+    };
+    std::vector<DenseHead::Layer> head;
+    head.push_back(layer(w.classifier_dense, DenseHead::Activation::kTanh, "classifier dense"));
+    head.push_back(layer(w.classifier_out, DenseHead::Activation::kIdentity, "classifier out"));
+    m->classifier_ = DenseHead::FromLayers(c.hidden_size, std::move(head));
+    bytes += m->classifier_.WeightBytes();
+  }
   m->weight_bytes_ = bytes;
   return m;
 }
@@ -325,6 +342,21 @@ absl::StatusOr<std::vector<float>> TransformerEncoderCpu::HiddenStates(
   }
   const auto* x = static_cast<const float*>(p[kX]);
   return std::vector<float>(x, x + view.tokens * spec_.hidden_size);
+}
+
+absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Classify(
+    absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
+    absl::Span<const int64_t> types) const {
+  if (classifier_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(spec_.model_type, " checkpoint without a classification head"));
+  }
+  INFER_ASSIGN_OR_RETURN(const std::vector<float> first,
+                         Encode(ids, mask, batch, seq, /*normalize=*/false, Pooling::kCls, types));
+  std::vector<float> logits(batch * classifier_.out_features());
+  std::vector<float> between(batch * spec_.hidden_size);
+  classifier_.Apply(first.data(), batch, {between.data()}, logits.data());
+  return logits;
 }
 
 absl::Status TransformerEncoderCpu::Encode(Stream* stream, const PackedSequencesView& batch,

@@ -57,6 +57,7 @@
 #include "absl/types/span.h"
 #include "models/onednn_ops.h"
 #include "models/transformer/cpu_kernels.h"
+#include "models/transformer/dense_head.h"
 #include "models/transformer/encoder.h"
 #include "models/transformer/transformer_weights.h"
 
@@ -97,6 +98,17 @@ class TransformerEncoderCpu final : public TransformerEncoder {
                                                   absl::Span<const int64_t> mask, int64_t batch,
                                                   int64_t seq,
                                                   absl::Span<const int64_t> types = {}) const;
+
+  // The classification head's logits, [batch, labels], on each sequence's
+  // first token (spec().labels; FAILED_PRECONDITION without a head), as
+  // transformers' *ForSequenceClassification gives them.
+  absl::StatusOr<std::vector<float>> Classify(absl::Span<const int64_t> ids,
+                                              absl::Span<const int64_t> mask, int64_t batch,
+                                              int64_t seq,
+                                              absl::Span<const int64_t> types = {}) const;
+  // The classification head (empty without one): applied to the first
+  // token's final state.
+  const DenseHead& classifier() const { return classifier_; }
 
   // The piece of batch-invariant mode, in rows (tokens).
   static constexpr int64_t kInvariantRows = 16;
@@ -173,6 +185,7 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   CachingAllocator* allocator_ = nullptr;  // borrowed; may be null
   dnnl::engine engine_;
   std::vector<float> word_, position_, token_type_;  // FP32 embedding tables
+  DenseHead classifier_;                             // spec_.labels' head, or empty
   // MPNet's relative position biases by head and distance,
   // [heads, 2 * max_position_embeddings - 1].
   std::vector<float> relative_bias_;

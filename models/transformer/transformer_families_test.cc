@@ -214,9 +214,77 @@ TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
   fs::remove_all(dir);
 }
 
+// Sequence-classification checkpoints (tests/fixtures/classifiers, made by
+// make_family_fixtures.py --classifiers): the head's logits on (query,
+// passage) pairs, each alone and all in one padded batch, within 1e-4 of
+// transformers' *ForSequenceClassification.
+class ClassifierTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ClassifierTest, LogitsMatchTransformers) {
+  const std::string dir = testing::FixturePath(std::string("classifiers/") + GetParam());
+  auto text = ReadCheckpointFile(dir + "/reference.json");
+  ASSERT_THAT(text, IsOk());
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  auto tensors = ReadSafetensors(dir + "/reference.safetensors");
+  ASSERT_THAT(tensors, IsOk());
+  EncoderCpuOptions o;
+  o.precision = Precision::kFp32;
+  o.threads = 2;
+  auto encoder = TransformerEncoderCpu::Load(dir, o);
+  ASSERT_THAT(encoder, IsOk());
+  EXPECT_EQ((*encoder)->spec().labels, j["labels"].get<std::vector<std::string>>());
+  const auto labels = static_cast<int64_t>((*encoder)->spec().labels.size());
+  const size_t n = j["inputs"].size();
+  ASSERT_GE(n, 3u);
+  int64_t seq = 0;
+  for (const auto& in : j["inputs"]) seq = std::max<int64_t>(seq, in["ids"].size());
+  std::vector<int64_t> ids(n * seq, 0), types(n * seq, 0), mask(n * seq, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto one_ids = j["inputs"][i]["ids"].get<std::vector<int64_t>>();
+    const auto one_types = j["inputs"][i]["types"].get<std::vector<int64_t>>();
+    const auto len = static_cast<int64_t>(one_ids.size());
+    const std::vector<float>& want = (*tensors)["logits_" + std::to_string(i)].values;
+    ASSERT_EQ(static_cast<int64_t>(want.size()), labels);
+    auto alone = (*encoder)->Classify(one_ids, std::vector<int64_t>(len, 1), 1, len, one_types);
+    ASSERT_THAT(alone, IsOk());
+    EXPECT_LE(MaxAbsDiff(alone->data(), want.data(), labels), 1e-4) << GetParam() << " pair " << i;
+    for (int64_t t = 0; t < len; ++t) {
+      ids[i * seq + t] = one_ids[t];
+      types[i * seq + t] = one_types[t];
+      mask[i * seq + t] = 1;
+    }
+  }
+  auto batched = (*encoder)->Classify(ids, mask, static_cast<int64_t>(n), seq, types);
+  ASSERT_THAT(batched, IsOk());
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<float>& want = (*tensors)["logits_" + std::to_string(i)].values;
+    EXPECT_LE(MaxAbsDiff(batched->data() + i * labels, want.data(), labels), 1e-4)
+        << GetParam() << " pair " << i << " in the batch";
+  }
+}
+
+TEST(ClassifierTest, AnEmbeddingCheckpointHasNoHead) {
+  EncoderCpuOptions o;
+  o.precision = Precision::kFp32;
+  auto encoder = TransformerEncoderCpu::Load(testing::FixturePath("families/bert"), o);
+  ASSERT_THAT(encoder, IsOk());
+  EXPECT_TRUE((*encoder)->spec().labels.empty());
+  EXPECT_THAT(
+      (*encoder)->Classify({5}, {1}, 1, 1),
+      testing::StatusIs(absl::StatusCode::kFailedPrecondition, "without a classification head"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
+                         ::testing::Values("bert-reranker", "xlm-roberta-classifier"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
-                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2",
-                                           "llama", "mistral"),
+                         ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
+                                           "qwen2", "llama", "mistral"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

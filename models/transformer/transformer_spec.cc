@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/checkpoint.h"
@@ -118,6 +119,38 @@ absl::Status CommonSizes(const Fields& f, TransformerSpec* s) {
 }
 
 // bert, roberta, xlm-roberta, camembert.
+// The labels of a *ForSequenceClassification checkpoint (architectures),
+// from id2label ({"0": "a", ...}) or num_labels (default 2, as transformers).
+absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
+  if (!f.Has("architectures") || !f.at("architectures").is_array()) return absl::OkStatus();
+  bool classifier = false;
+  for (const Json& a : f.at("architectures")) {
+    classifier |=
+        a.is_string() && absl::EndsWith(a.get<std::string>(), "ForSequenceClassification");
+  }
+  if (!classifier) return absl::OkStatus();
+  if (f.Has("id2label")) {
+    const Json& m = f.at("id2label");
+    if (!m.is_object() || m.empty() || static_cast<int64_t>(m.size()) > kMaxLabels) {
+      return f.Bad(absl::StrCat("field 'id2label' must map 1 to ", kMaxLabels, " ids to labels"));
+    }
+    s->labels.resize(m.size());
+    for (size_t i = 0; i < m.size(); ++i) {
+      const std::string key = std::to_string(i);
+      if (!m.contains(key) || !m[key].is_string()) {
+        return f.Bad(absl::StrCat("field 'id2label' must name every id from 0 to ", m.size() - 1,
+                                  " with a string; id ", key, " is not"));
+      }
+      s->labels[i] = m[key].get<std::string>();
+    }
+    return absl::OkStatus();
+  }
+  INFER_ASSIGN_OR_RETURN(const int64_t n, f.Positive("num_labels", 2));
+  if (n > kMaxLabels) return f.Bad(absl::StrCat("field 'num_labels' is over ", kMaxLabels));
+  for (int64_t i = 0; i < n; ++i) s->labels.push_back(absl::StrCat("LABEL_", i));
+  return absl::OkStatus();
+}
+
 absl::Status Bert(const Fields& f, TransformerSpec* s) {
   INFER_RETURN_IF_ERROR(CommonSizes(f, s));
   INFER_ASSIGN_OR_RETURN(const std::string positions,
@@ -132,7 +165,7 @@ absl::Status Bert(const Fields& f, TransformerSpec* s) {
   s->embed_norm = true;
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
-  return absl::OkStatus();
+  return ClassificationLabels(f, s);
 }
 
 absl::Status Mpnet(const Fields& f, TransformerSpec* s) {
@@ -334,6 +367,7 @@ std::string TransformerSpec::Describe() const {
   if (windowed > 0) absl::StrAppend(&s, ", ", windowed, " sliding-window layers");
   if (qk_norm) absl::StrAppend(&s, ", q/k norm");
   absl::StrAppend(&s, ", up to ", MaxSequenceLength(), " tokens");
+  if (!labels.empty()) absl::StrAppend(&s, "; classification head, ", labels.size(), " labels");
   return s;
 }
 

@@ -45,6 +45,8 @@ inline constexpr int64_t kMaxPositionEmbeddings = int64_t{1} << 21;
 // Rotary families serve up to 2^17 tokens a sequence (the encoders hold a
 // cos/sin table for each position: 64 MiB at head size 128).
 inline constexpr int64_t kMaxRotaryPositions = int64_t{1} << 17;
+// The most labels a sequence-classification head may have.
+inline constexpr int64_t kMaxLabels = int64_t{1} << 16;
 const char* ActivationKindName(ActivationKind kind);
 
 struct TransformerSpec {
@@ -65,6 +67,13 @@ struct TransformerSpec {
   int64_t position_offset = 0;  // XLM-R, MPNet: pad_token_id + 1
   int64_t type_vocab_size = 0;  // 0: no token-type table
   bool embed_norm = false;
+
+  // A sequence-classification head: config.json's architectures names a
+  // *ForSequenceClassification model of a BERT-shaped family (a
+  // cross-encoder reranker or a classifier). Its labels in id order
+  // (id2label, else LABEL_0..LABEL_{num_labels-1}); empty: no head.
+  // logits = W_out · tanh(W_dense · x[first token] + b_dense) + b_out.
+  std::vector<std::string> labels;
 
   // Rotary positions (rotate-half form) on q and k, θ per layer; empty:
   // none. rope_linear_factor divides the positions ("linear" scaling).

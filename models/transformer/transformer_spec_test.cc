@@ -92,6 +92,30 @@ TEST(TransformerSpecTest, OlderConfigFieldsAreRead) {
   EXPECT_DOUBLE_EQ(qwen2->rope_linear_factor, 2.0);
 }
 
+TEST(TransformerSpecTest, ClassificationLabelsComeFromTheArchitecture) {
+  const std::string base = R"("model_type": "xlm-roberta", "vocab_size": 100,
+      "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+      "intermediate_size": 64, "max_position_embeddings": 66)";
+  auto plain = Parse("{" + base + R"(, "architectures": ["XLMRobertaModel"]})");
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_TRUE(plain->labels.empty());
+  auto named = Parse("{" + base + R"(, "architectures": ["XLMRobertaForSequenceClassification"],
+      "id2label": {"1": "yes", "0": "no"}})");
+  ASSERT_THAT(named, IsOk());
+  EXPECT_EQ(named->labels, (std::vector<std::string>{"no", "yes"}));
+  EXPECT_NE(named->Describe().find("classification head, 2 labels"), std::string::npos);
+  auto counted = Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
+      "num_labels": 3})");
+  ASSERT_THAT(counted, IsOk());
+  EXPECT_EQ(counted->labels, (std::vector<std::string>{"LABEL_0", "LABEL_1", "LABEL_2"}));
+  EXPECT_THAT(Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
+      "id2label": {"0": "a", "2": "c"}})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "id 1 is not"));
+  EXPECT_THAT(Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
+      "num_labels": 100000000})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "'num_labels' is over 65536"));
+}
+
 TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {
   EXPECT_THAT(Parse(R"({"model_type": "gpt2", "vocab_size": 10})"),
               StatusIs(absl::StatusCode::kInvalidArgument,

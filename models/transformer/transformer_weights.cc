@@ -160,6 +160,14 @@ absl::Status LoadBertLayout(Tensors& t, W* w) {
     INFER_RETURN_IF_ERROR(Linear(t, {p + "output.dense"}, {h}, inter, true, &l.ffn_out));
     INFER_RETURN_IF_ERROR(Norm(t, p + "output.LayerNorm", h, true, &l.ffn_norm));
   }
+  if (!s.labels.empty()) {
+    const auto labels = static_cast<int64_t>(s.labels.size());
+    const bool bert = s.model_type == "bert";
+    INFER_RETURN_IF_ERROR(Linear(t, {bert ? "pooler.dense" : "classifier.dense"}, {h}, h, true,
+                                 &w->classifier_dense));
+    INFER_RETURN_IF_ERROR(Linear(t, {bert ? "classifier" : "classifier.out_proj"}, {labels}, h,
+                                 true, &w->classifier_out));
+  }
   return absl::OkStatus();
 }
 
@@ -213,6 +221,7 @@ int64_t TransformerWeights::ParameterCount() const {
   auto n = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size()); };
   int64_t total = n(word) + n(position) + n(token_type) + n(relative_bias) + n(embed_norm.gamma) +
                   n(embed_norm.beta) + n(final_norm.gamma) + n(final_norm.beta);
+  for (const Linear* lin : {&classifier_dense, &classifier_out}) total += n(lin->w) + n(lin->b);
   for (const Layer& l : layers) {
     for (const Linear* lin : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out}) {
       total += n(lin->w) + n(lin->b);

@@ -50,6 +50,11 @@ struct TransformerWeights {
   std::vector<float> relative_bias;  // [relative_buckets, heads], or empty
   Norm embed_norm, final_norm;
   std::vector<Layer> layers;
+  // The classification head when spec.labels is not empty (else empty):
+  // [hidden, hidden] then [labels, hidden], both with biases (BERT's
+  // bert.pooler.dense and classifier; RoBERTa's and XLM-R's
+  // classifier.dense and classifier.out_proj).
+  Linear classifier_dense, classifier_out;
 
   int64_t ParameterCount() const;
 };
