@@ -107,7 +107,8 @@ class HttpFrontEndTest(unittest.TestCase):
         self.assertEqual(meta["versions"], ["1"])
         self.assertEqual({i["name"]: (i["datatype"], i["shape"]) for i in meta["inputs"]},
                          {"text": ("BYTES", [-1]), "input_ids": ("INT64", [-1, -1]),
-                          "attention_mask": ("INT64", [-1, -1])})
+                          "attention_mask": ("INT64", [-1, -1]),
+                          "token_type_ids": ("INT64", [-1, -1])})
         self.assertEqual(meta["outputs"], [{"name": "embedding", "datatype": "FP32",
                                             "shape": [-1, 384]}])
         config = self.http.get_model_config("tiny")

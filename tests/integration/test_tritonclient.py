@@ -226,7 +226,7 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertGreater(e[0] @ e[1], e[0] @ e[2] + 0.3)
         meta = self.client.get_model_metadata("minilm", as_json=True)
         self.assertEqual(sorted(i["name"] for i in meta["inputs"]),
-                         ["attention_mask", "input_ids", "text"])
+                         ["attention_mask", "input_ids", "text", "token_type_ids"])
 
     def test_minilm_token_ids_match_independent_numpy_bert(self):
         # Token ids from Hugging Face's tokenizer (the fixture), padded into one
@@ -294,7 +294,7 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         self.assertEqual(config.parameters["int32_accepted_inputs"].string_value, "input_ids")
         minilm = self.client.get_model_config("minilm").config
         self.assertEqual(minilm.parameters["int32_accepted_inputs"].string_value,
-                         "input_ids,attention_mask")
+                         "input_ids,attention_mask,token_type_ids")
         mask = (ids != 0).astype(np.int64)
         answers = []
         for dtype, np_type in (("INT64", np.int64), ("INT32", np.int32)):
