@@ -270,9 +270,9 @@ __device__ void NormalizeRow(const float* row, int64_t hidden, const float* gamm
 __global__ void EmbedLayerNormKernel(
     const int32_t* __restrict__ ids, const int32_t* __restrict__ positions,
     const int32_t* __restrict__ types, const __half* __restrict__ word,
-    const __half* __restrict__ position,
-    const __half* __restrict__ token_type, const float* __restrict__ gamma,
-    const float* __restrict__ beta, float eps, int64_t hidden, __half* __restrict__ x) {
+    const __half* __restrict__ position, const __half* __restrict__ token_type,
+    const float* __restrict__ gamma, const float* __restrict__ beta, float eps, int64_t hidden,
+    __half* __restrict__ x) {
   extern __shared__ float shared[];
   float* row = shared;
   float* red = shared + hidden;
@@ -322,12 +322,12 @@ cudaError_t LaunchEmbedLayerNorm(cudaStream_t stream, const int32_t* ids, const 
   if (BadLayerNormShape(tokens, hidden)) return cudaErrorInvalidValue;
   if (hidden % kV == 0 && hidden <= kMaxLayerNormHidden && Aligned16(word) && Aligned16(position) &&
       Aligned16(token_type) && Aligned16(gamma) && Aligned16(beta) && Aligned16(x)) {
-    LaunchLayerNormRegs(stream, EmbedSource{ids, positions, types, word, position, token_type, x}, gamma,
-                        beta, eps, static_cast<int>(hidden), tokens);
+    LaunchLayerNormRegs(stream, EmbedSource{ids, positions, types, word, position, token_type, x},
+                        gamma, beta, eps, static_cast<int>(hidden), tokens);
   } else {
     EmbedLayerNormKernel<<<static_cast<unsigned>(tokens), kRowThreads, RowSharedBytes(hidden),
-                           stream>>>(ids, positions, types, word, position, token_type, gamma, beta, eps,
-                                     hidden, x);
+                           stream>>>(ids, positions, types, word, position, token_type, gamma, beta,
+                                     eps, hidden, x);
   }
   return cudaGetLastError();
 }

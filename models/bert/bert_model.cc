@@ -1,7 +1,6 @@
 #include "models/bert/bert_model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -67,9 +66,6 @@ absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::
   return std::optional<int64_t>(j["max_seq_length"].get<int64_t>());
 }
 
-// Refuses a sentence-transformers pipeline (modules.json) with a module
-// after the transformer other than Pooling and Normalize (a Dense
-// projection, say): serving without it would give other embeddings.
 // The prompt sentence-transformers prepends to every text:
 // config_sentence_transformers.json's prompts[`name`], or its
 // default_prompt_name's when `name` is empty (none when neither). With a
@@ -335,8 +331,8 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
          encoder_->PeakBytes(shape) + dense;
 }
 
-// One batch: the packed ids, positions and offsets staged, uploaded and
-// encoded on the device (StagedRowsBatch does the copies and the split).
+// One batch: the packed ids, positions, offsets and types staged, uploaded
+// and encoded on the device (StagedRowsBatch does the copies and the split).
 class BertModel::Batch final : public StagedRowsBatch {
  public:
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
@@ -374,18 +370,7 @@ class BertModel::Batch final : public StagedRowsBatch {
     }
     INFER_RETURN_IF_ERROR(model_.encoder_->Encode(stream, view, model_.pooling_,
                                                   /*normalize=*/false, pooled.as<float>()));
-    dense.Apply(pooled.as<float>(), rows, between_ptrs, out);
-    if (model_.options_.normalize) {
-      const int64_t w = dense.out_features();
-      for (int64_t r = 0; r < rows; ++r) {
-        float* row = out + r * w;
-        double sq = 0;
-        for (int64_t i = 0; i < w; ++i) sq += double{row[i]} * row[i];
-        // As torch.nn.functional.normalize: divided by max(norm, 1e-12).
-        const auto inv = static_cast<float>(1.0 / std::max(std::sqrt(sq), 1e-12));
-        for (int64_t i = 0; i < w; ++i) row[i] *= inv;
-      }
-    }
+    dense.Apply(pooled.as<float>(), rows, between_ptrs, out, model_.options_.normalize);
     return absl::OkStatus();
   }
 

@@ -35,9 +35,9 @@ cudaError_t LaunchPadPackedBatch(cudaStream_t stream, const int32_t* src_ids,
   }
   const int64_t n = tokens_class > rows_class + 1 ? tokens_class : rows_class + 1;
   PadPackedBatchKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
-                         stream>>>(src_ids, src_positions, src_types, src_offsets, static_cast<int>(rows),
-                                   static_cast<int>(tokens), static_cast<int>(rows_class),
-                                   static_cast<int>(tokens_class), dst);
+                         stream>>>(
+      src_ids, src_positions, src_types, src_offsets, static_cast<int>(rows),
+      static_cast<int>(tokens), static_cast<int>(rows_class), static_cast<int>(tokens_class), dst);
   return cudaGetLastError();
 }
 

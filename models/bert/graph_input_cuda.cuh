@@ -32,9 +32,8 @@ namespace infer::cuda {
 
 cudaError_t LaunchPadPackedBatch(cudaStream_t stream, const int32_t* src_ids,
                                  const int32_t* src_positions, const int32_t* src_types,
-                                 const int32_t* src_offsets,
-                                 int64_t rows, int64_t tokens, int64_t rows_class,
-                                 int64_t tokens_class, int32_t* dst);
+                                 const int32_t* src_offsets, int64_t rows, int64_t tokens,
+                                 int64_t rows_class, int64_t tokens_class, int32_t* dst);
 
 }  // namespace infer::cuda
 

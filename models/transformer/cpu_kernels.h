@@ -128,6 +128,10 @@ enum class PoolMode { kMean, kFirst, kLast };
 void Pool(const float* x, const int32_t* offsets, int64_t rows, int64_t hidden, PoolMode mode,
           bool normalize, float* out, int threads);
 
+// Each of `rows` rows of `width` floats divided by its L2 norm (summed in
+// double); a zero row stays zero.
+void L2NormalizeRows(float* x, int64_t rows, int64_t width);
+
 // Round-to-nearest-even FP32 → BF16 (NaN stays NaN), one value.
 inline uint16_t RoundToBf16(float f) {
   uint32_t bits;

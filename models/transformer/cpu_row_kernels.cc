@@ -139,14 +139,19 @@ void Pool(const float* x, const int32_t* offsets, int64_t rows, int64_t hidden, 
       for (int64_t i = 0; i < hidden; ++i) o[i] += row[i];
     }
     const float inv_count = end > begin ? 1.0f / static_cast<float>(end - begin) : 0.0f;
+    for (int64_t i = 0; i < hidden; ++i) o[i] *= inv_count;
+    if (normalize) L2NormalizeRows(o, 1, hidden);
+  }
+}
+
+void L2NormalizeRows(float* x, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = x + r * width;
     double norm = 0;
-    for (int64_t i = 0; i < hidden; ++i) {
-      o[i] *= inv_count;
-      norm += double{o[i]} * o[i];
-    }
-    if (normalize && norm > 0) {
+    for (int64_t i = 0; i < width; ++i) norm += double{o[i]} * o[i];
+    if (norm > 0) {
       const float inv = static_cast<float>(1.0 / std::sqrt(norm));
-      for (int64_t i = 0; i < hidden; ++i) o[i] *= inv;
+      for (int64_t i = 0; i < width; ++i) o[i] *= inv;
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/checkpoint.h"
+#include "models/transformer/cpu_kernels.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
@@ -162,8 +163,8 @@ std::vector<int64_t> DenseHead::IntermediateWidths() const {
   return widths;
 }
 
-void DenseHead::Apply(const float* x, int64_t rows, const std::vector<float*>& between,
-                      float* y) const {
+void DenseHead::Apply(const float* x, int64_t rows, const std::vector<float*>& between, float* y,
+                      bool normalize) const {
   const float* in = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
@@ -190,6 +191,7 @@ void DenseHead::Apply(const float* x, int64_t rows, const std::vector<float*>& b
     }
     in = out;
   }
+  if (normalize) cpu::L2NormalizeRows(y, rows, out_features());
 }
 
 std::string DenseHead::Describe() const {

@@ -68,9 +68,11 @@ class DenseHead {
   // for buffers the caller provides.
   std::vector<int64_t> IntermediateWidths() const;
   // x [rows, width] -> y [rows, out_features()], through `between`: one
-  // buffer per IntermediateWidths() entry, [rows, that width]. y must not
-  // overlap x.
-  void Apply(const float* x, int64_t rows, const std::vector<float*>& between, float* y) const;
+  // buffer per IntermediateWidths() entry, [rows, that width]; each row of
+  // y L2-normalised when `normalize` (sentence-transformers' Normalize,
+  // after the Dense modules). y must not overlap x.
+  void Apply(const float* x, int64_t rows, const std::vector<float*>& between, float* y,
+             bool normalize = false) const;
   // "2_Dense (768 -> 768, tanh)" for logs.
   std::string Describe() const;
 

@@ -118,7 +118,6 @@ absl::Status CommonSizes(const Fields& f, TransformerSpec* s) {
   return absl::OkStatus();
 }
 
-// bert, roberta, xlm-roberta, camembert.
 // The labels of a *ForSequenceClassification checkpoint (architectures),
 // from id2label ({"0": "a", ...}) or num_labels (default 2, as transformers).
 absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
@@ -151,6 +150,7 @@ absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
   return absl::OkStatus();
 }
 
+// bert, roberta, xlm-roberta, camembert.
 absl::Status Bert(const Fields& f, TransformerSpec* s) {
   INFER_RETURN_IF_ERROR(CommonSizes(f, s));
   INFER_ASSIGN_OR_RETURN(const std::string positions,

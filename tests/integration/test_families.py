@@ -46,23 +46,23 @@ def read_safetensors(path):
     return out
 
 
-def reference(family):
+def inputs(family):
+    """(input record, its embedding) for each input of the family's fixture."""
     folder = os.path.join(FIXTURES, family)
     with open(os.path.join(folder, "reference.json"), encoding="utf-8") as f:
         ref = json.load(f)
     tensors = read_safetensors(os.path.join(folder, "reference.safetensors"))
-    return [(inp["text"], inp["ids"], tensors[f"embedding_{i}"])
-            for i, inp in enumerate(ref["inputs"]) if "types" not in inp]
+    return [(inp, tensors[f"embedding_{i}"]) for i, inp in enumerate(ref["inputs"])]
+
+
+def reference(family):
+    """(text, ids, embedding) of the single-sequence inputs."""
+    return [(inp["text"], inp["ids"], e) for inp, e in inputs(family) if "types" not in inp]
 
 
 def pairs(family):
     """(ids, token types, embedding) of the fixture's (query, passage) pairs."""
-    folder = os.path.join(FIXTURES, family)
-    with open(os.path.join(folder, "reference.json"), encoding="utf-8") as f:
-        ref = json.load(f)
-    tensors = read_safetensors(os.path.join(folder, "reference.safetensors"))
-    return [(inp["ids"], inp["types"], tensors[f"embedding_{i}"])
-            for i, inp in enumerate(ref["inputs"]) if "types" in inp]
+    return [(inp["ids"], inp["types"], e) for inp, e in inputs(family) if "types" in inp]
 
 
 def cosine(a, b):
