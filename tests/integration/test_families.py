@@ -3,7 +3,8 @@ config.pbtxt: `infer-server --model DIR` for each folder of
 tests/fixtures/families (small random-weight checkpoints that transformers
 made and ran, models/tools/make_family_fixtures.py), queried with Triton's
 gRPC client (text, token ids, and BERT's pairs with token_type_ids) and
-OpenAI's official client over HTTP.
+OpenAI's official client over HTTP; and the BERT fixture with a
+sentence-transformers Dense module, against sentence-transformers' encode().
 Each embedding is checked against transformers' own (cosine >= 0.9999), so
 the folder's tokenizer, family, pooling and length were all read right.
 
@@ -12,6 +13,7 @@ Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -26,6 +28,7 @@ from infer_server_process import InferServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
+DENSE = os.path.join(HERE, "..", "fixtures", "dense_head")
 FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral"]
 
 
@@ -75,6 +78,13 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
         args = []
         for family in FAMILIES:
             args += ["--model", f"{family}={os.path.join(FIXTURES, family)}"]
+        # The BERT fixture with a sentence-transformers Dense module added
+        # (tests/fixtures/dense_head, made by sentence-transformers).
+        cls.dense_dir = tempfile.mkdtemp(prefix="families_dense_")
+        shutil.copytree(os.path.join(FIXTURES, "bert"), cls.dense_dir, dirs_exist_ok=True)
+        shutil.copy(os.path.join(DENSE, "modules.json"), cls.dense_dir)
+        shutil.copytree(os.path.join(DENSE, "2_Dense"), os.path.join(cls.dense_dir, "2_Dense"))
+        args += ["--model", f"dense={cls.dense_dir}"]
         cls.server = InferServer(None, *args)
         cls.grpc = grpcclient.InferenceServerClient(cls.server.address)
         cls.openai = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.server.http_port}/v1",
@@ -84,6 +94,7 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.grpc.close()
         cls.server.stop()
+        shutil.rmtree(cls.dense_dir, ignore_errors=True)
 
     def grpc_embed(self, family, name, array, dtype):
         inp = grpcclient.InferInput(name, list(array.shape), dtype)
@@ -127,6 +138,17 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
         self.assertIn("token_type_ids", [i["name"] for i in meta["inputs"]])
         meta = self.grpc.get_model_metadata("mpnet", as_json=True)
         self.assertNotIn("token_type_ids", [i["name"] for i in meta["inputs"]])
+
+    def test_a_dense_module_is_computed_as_sentence_transformers_does(self):
+        with open(os.path.join(DENSE, "reference.json"), encoding="utf-8") as f:
+            texts = json.load(f)["texts"]
+        want = read_safetensors(os.path.join(DENSE, "reference.safetensors"))
+        r = self.openai.embeddings.create(model="dense", input=texts)
+        self.assertEqual(len(r.data), len(texts))
+        for i, d in enumerate(r.data):
+            self.assertEqual(len(d.embedding), 32)
+            self.assertGreaterEqual(cosine(np.array(d.embedding), want[f"embedding_{i}"]), 0.9999,
+                                    texts[i])
 
     def test_openai_client_matches_transformers(self):
         for family in FAMILIES:
