@@ -46,6 +46,23 @@ struct Encoding {
     cut(sequence_ids);
   }
 
+  // A copy of `n` positions from `from` on.
+  Encoding Slice(size_t from, size_t n) const {
+    Encoding e;
+    auto copy = [&](auto& to, const auto& v) {
+      to.assign(v.begin() + static_cast<std::ptrdiff_t>(from),
+                v.begin() + static_cast<std::ptrdiff_t>(from + n));
+    };
+    copy(e.ids, ids);
+    copy(e.type_ids, type_ids);
+    copy(e.tokens, tokens);
+    copy(e.offsets, offsets);
+    copy(e.special_tokens_mask, special_tokens_mask);
+    copy(e.attention_mask, attention_mask);
+    copy(e.sequence_ids, sequence_ids);
+    return e;
+  }
+
   void Reserve(size_t n) {
     ids.reserve(n);
     type_ids.reserve(n);
@@ -92,6 +109,12 @@ struct Encoding {
     attention_mask.push_back(1);
     sequence_ids.push_back(-1);
   }
+};
+
+// What a model needs of an encoded pair: its ids and type ids.
+struct PairIds {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
 };
 
 enum class TruncationStrategy { kLongestFirst, kOnlyFirst, kOnlySecond };

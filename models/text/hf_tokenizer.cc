@@ -295,6 +295,42 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(absl::string_view text,
   return out;
 }
 
+absl::StatusOr<std::vector<PairIds>> HfTokenizer::EncodePairIds(
+    absl::string_view first, const std::vector<absl::string_view>& seconds,
+    const std::optional<Truncation>& truncation) const {
+  if (!ValidUtf8(first)) return absl::InvalidArgumentError("text is not valid UTF-8");
+  const Encoding a = EncodeOne(first, 0, 0, /*char_offsets=*/false);
+  const size_t added = post_processor_ ? post_processor_->AddedTokens(/*is_pair=*/true) : 0;
+  std::vector<PairIds> out;
+  out.reserve(seconds.size());
+  std::vector<Encoding> encodings(2);
+  for (absl::string_view second : seconds) {
+    if (!ValidUtf8(second)) return absl::InvalidArgumentError("text is not valid UTF-8");
+    encodings[1] = EncodeOne(second, 1, 1, /*char_offsets=*/false);
+    // Only the part of `first` this pair keeps is copied, as Encode's
+    // truncation would leave it.
+    size_t keep = a.size();
+    if (truncation.has_value()) {
+      INFER_ASSIGN_OR_RETURN(const KeptLengths kept, Kept(a.size(), encodings[1].size(),
+                                                          /*is_pair=*/true, *truncation, added));
+      keep = kept.first;
+      encodings[1].Truncate(kept.second, truncation->left);
+    }
+    encodings[0] = a.Slice(truncation.has_value() && truncation->left ? a.size() - keep : 0, keep);
+    if (post_processor_) post_processor_->Process(&encodings, /*add_special_tokens=*/true);
+    PairIds ids;
+    ids.ids.reserve(encodings[0].size() + encodings[1].size());
+    ids.type_ids.reserve(ids.ids.capacity());
+    for (const Encoding& e : encodings) {
+      ids.ids.insert(ids.ids.end(), e.ids.begin(), e.ids.end());
+      ids.type_ids.insert(ids.type_ids.end(), e.type_ids.begin(), e.type_ids.end());
+    }
+    out.push_back(std::move(ids));
+    encodings.resize(2);  // Process may have changed their number
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<int32_t>> HfTokenizer::EncodeIds(
     absl::string_view text, const std::optional<Truncation>& truncation) const {
   if (!ValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");

@@ -60,6 +60,9 @@ class HfTokenizer final : public Tokenizer {
                                   const EncodeOptions& options) const override;
   absl::StatusOr<std::vector<int32_t>> EncodeIds(
       absl::string_view text, const std::optional<Truncation>& truncation) const override;
+  absl::StatusOr<std::vector<PairIds>> EncodePairIds(
+      absl::string_view first, const std::vector<absl::string_view>& seconds,
+      const std::optional<Truncation>& truncation) const override;
   // Through the file's decoder (without one, the tokens joined with spaces).
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override;
   int64_t pad_id() const override { return pad_id_; }

@@ -4,10 +4,13 @@
 // tests/integration/test_tokenizer_oracle.py.
 #include "models/text/hf_tokenizer.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/reference_data.h"
 
 namespace infer::text {
 namespace {
@@ -243,6 +246,43 @@ TEST(NormalizedStringTest, SplitBehaviors) {
   // A piece knows where it starts in the whole text.
   auto pieces = s.Split(dash, SplitBehavior::kRemoved);
   EXPECT_EQ(*pieces[2].ToOriginal(0, 9), (Offsets{11, 20}));
+}
+
+// EncodePairIds is Encode's ids and type ids for every pair, with the first
+// text tokenized once: on the committed WordPiece (BertProcessing) and
+// Unigram (RobertaProcessing) files, untruncated and truncated longest_first
+// from either side, to lengths that cut the first text, the second, or both.
+TEST(HfTokenizerTest, EncodePairIdsIsEncodePerPair) {
+  for (const char* dir : {"classifiers/bert-reranker", "classifiers/xlm-roberta-classifier"}) {
+    auto t = HfTokenizer::FromFile(testing::FixturePath(std::string(dir) + "/tokenizer.json"));
+    ASSERT_TRUE(t.ok()) << t.status();
+    const std::string first = "what does the man play on the street, and why?";
+    const std::vector<absl::string_view> seconds = {
+        "A man is playing a guitar.", "x", "",
+        "Ein Mann spielt Gitarre, und die Straße ist laut! Ein Mann spielt Gitarre."};
+    std::vector<std::optional<Truncation>> cuts = {std::nullopt};
+    for (size_t length : {5u, 9u, 14u, 20u, 64u}) {
+      for (bool left : {false, true}) cuts.push_back(Truncation{length, {}, left});
+    }
+    for (const std::optional<Truncation>& cut : cuts) {
+      auto pairs = (*t)->EncodePairIds(first, seconds, cut);
+      ASSERT_TRUE(pairs.ok()) << pairs.status();
+      ASSERT_EQ(pairs->size(), seconds.size());
+      for (size_t i = 0; i < seconds.size(); ++i) {
+        EncodeOptions o;
+        o.truncation = cut;
+        auto want = (*t)->Encode(first, seconds[i], o);
+        ASSERT_TRUE(want.ok()) << want.status();
+        const std::string what =
+            std::string(dir) + " pair " + std::to_string(i) + " cut " +
+            (cut ? std::to_string(cut->max_length) + (cut->left ? "L" : "R") : "none");
+        EXPECT_EQ((*pairs)[i].ids, want->ids) << what;
+        EXPECT_EQ((*pairs)[i].type_ids, want->type_ids) << what;
+      }
+    }
+    EXPECT_FALSE((*t)->EncodePairIds(first, {"\xff"}, std::nullopt).ok());
+    EXPECT_FALSE((*t)->EncodePairIds(first, {"a"}, Truncation{1, {}, false}).ok());
+  }
 }
 
 }  // namespace

@@ -41,6 +41,14 @@ class Tokenizer {
   virtual absl::StatusOr<std::vector<int32_t>> EncodeIds(
       absl::string_view text, const std::optional<text::Truncation>& truncation) const = 0;
 
+  // The serving path for pairs: for each of `seconds`, the ids and type ids
+  // Encode(first, seconds[i]) gives with the special tokens, cut to
+  // `truncation` when set, with `first` tokenized once (a rerank query
+  // against many passages). INVALID_ARGUMENT as Encode.
+  virtual absl::StatusOr<std::vector<text::PairIds>> EncodePairIds(
+      absl::string_view first, const std::vector<absl::string_view>& seconds,
+      const std::optional<text::Truncation>& truncation) const = 0;
+
   // `ids` back to text, leaving out ids the tokenizer does not have and,
   // with skip_special_tokens, the special tokens.
   virtual std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
