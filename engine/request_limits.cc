@@ -40,9 +40,11 @@ absl::Status CheckLengthLimits(const RequestLimits& limits, const QueueOptions& 
 absl::Status CheckDeclaredLimits(const RequestLimits& limits, const std::string& model,
                                  absl::Span<const DeclaredInput> inputs, int64_t text_bytes,
                                  int64_t sequence_length) {
-  int64_t rows = -1;  // the batch dimension: of the first input with one
+  // The batch dimension: the largest first dimension (an input shared by
+  // the request's rows, TensorSpec::shared, declares 1).
+  int64_t rows = -1;
   for (const DeclaredInput& t : inputs) {
-    if (rows < 0 && !t.shape.empty()) rows = t.shape[0];
+    if (!t.shape.empty()) rows = std::max(rows, t.shape[0]);
     int64_t elements = 1;
     bool malformed = false;
     for (int64_t d : t.shape) {

@@ -41,8 +41,8 @@ absl::Status ValidateRequestLimits(const RequestLimits& limits);
 // batch dimension of each input; `text_bytes` (the BYTES payload, 4-byte
 // length prefixes included) against max_text_bytes; and, when
 // `sequence_length` > 0 (Model::DeclaredSequenceLength), tokens per sequence
-// and per request (rows × length, rows from the first input's batch
-// dimension). INVALID_ARGUMENT naming the limit. An input with a negative
+// and per request (rows × length, rows the largest first dimension
+// declared). INVALID_ARGUMENT naming the limit. An input with a negative
 // dimension is skipped (the decoder names it). Admission runs this on what a
 // request source declares, before it decodes the request
 // (engine/request_source.h), so nothing proportional to a declared size is

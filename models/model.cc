@@ -107,7 +107,13 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
       INFER_RETURN_IF_ERROR(
           CheckNamed([&](absl::string_view w) { return CheckDataBytes(t, w).status(); }, what));
     }
-    if (!t.shape.empty()) {
+    if (s->shared) {
+      if (t.shape.empty() || t.shape[0] != 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what(), " has shape ", ShapeToString(t.shape), "; model '", spec.name,
+                         "' expects one value for the whole request, ", ShapeToString(s->shape)));
+      }
+    } else if (!t.shape.empty()) {
       if (batch >= 0 && t.shape[0] != batch) {
         return absl::InvalidArgumentError(absl::StrCat(what(), " has batch dimension ", t.shape[0],
                                                        " but another input has ", batch));

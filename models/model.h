@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,17 @@ struct TensorSpec {
   // clients often send as INT32): widened to INT64 at admission
   // (WidenInt32Inputs), so the model sees INT64 only.
   bool accepts_int32 = false;
+  // An input that holds one value for the whole request rather than one
+  // per row (a rerank's query against its documents): its first dimension
+  // is fixed at 1 and is not the batch dimension. The model's Preprocess
+  // rewrites such a request into one without shared inputs: after it, the
+  // engine takes every input's first dimension as the batch (to count rows
+  // and to split the request).
+  bool shared = false;
+  // An output whose last dimension holds one score per class: the classes'
+  // names, in order (Triton's label file; the id2label of a Hugging Face
+  // classifier). Empty otherwise.
+  std::vector<std::string> labels;
 };
 
 struct ModelSpec {
@@ -97,6 +109,12 @@ struct InferRequest {
   absl::Duration timeout = absl::ZeroDuration();
   // Polled while queued; true drops the request (CANCELLED). Optional.
   std::function<bool()> is_cancelled;
+  // For a model that tokenises text: whether a text longer than the model
+  // takes is cut to its length (true) or refused (false); unset, the
+  // model's own setting (e.g. auto_truncate). `truncate_left` cuts from the
+  // start instead of the end.
+  std::optional<bool> truncate;
+  bool truncate_left = false;
 };
 
 struct InferResponse {
@@ -202,7 +220,8 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
 
 // Checks a request against a model's spec: every input known and given once,
 // data types, ranks and fixed dimensions, byte sizes against shapes (with
-// overflow checks), one batch dimension shared by all inputs, requested
+// overflow checks), one batch dimension shared by all inputs but the shared
+// ones (TensorSpec::shared, whose first dimension must be 1), requested
 // outputs known and unique. Every failure is INVALID_ARGUMENT naming the
 // tensor, what was wrong and what is allowed.
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request);

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/bert/sentence_transformers_files.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
 #include "models/transformer/load_encoder.h"
@@ -19,91 +21,6 @@ const Tensor* FindInput(const InferRequest& r, const std::string& name) {
     if (t.name == name) return &t;
   }
   return nullptr;
-}
-
-Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
-                   const std::vector<int64_t>& values) {
-  Tensor t;
-  t.name = name;
-  t.dtype = DataType::kInt64;
-  t.shape = {rows, cols};
-  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
-  return t;
-}
-
-// The pooling a sentence-transformers checkpoint declares in
-// 1_Pooling/config.json (mean when the file is absent).
-absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir) {
-  const std::string path = dir + "/1_Pooling/config.json";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
-  if (!parsed.has_value()) return Pooling::kMean;
-  const nlohmann::json& j = *parsed;
-  auto flag = [&](const char* key) {
-    return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
-  };
-  if (flag("pooling_mode_mean_tokens")) return Pooling::kMean;
-  if (flag("pooling_mode_cls_token")) return Pooling::kCls;
-  if (flag("pooling_mode_lasttoken")) return Pooling::kLastToken;
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": only pooling_mode_mean_tokens, pooling_mode_cls_token or pooling_mode_lasttoken ",
-      "is supported"));
-}
-
-// sentence_bert_config.json's max_seq_length (unset when the file or the
-// field is absent).
-absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::string& dir) {
-  const std::string path = dir + "/sentence_bert_config.json";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
-  if (!parsed.has_value()) return std::optional<int64_t>();
-  nlohmann::json& j = *parsed;
-  if (!j.is_object() || !j.contains("max_seq_length") || j["max_seq_length"].is_null()) {
-    return std::optional<int64_t>();
-  }
-  if (!j["max_seq_length"].is_number_integer() || j["max_seq_length"].get<int64_t>() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": max_seq_length is not a positive integer"));
-  }
-  return std::optional<int64_t>(j["max_seq_length"].get<int64_t>());
-}
-
-// The prompt sentence-transformers prepends to every text:
-// config_sentence_transformers.json's prompts[`name`], or its
-// default_prompt_name's when `name` is empty (none when neither). With a
-// prompt, 1_Pooling/config.json's include_prompt must not be false (pooling
-// that leaves the prompt's tokens out is not computed).
-absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
-    const std::string& dir, std::string name) {
-  const std::string path = dir + "/config_sentence_transformers.json";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
-  nlohmann::json prompts = nlohmann::json::object();
-  if (parsed.has_value() && parsed->is_object()) {
-    if (parsed->contains("prompts") && (*parsed)["prompts"].is_object()) {
-      prompts = (*parsed)["prompts"];
-    }
-    if (name.empty() && parsed->contains("default_prompt_name") &&
-        (*parsed)["default_prompt_name"].is_string()) {
-      name = (*parsed)["default_prompt_name"].get<std::string>();
-    }
-  }
-  if (name.empty()) return std::pair<std::string, std::string>();
-  if (!prompts.contains(name) || !prompts[name].is_string()) {
-    std::string known;
-    for (const auto& [key, value] : prompts.items()) absl::StrAppend(&known, " '", key, "'");
-    return absl::InvalidArgumentError(absl::StrCat("prompt '", name, "' is not in ", path,
-                                                   known.empty() ? " (it has none)" : "; it has",
-                                                   known));
-  }
-  const std::string prompt = prompts[name].get<std::string>();
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
-                         ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
-  if (!prompt.empty() && pooling.has_value() && pooling->is_object() &&
-      pooling->contains("include_prompt") && (*pooling)["include_prompt"] == false) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir,
-                     "/1_Pooling/config.json: include_prompt false (pooling without the prompt's "
-                     "tokens) is not supported"));
-  }
-  return std::pair<std::string, std::string>(name, prompt);
 }
 
 }  // namespace
@@ -154,6 +71,22 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
   INFER_ASSIGN_OR_RETURN(m->dense_, DenseHead::Load(options.checkpoint_dir, c.hidden_size));
+  if (!c.labels.empty()) {
+    // A *ForSequenceClassification checkpoint: its head on the first
+    // token's state gives the scores, raw logits.
+    m->classifier_ = m->encoder_->classifier();
+    if (m->classifier_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options.checkpoint_dir, ": a sequence-classification head (config.json's ",
+                       c.labels.size(), " labels) is computed on the CPU only"));
+    }
+    if (!m->dense_.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.checkpoint_dir, ": a sequence-classification checkpoint with Dense modules (",
+          m->dense_.Describe(), ") is not supported"));
+    }
+    m->pooling_ = Pooling::kCls;
+  }
   if (!m->dense_.empty() && context.device->info().kind != DeviceKind::kCpu) {
     return absl::FailedPreconditionError(
         absl::StrCat(options.checkpoint_dir, "/modules.json lists Dense modules (",
@@ -165,91 +98,51 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.name = options.name;
   m->spec_.platform = "infer_" + options.backend;
   m->spec_.backend = options.backend;
+  std::string task = absl::StrCat(PoolingName(m->pooling_), " pooling",
+                                  options.normalize ? ", L2-normalised" : "");
+  if (m->classifier_ != nullptr) {
+    task = absl::StrCat("sequence classification (", absl::StrJoin(c.labels, ", "),
+                        ") on the first token");
+  }
   m->spec_.description = absl::StrCat(
-      c.Describe(), "; tokenizer ", tokenizer.source, "; ", PoolingName(m->pooling_), " pooling",
-      options.normalize ? ", L2-normalised" : "", "; texts up to ", m->max_length_, " tokens (",
-      length_source, ")", options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
+      c.Describe(), "; tokenizer ", tokenizer.source, "; ", task, "; texts up to ", m->max_length_,
+      " tokens (", length_source, ")",
+      options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
       prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"),
       m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()));
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
-  m->spec_.inputs = {{"text", DataType::kBytes, {-1}, /*optional=*/true},
-                     {"input_ids",
-                      DataType::kInt64,
-                      {-1, -1},
-                      /*optional=*/true,
-                      /*accepts_int32=*/true},
-                     {"attention_mask",
-                      DataType::kInt64,
-                      {-1, -1},
-                      /*optional=*/true,
-                      /*accepts_int32=*/true}};
+  m->text_.tokenizer = m->tokenizer_.get();
+  m->text_.model = options.name;
+  m->text_.max_length = m->max_length_;
+  m->text_.prompt = m->prompt_;
+  m->text_.auto_truncate = options.auto_truncate;
+  m->text_.with_types = c.type_vocab_size > 0;
+  m->text_.pairs = m->classifier_ != nullptr;
+  m->spec_.inputs = TextInputSpecs(m->text_);
+  m->spec_.inputs.push_back(
+      {"input_ids", DataType::kInt64, {-1, -1}, /*optional=*/true, /*accepts_int32=*/true});
+  m->spec_.inputs.push_back(
+      {"attention_mask", DataType::kInt64, {-1, -1}, /*optional=*/true, /*accepts_int32=*/true});
   if (c.type_vocab_size > 0) {
     // Segment ids (0 for a single text; 0 then 1 for a pair), as the
     // tokenizer gives them: a model with a token-type table takes them.
     m->spec_.inputs.push_back(
         {"token_type_ids", DataType::kInt64, {-1, -1}, /*optional=*/true, /*accepts_int32=*/true});
   }
-  m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, m->dense_.out_features()}}};
+  if (m->classifier_ != nullptr) {
+    TensorSpec scores{"scores", DataType::kFp32, {-1, m->classifier_->out_features()}};
+    scores.labels = c.labels;
+    m->spec_.outputs = {std::move(scores)};
+  } else {
+    m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, m->dense_.out_features()}}};
+  }
   return m;
 }
 
 absl::Status BertModel::Preprocess(InferRequest* request) const {
-  const Tensor* text = FindInput(*request, "text");
-  if (text == nullptr) {
-    if (FindInput(*request, "input_ids") == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model '", spec_.name, "' needs input 'text' (BYTES) or 'input_ids' (INT64)"));
-    }
-    return absl::OkStatus();
-  }
-  if (FindInput(*request, "input_ids") != nullptr ||
-      FindInput(*request, "attention_mask") != nullptr ||
-      FindInput(*request, "token_type_ids") != nullptr) {
-    return absl::InvalidArgumentError(
-        "send either 'text' or 'input_ids' (with an optional 'attention_mask' and "
-        "'token_type_ids'), not both");
-  }
-  std::vector<std::vector<int32_t>> rows;
-  int64_t seq = 0;
-  INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> sentences,
-                         BytesElements(*text, text->shape[0], "input 'text'"));
-  std::optional<text::Truncation> truncation;
-  if (options_.auto_truncate) truncation = text::Truncation{static_cast<size_t>(max_length_)};
-  std::string prompted;
-  for (size_t i = 0; i < sentences.size(); ++i) {
-    absl::string_view sentence = sentences[i];
-    if (!prompt_.empty()) {
-      prompted.assign(prompt_).append(sentence.data(), sentence.size());
-      sentence = prompted;
-    }
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->EncodeIds(sentence, truncation);
-    if (!ids.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input 'text' element ", i, ": ", ids.status().message()));
-    }
-    if (static_cast<int64_t>(ids->size()) > max_length_) {
-      return absl::InvalidArgumentError(absl::StrCat("input 'text' element ", i, " has ",
-                                                     ids->size(), " tokens; model '", spec_.name,
-                                                     "' allows ", max_length_));
-    }
-    seq = std::max<int64_t>(seq, ids->size());
-    rows.push_back(*std::move(ids));
-  }
-  std::vector<int64_t> ids, mask;
-  for (const auto& row : rows) {
-    for (int64_t s = 0; s < seq; ++s) {
-      const bool real = s < static_cast<int64_t>(row.size());
-      ids.push_back(real ? row[s] : tokenizer_->pad_id());
-      mask.push_back(real ? 1 : 0);
-    }
-  }
-  const int64_t n = static_cast<int64_t>(rows.size());
-  request->inputs.clear();
-  request->inputs.push_back(Int64Tensor("input_ids", n, seq, ids));
-  request->inputs.push_back(Int64Tensor("attention_mask", n, seq, mask));
-  return absl::OkStatus();
+  return TokenizeTextInputs(text_, request);
 }
 
 absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
@@ -316,18 +209,18 @@ int64_t BertModel::RealTokens(const InferRequest& request) const {
 int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   if (shape.rows == 0) return 0;
   // The packed ids, positions, offsets and types, the output, the
-  // encoder's scratch, and with Dense modules the pooled rows and those
-  // between modules.
+  // encoder's scratch, and with Dense modules or a classification head the
+  // pooled rows and those between the head's layers.
   const PackedLayout layout{shape.rows, shape.tokens, with_types()};
   int64_t dense = 0;
-  if (!dense_.empty()) {
+  if (!head().empty()) {
     dense += CachingAllocator::BlockBytes(shape.rows * encoder_->spec().hidden_size * 4);
-    for (int64_t w : dense_.IntermediateWidths()) {
+    for (int64_t w : head().IntermediateWidths()) {
       dense += CachingAllocator::BlockBytes(shape.rows * w * 4);
     }
   }
   return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
-                                              dense_.out_features()) +
+                                              head().out_features()) +
          encoder_->PeakBytes(shape) + dense;
 }
 
@@ -337,7 +230,7 @@ class BertModel::Batch final : public StagedRowsBatch {
  public:
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
         std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input)
-      : StagedRowsBatch(model.context_, "embedding", model.dense_.out_features(),
+      : StagedRowsBatch(model.context_, model.spec_.outputs[0].name, model.head().out_features(),
                         std::move(rows_per_request), std::move(input), layout.bytes()),
         model_(model),
         layout_(layout),
@@ -349,12 +242,13 @@ class BertModel::Batch final : public StagedRowsBatch {
   absl::Status Run(Stream* stream, const void* input, float* out) override {
     const PackedSequencesView view =
         layout_.View(static_cast<const int32_t*>(input), host_offsets_.data(), longest_, width_);
-    const DenseHead& dense = model_.dense_;
+    const DenseHead& dense = model_.head();
     if (dense.empty()) {
-      return model_.encoder_->Encode(stream, view, model_.pooling_, model_.options_.normalize, out);
+      return model_.encoder_->Encode(stream, view, model_.pooling_, model_.normalize(), out);
     }
     // Pooled, then the Dense modules, then normalised (CPU only: Create), as
-    // sentence-transformers orders them.
+    // sentence-transformers orders them; or the first token's state, then
+    // the classification head.
     const int64_t rows = layout_.rows;
     CachingAllocator* allocator = context().allocator;
     INFER_ASSIGN_OR_RETURN(
@@ -370,7 +264,7 @@ class BertModel::Batch final : public StagedRowsBatch {
     }
     INFER_RETURN_IF_ERROR(model_.encoder_->Encode(stream, view, model_.pooling_,
                                                   /*normalize=*/false, pooled.as<float>()));
-    dense.Apply(pooled.as<float>(), rows, between_ptrs, out, model_.options_.normalize);
+    dense.Apply(pooled.as<float>(), rows, between_ptrs, out, model_.normalize());
     return absl::OkStatus();
   }
 

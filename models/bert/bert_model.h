@@ -19,6 +19,19 @@
 //                                       width: the last one's out_features,
 //                                       else hidden), L2-normalised
 //
+// A sequence-classification checkpoint (config.json's architectures names a
+// *ForSequenceClassification: a cross-encoder reranker or a classifier;
+// CPU only) answers scores instead, and takes pairs of texts too
+// (models/bert/text_inputs.h):
+//   text_pair       BYTES [-1]       optional with text: text[i] pairs with it
+//   query           BYTES [1]        one text for the whole request, with
+//   documents       BYTES [-1]       each: the pairs (query, documents[i])
+// Output:
+//   scores          FP32  [-1, labels]  the head's raw logits on the first
+//                                       token's state, as transformers'
+//                                       model(...).logits; the output's
+//                                       TensorSpec::labels are id2label's
+//
 // Text is tokenised when the request arrives (Preprocess), so length classes
 // see real token counts, by the folder's tokenizer.json, else its vocab.txt
 // (models/text/load_tokenizer.h), exactly as Hugging Face's tokenizer does.
@@ -28,7 +41,8 @@
 // max_sequence_length, up to the position table). A longer text is refused
 // (INVALID_ARGUMENT naming both lengths) unless the model is configured with
 // auto_truncate, which cuts it to that length as sentence-transformers does
-// (right side, special tokens kept). A prompt from the folder's
+// (right side, special tokens kept; a request may ask for it, or against it,
+// with InferRequest::truncate). A prompt from the folder's
 // config_sentence_transformers.json (the prompt_name parameter, else its
 // default_prompt_name) is prepended to every text, as sentence-transformers'
 // encode(prompt_name=...) does, and counts in the length. A batch is packed
@@ -48,6 +62,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "models/bert/text_inputs.h"
 #include "models/model.h"
 #include "models/text/tokenizer.h"
 #include "models/transformer/dense_head.h"
@@ -106,6 +121,11 @@ class BertModel final : public Model {
   BertModel() = default;
   // Whether batches carry token types: the model has a token-type table.
   bool with_types() const { return encoder_->spec().type_vocab_size > 0; }
+  // What follows pooling: the classification head, else the folder's Dense
+  // modules (empty when neither).
+  const DenseHead& head() const { return classifier_ != nullptr ? *classifier_ : dense_; }
+  // Embeddings are L2-normalised as configured; scores never.
+  bool normalize() const { return classifier_ == nullptr && options_.normalize; }
 
   BertModelOptions options_;
   DeviceContext context_;
@@ -117,6 +137,10 @@ class BertModel final : public Model {
   std::string prompt_;      // prepended to every text
   Pooling pooling_ = Pooling::kMean;
   DenseHead dense_;  // modules.json's Dense modules after pooling (CPU only)
+  // The encoder's sequence-classification head (CPU only), or null: the
+  // model then answers scores instead of embeddings.
+  const DenseHead* classifier_ = nullptr;
+  TextInputPolicy text_;  // how Preprocess tokenises text
 };
 
 }  // namespace infer

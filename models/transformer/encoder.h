@@ -42,6 +42,7 @@
 #include "batching/batch_shape.h"
 #include "models/packed_sequences.h"
 #include "models/precision.h"
+#include "models/transformer/dense_head.h"
 #include "models/transformer/transformer_spec.h"
 #include "runtime/device_context.h"
 
@@ -92,6 +93,11 @@ class TransformerEncoder {
   // caller's packed input and output: never less than it uses for a batch
   // whose longest sequence is at most shape.length.
   virtual int64_t PeakBytes(const BatchShape& shape) const = 0;
+  // The sequence-classification head of spec().labels (host FP32, applied by
+  // the caller to the first token's final state: Encode with Pooling::kCls,
+  // not normalised); null where the spec has none or the encoder does not
+  // hold it (the CUDA encoder).
+  virtual const DenseHead* classifier() const { return nullptr; }
   // Enqueues the forward pass on `stream`. `batch` is in device memory (ids
   // already validated, positions below spec().MaxSequenceLength()); `out` is
   // [batch.rows, hidden] FP32 device memory. An empty sequence gets a zero

@@ -106,9 +106,9 @@ class TransformerEncoderCpu final : public TransformerEncoder {
                                               absl::Span<const int64_t> mask, int64_t batch,
                                               int64_t seq,
                                               absl::Span<const int64_t> types = {}) const;
-  // The classification head (empty without one): applied to the first
-  // token's final state.
-  const DenseHead& classifier() const { return classifier_; }
+  const DenseHead* classifier() const override {
+    return classifier_.empty() ? nullptr : &classifier_;
+  }
 
   // The piece of batch-invariant mode, in rows (tokens).
   static constexpr int64_t kInvariantRows = 16;

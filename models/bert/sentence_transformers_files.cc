@@ -1,0 +1,86 @@
+#include "models/bert/sentence_transformers_files.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/json_parse.h"
+#include "runtime/status_macros.h"
+
+namespace infer {
+
+// The pooling a sentence-transformers checkpoint declares in
+// 1_Pooling/config.json (mean when the file is absent).
+absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir) {
+  const std::string path = dir + "/1_Pooling/config.json";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  if (!parsed.has_value()) return Pooling::kMean;
+  const nlohmann::json& j = *parsed;
+  auto flag = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+  };
+  if (flag("pooling_mode_mean_tokens")) return Pooling::kMean;
+  if (flag("pooling_mode_cls_token")) return Pooling::kCls;
+  if (flag("pooling_mode_lasttoken")) return Pooling::kLastToken;
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": only pooling_mode_mean_tokens, pooling_mode_cls_token or pooling_mode_lasttoken ",
+      "is supported"));
+}
+
+// sentence_bert_config.json's max_seq_length (unset when the file or the
+// field is absent).
+absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::string& dir) {
+  const std::string path = dir + "/sentence_bert_config.json";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  if (!parsed.has_value()) return std::optional<int64_t>();
+  nlohmann::json& j = *parsed;
+  if (!j.is_object() || !j.contains("max_seq_length") || j["max_seq_length"].is_null()) {
+    return std::optional<int64_t>();
+  }
+  if (!j["max_seq_length"].is_number_integer() || j["max_seq_length"].get<int64_t>() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": max_seq_length is not a positive integer"));
+  }
+  return std::optional<int64_t>(j["max_seq_length"].get<int64_t>());
+}
+
+// The prompt sentence-transformers prepends to every text:
+// config_sentence_transformers.json's prompts[`name`], or its
+// default_prompt_name's when `name` is empty (none when neither). With a
+// prompt, 1_Pooling/config.json's include_prompt must not be false (pooling
+// that leaves the prompt's tokens out is not computed).
+absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
+    const std::string& dir, std::string name) {
+  const std::string path = dir + "/config_sentence_transformers.json";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  nlohmann::json prompts = nlohmann::json::object();
+  if (parsed.has_value() && parsed->is_object()) {
+    if (parsed->contains("prompts") && (*parsed)["prompts"].is_object()) {
+      prompts = (*parsed)["prompts"];
+    }
+    if (name.empty() && parsed->contains("default_prompt_name") &&
+        (*parsed)["default_prompt_name"].is_string()) {
+      name = (*parsed)["default_prompt_name"].get<std::string>();
+    }
+  }
+  if (name.empty()) return std::pair<std::string, std::string>();
+  if (!prompts.contains(name) || !prompts[name].is_string()) {
+    std::string known;
+    for (const auto& [key, value] : prompts.items()) absl::StrAppend(&known, " '", key, "'");
+    return absl::InvalidArgumentError(absl::StrCat("prompt '", name, "' is not in ", path,
+                                                   known.empty() ? " (it has none)" : "; it has",
+                                                   known));
+  }
+  const std::string prompt = prompts[name].get<std::string>();
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
+                         ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
+  if (!prompt.empty() && pooling.has_value() && pooling->is_object() &&
+      pooling->contains("include_prompt") && (*pooling)["include_prompt"] == false) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir,
+                     "/1_Pooling/config.json: include_prompt false (pooling without the prompt's "
+                     "tokens) is not supported"));
+  }
+  return std::pair<std::string, std::string>(name, prompt);
+}
+
+}  // namespace infer

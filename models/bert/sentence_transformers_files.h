@@ -1,0 +1,40 @@
+// What a sentence-transformers model folder says beside the checkpoint
+// (the files SentenceTransformer.save writes): the pooling of
+// 1_Pooling/config.json, the length limit of sentence_bert_config.json and
+// the prompts of config_sentence_transformers.json. Each file is optional;
+// an absent one gives sentence-transformers' default.
+//
+// Thread-safe (reads files, holds no state).
+#ifndef INFER_MODELS_BERT_SENTENCE_TRANSFORMERS_FILES_H_
+#define INFER_MODELS_BERT_SENTENCE_TRANSFORMERS_FILES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "models/transformer/encoder.h"
+
+namespace infer {
+
+// The pooling 1_Pooling/config.json declares (mean when the file is
+// absent). INVALID_ARGUMENT for a mode other than mean, cls or last token.
+absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir);
+
+// sentence_bert_config.json's max_seq_length (unset when the file or the
+// field is absent). INVALID_ARGUMENT when it is not a positive integer.
+absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::string& dir);
+
+// The prompt sentence-transformers prepends to every text, as {name, text}:
+// config_sentence_transformers.json's prompts[`name`], or its
+// default_prompt_name's when `name` is empty (both empty when neither).
+// INVALID_ARGUMENT naming the prompts there are for an unknown name, or when
+// 1_Pooling/config.json's include_prompt is false (pooling that leaves the
+// prompt's tokens out is not computed).
+absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
+    const std::string& dir, std::string name);
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_BERT_SENTENCE_TRANSFORMERS_FILES_H_
