@@ -11,7 +11,8 @@ const char kServerDescription[] =
     "--model DIR serves a Hugging Face / sentence-transformers folder as it is (config.json, "
     "model.safetensors, tokenizer.json or vocab.txt): the family, tokenizer, pooling and "
     "length are read from its files. "
-    "With neither --model nor --model-repository it serves ./model_repository when that folder exists "
+    "With neither --model nor --model-repository it serves ./model_repository when that folder "
+    "exists "
     "(scripts/export-demo-models.sh puts all-MiniLM-L6-v2 there as 'minilm'), else the "
     "built-in demo model 'embed_pool' (INT64 input_ids [-1,-1] -> FP32 embedding [-1,384]).";
 
@@ -83,7 +84,8 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
       ->capture_default_str();
   app->add_option("--http-address", flags->http_address,
                   "host:port of the HTTP front end: KServe v2 REST (/v2/...), OpenAI "
-                  "embeddings (/v1/embeddings, /v1/models) and /metrics (port 0 picks a free "
+                  "embeddings (/v1/embeddings, /v1/models), TEI's /rerank and /predict, "
+                  "Cohere's /v1/rerank and /v2/rerank, and /metrics (port 0 picks a free "
                   "port; IPv6 as [::1]:8000, [::]:8000 for every address; empty: off). "
                   "Loopback by default")
       ->capture_default_str();

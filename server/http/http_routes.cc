@@ -15,6 +15,7 @@
 #include "server/http/http_json.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/rest_request.h"
+#include "server/http/scoring_routes.h"
 #include "server/kserve/kserve_service.h"
 #include "server/metrics.h"
 
@@ -175,6 +176,26 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
   }
   parts.erase(parts.begin());
   const std::string path = request.path;
+  // Rerank and classification in TEI's and Cohere's shapes
+  // (server/http/scoring_routes.h).
+  static constexpr std::pair<const char*, ScoringApi> kScoring[] = {
+      {"/rerank", ScoringApi::kTeiRerank},
+      {"/predict", ScoringApi::kTeiPredict},
+      {"/v1/rerank", ScoringApi::kCohereV1},
+      {"/v2/rerank", ScoringApi::kCohereV2}};
+  for (const auto& [route, api] : kScoring) {
+    if (path != route) continue;
+    if (request.method != "POST") {
+      return reply.Send(WithStatus(
+          ScoringError(api, absl::InvalidArgumentError(absl::StrCat(
+                                "method ", Quote(request.method), " is not allowed; use POST"))),
+          405));
+    }
+    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
+      return reply.Send(WithStatus(ScoringError(api, *problem), 415));
+    }
+    return HandleScoring(api, engine, std::move(request), std::move(reply));
+  }
   if (path == "/metrics") {
     if (!get) return reply.Send(MethodNotAllowed("GET", request));
     return reply.Send(MetricsResponse(*engine, gpu));

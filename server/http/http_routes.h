@@ -13,6 +13,9 @@
 //     POST /v2/repository/index                       the loaded models
 //   OpenAI: POST /v1/embeddings, GET /v1/models[/{m}]
 //     (server/http/openai_embeddings.h)
+//   Rerank and classification: TEI's POST /rerank and /predict, Cohere's
+//     POST /v1/rerank and /v2/rerank (server/http/scoring_routes.h), in
+//     their own error shapes
 //   Prometheus: GET /metrics (server/metrics.h)
 //
 // Errors are {"error": "<message>"} (OpenAI's shape under /v1) with the

@@ -61,6 +61,13 @@ absl::Status RestRequestSource::Declare(const ModelSpec&, DeclaredRequest* decla
   if (auto p = doc_.find("parameters"); p != doc_.end()) {
     if (!p->is_object()) return absl::InvalidArgumentError("'parameters' is not a JSON object");
     for (const auto& [key, value] : p->items()) {
+      if (IsTextParameter(key)) {
+        const bool flag = value.is_boolean() && value.get<bool>();
+        INFER_RETURN_IF_ERROR(ApplyTextParameter(
+            key, value.is_boolean() ? &flag : nullptr,
+            value.is_string() ? &value.get_ref<const std::string&>() : nullptr, &text_));
+        continue;
+      }
       if (!IsSchedulingParameter(key)) continue;  // Triton ignores what it does not know
       if (!value.is_number_integer()) {
         return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' must be an integer"));
@@ -170,6 +177,8 @@ absl::Status RestRequestSource::Decode(const ModelSpec&, InferRequest* request) 
   for (const auto& [key, value] : scheduling_) {
     INFER_RETURN_IF_ERROR(ApplySchedulingParameter(key, value, request));
   }
+  request->truncate = text_.truncate;
+  request->truncate_left = text_.truncate_left;
   // Decoded: the body and its JSON are not needed while the request waits.
   doc_ = json();
   std::string().swap(body_);

@@ -44,4 +44,23 @@ absl::Status SchedulingParameterNotAnInteger(absl::string_view key) {
       absl::StrCat("parameter '", key, "' must be an int64 or uint64"));
 }
 
+bool IsTextParameter(absl::string_view key) {
+  return key == "truncate" || key == "truncation_direction";
+}
+
+absl::Status ApplyTextParameter(absl::string_view key, const bool* flag, const std::string* text,
+                                InferRequest* request) {
+  if (key == "truncate") {
+    if (flag == nullptr) return absl::InvalidArgumentError("parameter 'truncate' must be a bool");
+    request->truncate = *flag;
+    return absl::OkStatus();
+  }
+  if (text == nullptr || (*text != "left" && *text != "right")) {
+    return absl::InvalidArgumentError(
+        "parameter 'truncation_direction' must be the string \"left\" or \"right\"");
+  }
+  request->truncate_left = *text == "left";
+  return absl::OkStatus();
+}
+
 }  // namespace infer

@@ -41,6 +41,16 @@ absl::Status ApplySchedulingParameter(absl::string_view key, int64_t value, Infe
 // integer that fits int64.
 absl::Status SchedulingParameterNotAnInteger(absl::string_view key);
 
+// The text parameters, as TEI names them, for a model that tokenises text
+// (InferRequest::truncate): "truncate" (a bool) and "truncation_direction"
+// ("left" or "right").
+bool IsTextParameter(absl::string_view key);
+// Sets the text parameter `key` from a bool (`flag`) or a string (`text`),
+// whichever the parameter held (the other null); INVALID_ARGUMENT naming
+// what the parameter takes otherwise.
+absl::Status ApplyTextParameter(absl::string_view key, const bool* flag, const std::string* text,
+                                InferRequest* request);
+
 }  // namespace infer
 
 #endif  // INFER_SERVER_KSERVE_INPUT_CHECKS_H_

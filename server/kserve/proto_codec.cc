@@ -149,8 +149,18 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
     request.inputs.push_back(std::move(t));
   }
   for (const auto& out : proto->outputs()) request.requested_outputs.push_back(out.name());
-  // Scheduling parameters, as Triton names them; others are ignored.
+  // Scheduling parameters, as Triton names them, and the text parameters;
+  // others are ignored.
   for (const auto& [key, value] : proto->parameters()) {
+    if (IsTextParameter(key)) {
+      const bool flag = value.bool_param();
+      const bool is_bool = value.parameter_choice_case() == inference::InferParameter::kBoolParam;
+      const bool is_string =
+          value.parameter_choice_case() == inference::InferParameter::kStringParam;
+      INFER_RETURN_IF_ERROR(ApplyTextParameter(
+          key, is_bool ? &flag : nullptr, is_string ? &value.string_param() : nullptr, &request));
+      continue;
+    }
     if (!IsSchedulingParameter(key)) continue;
     int64_t v = 0;
     if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {

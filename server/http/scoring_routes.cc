@@ -1,0 +1,426 @@
+#include "server/http/scoring_routes.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "engine/request_source.h"
+#include "runtime/json_parse.h"
+#include "runtime/quote.h"
+#include "runtime/status_macros.h"
+#include "server/http/http_json.h"
+
+namespace infer {
+namespace {
+
+using nlohmann::json;
+
+bool IsRerank(ScoringApi api) { return api != ScoringApi::kTeiPredict; }
+bool IsCohere(ScoringApi api) {
+  return api == ScoringApi::kCohereV1 || api == ScoringApi::kCohereV2;
+}
+
+absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+// What the answer needs, filled as the engine has the request declared and
+// decoded.
+struct ScoringCall {
+  explicit ScoringCall(ScoringApi a) : api(a) {}
+  const ScoringApi api;
+  json doc;                         // the body, read in place by the source
+  std::vector<std::string> labels;  // the scores output's, in order
+  bool raw_scores = false;
+  bool return_text = false;
+  int64_t top_n = -1;   // Cohere: the results to return; -1: all
+  bool single = false;  // predict: one input, answered as one list
+  bool empty = false;   // refused for an empty list (TEI's "empty")
+  // The documents (rerank) as the body gave them, for return_text.
+  std::vector<const json*> documents;
+};
+
+// The model's `scores` output: FP32 [-1, labels].
+const TensorSpec* ScoresOutput(const ModelSpec& spec) {
+  for (const TensorSpec& t : spec.outputs) {
+    if (t.name == "scores" && t.dtype == DataType::kFp32 && t.shape.size() == 2 && t.shape[1] > 0) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+// A body field of type bool, absent or null giving `otherwise`.
+absl::StatusOr<bool> BoolField(const json& doc, const char* key, bool otherwise) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return otherwise;
+  if (!it->is_boolean()) return Invalid(absl::StrCat("'", key, "' must be true or false"));
+  return it->get<bool>();
+}
+
+// A text of a rerank's documents: a string, or (Cohere v1) an object with a
+// "text" string.
+const std::string* DocumentText(ScoringApi api, const json& v) {
+  if (v.is_string()) return &v.get_ref<const std::string&>();
+  if (api == ScoringApi::kCohereV1 && v.is_object()) {
+    auto text = v.find("text");
+    if (text != v.end() && text->is_string()) return &text->get_ref<const std::string&>();
+  }
+  return nullptr;
+}
+
+class ScoringSource final : public RequestSource {
+ public:
+  ScoringSource(std::string model, ScoringCall* call) : model_(std::move(model)), call_(call) {}
+  const std::string& model_name() const override { return model_; }
+
+  absl::Status Declare(const ModelSpec& spec, DeclaredRequest* declared) override {
+    const TensorSpec* scores = ScoresOutput(spec);
+    if (scores == nullptr) {
+      return Invalid(absl::StrCat("model ", Quote(spec.name),
+                                  " has no 'scores' output: it is not a classifier or re-ranker"));
+    }
+    const int64_t labels = scores->shape[1];
+    call_->labels = scores->labels;
+    for (auto i = static_cast<int64_t>(call_->labels.size()); i < labels; ++i) {
+      call_->labels.push_back(absl::StrCat("LABEL_", i));
+    }
+    if (IsRerank(call_->api) && labels != 1) {
+      return Invalid(absl::StrCat("model ", Quote(spec.name),
+                                  " is not a re-ranker model: it gives ", labels,
+                                  " scores per input, a re-ranker one"));
+    }
+    const json& d = call_->doc;
+    INFER_ASSIGN_OR_RETURN(call_->raw_scores, BoolField(d, "raw_scores", false));
+    INFER_ASSIGN_OR_RETURN(
+        call_->return_text,
+        BoolField(d, IsCohere(call_->api) ? "return_documents" : "return_text", false));
+    if (auto t = d.find("truncate"); t != d.end() && !t->is_null()) {
+      if (!t->is_boolean()) return Invalid("'truncate' must be true or false");
+      truncate_ = t->get<bool>();
+    }
+    if (auto t = d.find("truncation_direction"); t != d.end() && !t->is_null()) {
+      if (*t == "left" || *t == "Left") {
+        left_ = true;
+      } else if (*t != "right" && *t != "Right") {
+        return Invalid("'truncation_direction' must be \"left\" or \"right\"");
+      }
+    }
+    return IsRerank(call_->api) ? DeclareRerank(declared) : DeclarePredict(declared);
+  }
+
+  absl::Status Decode(const ModelSpec&, InferRequest* request) override {
+    request->requested_outputs = {"scores"};
+    request->truncate = truncate_;
+    request->truncate_left = left_;
+    auto tensor = [](const char* name, const std::vector<const std::string*>& texts) {
+      Tensor t{name, DataType::kBytes, {static_cast<int64_t>(texts.size())}, {}};
+      size_t bytes = 0;
+      for (const std::string* s : texts) bytes += 4 + s->size();
+      t.data.reserve(bytes);
+      for (const std::string* s : texts) AppendBytesElement(*s, &t.data);
+      return t;
+    };
+    request->inputs.push_back(tensor(first_name_, firsts_));
+    if (!seconds_.empty()) request->inputs.push_back(tensor(second_name_, seconds_));
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status DeclareRerank(DeclaredRequest* declared) {
+    const ScoringApi api = call_->api;
+    const json& d = call_->doc;
+    auto query = d.find("query");
+    if (query == d.end() || !query->is_string()) return Invalid("'query' (a string) is required");
+    const char* key = IsCohere(api) ? "documents" : "texts";
+    auto docs = d.find(key);
+    if (docs == d.end() || !docs->is_array()) {
+      return Invalid(absl::StrCat("'", key, "' (an array of strings) is required"));
+    }
+    if (docs->empty()) {
+      call_->empty = true;
+      return Invalid(absl::StrCat("`", key, "` cannot be empty"));
+    }
+    if (IsCohere(api)) {
+      if (auto n = d.find("top_n"); n != d.end() && !n->is_null()) {
+        if (!n->is_number_integer() || n->get<int64_t>() < 1) {
+          return Invalid("'top_n' must be a positive integer");
+        }
+        call_->top_n = n->get<int64_t>();
+      }
+    }
+    first_name_ = "query";
+    second_name_ = "documents";
+    firsts_ = {&query->get_ref<const std::string&>()};
+    declared->text_bytes = 4 + static_cast<int64_t>(firsts_[0]->size());
+    seconds_.reserve(docs->size());
+    for (size_t i = 0; i < docs->size(); ++i) {
+      const std::string* text = DocumentText(api, (*docs)[i]);
+      if (text == nullptr) {
+        return Invalid(
+            absl::StrCat("'", key, "' element ", i, " is not a string",
+                         api == ScoringApi::kCohereV1 ? " or an object with a 'text' string" : ""));
+      }
+      seconds_.push_back(text);
+      call_->documents.push_back(&(*docs)[i]);
+      declared->text_bytes += 4 + static_cast<int64_t>(text->size());
+    }
+    shape_first_ = {1};
+    shape_second_ = {static_cast<int64_t>(seconds_.size())};
+    declared->inputs.push_back({"query", shape_first_});
+    declared->inputs.push_back({"documents", shape_second_});
+    return absl::OkStatus();
+  }
+
+  // TEI's inputs: a string, a pair [a, b], or a batch [[a], [a, b], ...].
+  absl::Status DeclarePredict(DeclaredRequest* declared) {
+    const json& d = call_->doc;
+    auto inputs = d.find("inputs");
+    const char* forms =
+        "'inputs' must be a string, a pair of strings [string, string], or a batch of single "
+        "strings and pairs [[string], [string, string], ...]";
+    if (inputs == d.end()) return Invalid(forms);
+    std::vector<const json*> rows;
+    if (inputs->is_string()) {
+      call_->single = true;
+      rows.push_back(&*inputs);
+    } else if (inputs->is_array() && !inputs->empty() && inputs->front().is_string()) {
+      call_->single = true;
+      rows.push_back(&*inputs);
+    } else if (inputs->is_array()) {
+      if (inputs->empty()) {
+        call_->empty = true;
+        return Invalid("`inputs` cannot be empty");
+      }
+      for (const json& row : *inputs) rows.push_back(&row);
+    } else {
+      return Invalid(forms);
+    }
+    first_name_ = "text";
+    second_name_ = "text_pair";
+    int kind = 0;  // 1: single texts, 2: pairs
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const json& row = *rows[i];
+      std::vector<const std::string*> texts;
+      if (row.is_string()) {
+        texts.push_back(&row.get_ref<const std::string&>());
+      } else if (row.is_array() && (row.size() == 1 || row.size() == 2)) {
+        for (const json& t : row) {
+          if (!t.is_string()) return Invalid(forms);
+          texts.push_back(&t.get_ref<const std::string&>());
+        }
+      } else {
+        return Invalid(forms);
+      }
+      const int this_kind = static_cast<int>(texts.size());
+      if (kind != 0 && this_kind != kind) {
+        return Invalid("'inputs' mixes single strings and pairs; send them in separate requests");
+      }
+      kind = this_kind;
+      firsts_.push_back(texts[0]);
+      if (texts.size() == 2) seconds_.push_back(texts[1]);
+      for (const std::string* t : texts)
+        declared->text_bytes += 4 + static_cast<int64_t>(t->size());
+    }
+    shape_first_ = {static_cast<int64_t>(firsts_.size())};
+    shape_second_ = shape_first_;
+    declared->inputs.push_back({"text", shape_first_});
+    if (!seconds_.empty()) declared->inputs.push_back({"text_pair", shape_second_});
+    return absl::OkStatus();
+  }
+
+  std::string model_;
+  ScoringCall* call_;  // borrowed
+  // From Declare, for Decode: views into the call's body.
+  const char* first_name_ = "";
+  const char* second_name_ = "";
+  std::vector<const std::string*> firsts_, seconds_;
+  std::vector<int64_t> shape_first_, shape_second_;
+  std::optional<bool> truncate_;
+  bool left_ = false;
+};
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// One input's scores: the logits, or through a softmax (several labels) or
+// a sigmoid (one), as TEI gives them.
+std::vector<float> Activated(const float* logits, int64_t n, bool raw) {
+  std::vector<float> out(logits, logits + n);
+  if (raw) return out;
+  if (n == 1) {
+    out[0] = Sigmoid(out[0]);
+    return out;
+  }
+  const float max = *std::max_element(out.begin(), out.end());
+  float sum = 0;
+  for (float& v : out) sum += (v = std::exp(v - max));
+  for (float& v : out) v /= sum;
+  return out;
+}
+
+// Indices ordered by score, highest first (ties by index).
+std::vector<size_t> ByScore(const std::vector<float>& scores) {
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  return order;
+}
+
+std::string NextId() {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(absl::Hex(absl::ToUnixNanos(absl::Now())), "-",
+                      counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
+  const Tensor* t = nullptr;
+  for (const Tensor& o : response.outputs) {
+    if (o.name == "scores") t = &o;
+  }
+  if (t == nullptr || t->dtype != DataType::kFp32 || t->shape.size() != 2 ||
+      t->shape[1] != static_cast<int64_t>(call.labels.size())) {
+    return ScoringError(call.api, absl::InternalError("the model's answer has no scores"));
+  }
+  const int64_t n = t->shape[0], labels = t->shape[1];
+  if (call.api == ScoringApi::kTeiPredict) {
+    json all = json::array();
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<float> s = Activated(t->as<float>() + i * labels, labels, call.raw_scores);
+      json predictions = json::array();
+      for (size_t k : ByScore(s))
+        predictions.push_back({{"score", s[k]}, {"label", call.labels[k]}});
+      all.push_back(std::move(predictions));
+    }
+    return {200, "application/json", DumpJson(call.single ? all[0] : all)};
+  }
+  // Rerank: one score per document. Cohere's relevance_score is never raw.
+  std::vector<float> scores(n);
+  for (int64_t i = 0; i < n; ++i) {
+    scores[i] = Activated(t->as<float>() + i, 1, call.raw_scores && !IsCohere(call.api))[0];
+  }
+  std::vector<size_t> order = ByScore(scores);
+  if (!IsCohere(call.api)) {
+    json ranks = json::array();
+    for (size_t i : order) {
+      json rank = {{"index", i}};
+      if (call.return_text) rank["text"] = *call.documents[i]->get_ptr<const std::string*>();
+      rank["score"] = scores[i];
+      ranks.push_back(std::move(rank));
+    }
+    return {200, "application/json", DumpJson(ranks)};
+  }
+  if (call.top_n >= 0 && static_cast<size_t>(call.top_n) < order.size()) order.resize(call.top_n);
+  json results = json::array();
+  for (size_t i : order) {
+    json r = {{"index", i}, {"relevance_score", scores[i]}};
+    if (call.return_text) {
+      const json& d = *call.documents[i];
+      r["document"] = d.is_string() ? json{{"text", d}} : d;
+    }
+    results.push_back(std::move(r));
+  }
+  const char* version = call.api == ScoringApi::kCohereV1 ? "1" : "2";
+  json body = {
+      {"id", NextId()},
+      {"results", std::move(results)},
+      {"meta", {{"api_version", {{"version", version}}}, {"billed_units", {{"search_units", 1}}}}}};
+  return {200, "application/json", DumpJson(body)};
+}
+
+// The model a call without "model" is for: the one loaded model that can
+// answer it.
+absl::StatusOr<std::string> ChooseModel(const Engine& engine, const ScoringCall& call) {
+  if (auto m = call.doc.find("model"); m != call.doc.end() && !m->is_null()) {
+    if (!m->is_string()) return Invalid("'model' must be a string");
+    return m->get<std::string>();
+  }
+  std::vector<std::string> fit;
+  for (const std::string& name : engine.ModelNames()) {
+    absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(name);
+    if (!spec.ok()) continue;
+    const TensorSpec* scores = ScoresOutput(**spec);
+    if (scores != nullptr && (!IsRerank(call.api) || scores->shape[1] == 1)) fit.push_back(name);
+  }
+  if (fit.size() == 1) return fit[0];
+  const char* what = IsRerank(call.api) ? "re-ranker" : "classifier";
+  if (fit.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("no loaded model is a ", what));
+  }
+  return Invalid(absl::StrCat("several loaded models are ", what, "s (", absl::StrJoin(fit, ", "),
+                              "); name one in 'model'"));
+}
+
+}  // namespace
+
+HttpResponse ScoringError(ScoringApi api, const absl::Status& status) {
+  if (IsCohere(api)) {
+    return {HttpStatusFor(status.code()), "application/json",
+            DumpJson(json{{"message", std::string(status.message())}})};
+  }
+  int http = 422;
+  const char* type = "validation";
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      http = 404;
+      break;
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+      http = 429;
+      type = "overloaded";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      http = 504;
+      type = "backend";
+      break;
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kDataLoss:
+      http = 424;
+      type = "backend";
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      http = 424;  // TEI: "model is not a re-ranker model" is a backend error
+      type = "backend";
+      break;
+    default:
+      break;
+  }
+  return {http, "application/json",
+          DumpJson(json{{"error", std::string(status.message())}, {"error_type", type}})};
+}
+
+void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply) {
+  auto call = std::make_shared<ScoringCall>(api);
+  absl::StatusOr<json> doc = ParseJson(request.body, "the request body");
+  if (!doc.ok()) return reply.Send(ScoringError(api, doc.status()));
+  if (!doc->is_object()) {
+    return reply.Send(ScoringError(api, Invalid("the request body is not a JSON object")));
+  }
+  request.body.clear();  // parsed
+  call->doc = *std::move(doc);
+  absl::StatusOr<std::string> model = ChooseModel(*engine, *call);
+  if (!model.ok()) return reply.Send(ScoringError(api, model.status()));
+  ScoringSource source(*std::move(model), call.get());
+  auto shared = std::make_shared<HttpReply>(std::move(reply));
+  engine->Submit(source, [shared, call](absl::StatusOr<InferResponse> r) {
+    if (!r.ok()) {
+      if (call->empty && !IsCohere(call->api)) {
+        return shared->Send({400, "application/json",
+                             DumpJson(json{{"error", std::string(r.status().message())},
+                                           {"error_type", "empty"}})});
+      }
+      return shared->Send(ScoringError(call->api, r.status()));
+    }
+    auto response = std::make_shared<InferResponse>(*std::move(r));
+    shared->SendFrom([response, call] { return Answer(*call, *response); });
+  });
+}
+
+}  // namespace infer

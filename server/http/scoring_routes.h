@@ -1,0 +1,58 @@
+// Rerank and classification over HTTP, in the shapes their clients already
+// speak, over any model with a `scores` output (a sequence-classification
+// checkpoint, models/bert/bert_model.h):
+//
+//   Hugging Face text-embeddings-inference (TEI 1.9's JSON and statuses):
+//     POST /rerank  {"query", "texts": [..], "truncate", "truncation_direction",
+//                    "raw_scores", "return_text"}
+//       -> [{"index", "score", "text"?}], highest score first
+//     POST /predict {"inputs": "a" | ["a", "b"] (a pair) | [["a"], ["a", "b"], ..],
+//                    "truncate", "truncation_direction", "raw_scores"}
+//       -> [{"score", "label"}] (or one such list per input), highest first
+//   Cohere (Jina's rerank API is Cohere's v1):
+//     POST /v1/rerank {"model", "query", "documents": ["..." | {"text": ".."}],
+//                      "top_n", "return_documents"}
+//     POST /v2/rerank {"model", "query", "documents": ["..."], "top_n"}
+//       -> {"id", "results": [{"index", "relevance_score", "document"?:
+//          {"text"}}], "meta": {"api_version": {"version"}, "billed_units"}}
+//
+// A rerank of one query against N documents is one request of N pairs
+// (inputs `query` [1] and `documents` [N]): the engine's limits count all N
+// (max_client_batch_size, max_request_tokens, max_text_bytes) before
+// anything is tokenised, and a large N is split across batches like any
+// large request. Rerank needs a model with one score per pair (TEI's
+// "re-ranker": num_labels 1); predict any classifier. Scores are the
+// logits through a sigmoid (one label) or a softmax (several), as TEI
+// gives them; raw_scores keeps the logits. Cohere's relevance_score is the
+// sigmoid. top_n above N returns all N, as Cohere's API does.
+//
+// The model: the body's "model" where it names one, else the one loaded
+// model that can answer (refused, naming the candidates, when there are
+// none or several: TEI serves one model, this server many).
+//
+// Errors: TEI's {"error", "error_type"} with TEI's statuses (a limit or a
+// malformed input 422 "validation", an empty list 400 "empty", a full
+// queue or the memory budget 429 "overloaded", a model failure 424
+// "backend"); Cohere's {"message"} with the KServe front end's statuses
+// (HttpStatusFor). Bodies are parsed depth-bounded (runtime/json_parse.h).
+//
+// Ownership: the Engine is borrowed and outlives every call.
+#ifndef INFER_SERVER_HTTP_SCORING_ROUTES_H_
+#define INFER_SERVER_HTTP_SCORING_ROUTES_H_
+
+#include "engine/engine.h"
+#include "server/http/http_server.h"
+
+namespace infer {
+
+enum class ScoringApi { kTeiRerank, kTeiPredict, kCohereV1, kCohereV2 };
+
+// Answers `request` (a POST with a JSON body) in `api`'s shapes.
+void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply);
+
+// An error in `api`'s JSON shape and status.
+HttpResponse ScoringError(ScoringApi api, const absl::Status& status);
+
+}  // namespace infer
+
+#endif  // INFER_SERVER_HTTP_SCORING_ROUTES_H_

@@ -1,0 +1,223 @@
+"""Rerank and classification served from plain Hugging Face folders
+(tests/fixtures/classifiers: a one-label BERT cross-encoder and a
+three-label XLM-R classifier that transformers made and ran,
+models/tools/make_family_fixtures.py --classifiers), through the clients
+that speak them: Cohere's SDK (Client on /v1/rerank, ClientV2 on
+/v2/rerank), TEI's /rerank and /predict over plain HTTP, and Triton's gRPC
+client with the KServe inputs query/documents and text/text_pair. Every
+score is checked against transformers' logits (through a sigmoid or a
+softmax, as TEI and Cohere give them); and the refusals name what was
+wrong, with the status each API uses.
+
+Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
+"""
+
+import json
+import math
+import os
+import unittest
+import urllib.error
+import urllib.request
+
+import cohere
+from cohere.core.api_error import ApiError
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from infer_server_process import InferServer
+from test_families import read_safetensors
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "fixtures", "classifiers")
+# The fixtures' tokenizer_config.json says 64 tokens; longer reference
+# pairs are left out (the model refuses them without truncation).
+MAX_TOKENS = 64
+
+
+def reference(name):
+    """[(query, passage, logits)] of a fixture, the pairs within its length."""
+    folder = os.path.join(FIXTURES, name)
+    with open(os.path.join(folder, "reference.json"), encoding="utf-8") as f:
+        ref = json.load(f)
+    tensors = read_safetensors(os.path.join(folder, "reference.safetensors"))
+    return ref["labels"], [(inp["pair"][0], inp["pair"][1], tensors[f"logits_{i}"])
+                           for i, inp in enumerate(ref["inputs"])
+                           if len(inp["ids"]) <= MAX_TOKENS]
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def softmax(v):
+    e = np.exp(v - np.max(v))
+    return e / e.sum()
+
+
+class ScoringTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = InferServer(
+            None, "--model", f"reranker={os.path.join(FIXTURES, 'bert-reranker')}",
+            "--model", f"classifier={os.path.join(FIXTURES, 'xlm-roberta-classifier')}")
+        base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.base = base
+        cls.cohere = cohere.Client(base_url=base, api_key="unused", timeout=30)
+        cls.cohere2 = cohere.ClientV2(base_url=base, api_key="unused", timeout=30)
+        cls.grpc = grpcclient.InferenceServerClient(cls.server.address)
+        _, cls.pairs = reference("bert-reranker")
+        cls.labels, cls.classified = reference("xlm-roberta-classifier")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.grpc.close()
+        cls.server.stop()
+
+    def post(self, path, body):
+        """(status, parsed JSON) of a POST."""
+        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def rerank_case(self):
+        """One query against every passage of the fixture, with transformers'
+        logit of each pair that is a reference pair (others: None)."""
+        query = self.pairs[0][0]
+        docs = [p for _, p, _ in self.pairs]
+        want = [float(l[0]) if q == query else None for q, _, l in self.pairs]
+        return query, docs, want
+
+    def test_cohere_v1_rerank_matches_transformers(self):
+        query, docs, want = self.rerank_case()
+        r = self.cohere.rerank(model="reranker", query=query, documents=docs,
+                               return_documents=True)
+        self.assertEqual(len(r.results), len(docs))
+        scores = [x.relevance_score for x in r.results]
+        self.assertEqual(scores, sorted(scores, reverse=True))
+        for x in r.results:
+            self.assertEqual(x.document.text, docs[x.index])
+            if want[x.index] is not None:
+                self.assertAlmostEqual(x.relevance_score, sigmoid(want[x.index]), delta=1e-4)
+        # top_n keeps the best; past N it returns all N, as Cohere does.
+        top = self.cohere.rerank(model="reranker", query=query, documents=docs, top_n=2)
+        self.assertEqual([x.index for x in top.results], [x.index for x in r.results[:2]])
+        self.assertIsNone(top.results[0].document)
+        self.assertEqual(len(self.cohere.rerank(model="reranker", query=query, documents=docs,
+                                                top_n=100).results), len(docs))
+        # Documents as objects with a text field (v1).
+        obj = self.cohere.rerank(model="reranker", query=query,
+                                 documents=[{"text": d} for d in docs])
+        self.assertEqual([x.index for x in obj.results], [x.index for x in r.results])
+
+    def test_cohere_v2_rerank_matches_transformers(self):
+        query, docs, want = self.rerank_case()
+        r = self.cohere2.rerank(model="reranker", query=query, documents=docs, top_n=3)
+        self.assertEqual(len(r.results), 3)
+        v1 = self.cohere.rerank(model="reranker", query=query, documents=docs)
+        self.assertEqual([x.index for x in r.results], [x.index for x in v1.results[:3]])
+        for x in r.results:
+            if want[x.index] is not None:
+                self.assertAlmostEqual(x.relevance_score, sigmoid(want[x.index]), delta=1e-4)
+
+    def test_tei_rerank_and_predict_match_transformers(self):
+        query, docs, want = self.rerank_case()
+        # No "model": the one loaded re-ranker answers, as TEI serves one.
+        status, ranks = self.post("/rerank", {"query": query, "texts": docs,
+                                              "return_text": True})
+        self.assertEqual(status, 200, ranks)
+        self.assertEqual(sorted(r["index"] for r in ranks), list(range(len(docs))))
+        for r in ranks:
+            self.assertEqual(r["text"], docs[r["index"]])
+            if want[r["index"]] is not None:
+                self.assertAlmostEqual(r["score"], sigmoid(want[r["index"]]), delta=1e-4)
+        status, raw = self.post("/rerank", {"query": query, "texts": docs, "raw_scores": True})
+        self.assertEqual(status, 200, raw)
+        for r in raw:
+            if want[r["index"]] is not None:
+                self.assertAlmostEqual(r["score"], want[r["index"]], delta=1e-4)
+        # /predict on the classifier: a pair, a batch of pairs, softmax.
+        q, p, logits = self.classified[0]
+        # The re-ranker classifies too: without "model", the choice is
+        # refused naming both.
+        status, body = self.post("/predict", {"inputs": [q, p]})
+        self.assertEqual(status, 422, body)
+        self.assertIn("(classifier, reranker); name one in 'model'", body["error"])
+        status, one = self.post("/predict", {"model": "classifier", "inputs": [q, p]})
+        self.assertEqual(status, 200, one)
+        probs = softmax(logits)
+        self.assertEqual([x["label"] for x in one],
+                         [self.labels[i] for i in np.argsort(-probs, kind="stable")])
+        for x in one:
+            self.assertAlmostEqual(x["score"], probs[self.labels.index(x["label"])], delta=1e-4)
+        status, batch = self.post("/predict", {"model": "classifier",
+                                               "inputs": [[a, b] for a, b, _ in self.classified],
+                                               "raw_scores": True})
+        self.assertEqual(status, 200, batch)
+        self.assertEqual(len(batch), len(self.classified))
+        for got, (_, _, logits) in zip(batch, self.classified):
+            for x in got:
+                self.assertAlmostEqual(x["score"], logits[self.labels.index(x["label"])],
+                                       delta=1e-4)
+
+    def test_kserve_query_and_documents_give_the_logits(self):
+        query, docs, want = self.rerank_case()
+        q = grpcclient.InferInput("query", [1], "BYTES")
+        q.set_data_from_numpy(np.array([query.encode()], dtype=object))
+        d = grpcclient.InferInput("documents", [len(docs)], "BYTES")
+        d.set_data_from_numpy(np.array([x.encode() for x in docs], dtype=object))
+        scores = self.grpc.infer("reranker", [q, d]).as_numpy("scores")
+        self.assertEqual(scores.shape, (len(docs), 1))
+        for row, w in zip(scores, want):
+            if w is not None:
+                self.assertAlmostEqual(float(row[0]), w, delta=1e-4)
+        # A query over the length: refused, or cut with the KServe
+        # parameter "truncate" (TEI's name).
+        q.set_data_from_numpy(np.array([" ".join(["guitar"] * 200).encode()], dtype=object))
+        with self.assertRaises(grpcclient.InferenceServerException) as e:
+            self.grpc.infer("reranker", [q, d])
+        self.assertIn("input 'query' has", e.exception.message())
+        cut = self.grpc.infer("reranker", [q, d], parameters={"truncate": True})
+        self.assertEqual(cut.as_numpy("scores").shape, (len(docs), 1))
+        config = self.grpc.get_model_metadata("classifier", as_json=True)
+        self.assertIn("scores", [o["name"] for o in config["outputs"]])
+
+    def test_bad_requests_are_refused_naming_the_problem(self):
+        query, docs, _ = self.rerank_case()
+        status, body = self.post("/rerank", {"query": query, "texts": []})
+        self.assertEqual((status, body["error_type"]), (400, "empty"), body)
+        status, body = self.post("/rerank", {"query": query, "texts": ["a"] * 1025})
+        self.assertEqual((status, body["error_type"]), (422, "validation"), body)
+        self.assertIn("max_client_batch_size", body["error"])
+        status, body = self.post("/rerank", {"model": "classifier", "query": "q", "texts": ["a"]})
+        self.assertEqual(status, 422, body)
+        self.assertIn("not a re-ranker", body["error"])
+        status, body = self.post("/predict", {"model": "classifier",
+                                              "inputs": [["a"], ["a", "b"]]})
+        self.assertEqual(status, 422, body)
+        self.assertIn("mixes", body["error"])
+        # A query over the model's length, with truncation off and on.
+        long_query = " ".join(["guitar"] * 200)
+        status, body = self.post("/rerank", {"query": long_query, "texts": ["a"]})
+        self.assertEqual(status, 422, body)
+        self.assertIn("input 'query' has", body["error"])
+        status, body = self.post("/rerank", {"query": long_query, "texts": ["a"],
+                                             "truncate": True})
+        self.assertEqual(status, 200, body)
+        for top_n in (0, -1):
+            with self.assertRaises(ApiError) as e:
+                self.cohere.rerank(model="reranker", query=query, documents=docs, top_n=top_n)
+            self.assertEqual(e.exception.status_code, 400)
+        with self.assertRaises(ApiError) as e:
+            self.cohere.rerank(model="nope", query=query, documents=docs)
+        self.assertEqual(e.exception.status_code, 404)
+        # The server still answers.
+        self.assertEqual(len(self.cohere.rerank(model="reranker", query=query,
+                                                documents=docs).results), len(docs))
+
+
+if __name__ == "__main__":
+    unittest.main()
