@@ -107,13 +107,9 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
       INFER_RETURN_IF_ERROR(
           CheckNamed([&](absl::string_view w) { return CheckDataBytes(t, w).status(); }, what));
     }
-    if (s->shared) {
-      if (t.shape.empty() || t.shape[0] != 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what(), " has shape ", ShapeToString(t.shape), "; model '", spec.name,
-                         "' expects one value for the whole request, ", ShapeToString(s->shape)));
-      }
-    } else if (!t.shape.empty()) {
+    // A shared input's first dimension is its spec's fixed 1 (checked
+    // above), not the batch.
+    if (!s->shared && !t.shape.empty()) {
       if (batch >= 0 && t.shape[0] != batch) {
         return absl::InvalidArgumentError(absl::StrCat(what(), " has batch dimension ", t.shape[0],
                                                        " but another input has ", batch));
@@ -199,6 +195,13 @@ int64_t Model::DeclaredSequenceLength(absl::Span<const DeclaredInput> inputs) co
     if (t.shape.size() >= 2) return t.shape[1];
   }
   return 0;
+}
+
+const Tensor* FindInput(const InferRequest& request, absl::string_view name) {
+  for (const Tensor& t : request.inputs) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
 }
 
 int64_t RequestBatchSize(const InferRequest& request) {

@@ -245,6 +245,9 @@ void AppendFp32Rows(const std::string& name, const float* data, int64_t width,
 // The batch dimension of a request that passed ValidateRequestAgainstSpec.
 int64_t RequestBatchSize(const InferRequest& request);
 
+// The request's input named `name`, or null.
+const Tensor* FindInput(const InferRequest& request, absl::string_view name);
+
 }  // namespace infer
 
 #endif  // INFER_MODELS_MODEL_H_

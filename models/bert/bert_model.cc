@@ -14,16 +14,6 @@
 #include "runtime/status_macros.h"
 
 namespace infer {
-namespace {
-
-const Tensor* FindInput(const InferRequest& r, const std::string& name) {
-  for (const Tensor& t : r.inputs) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
                                                              const DeviceContext& context) {

@@ -4,18 +4,13 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
 namespace {
-
-const Tensor* FindInput(const InferRequest& r, absl::string_view name) {
-  for (const Tensor& t : r.inputs) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
 
 Tensor Int64Tensor(const std::string& name, int64_t rows, int64_t cols,
                    const std::vector<int64_t>& values) {
@@ -116,10 +111,9 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
                                   text::TruncationStrategy::kLongestFirst, request->truncate_left};
   }
   std::vector<text::PairIds> rows;
-  const auto check = [&](const std::string& what, size_t tokens) -> absl::Status {
-    if (static_cast<int64_t>(tokens) > policy.max_length) return TooLong(policy, what, tokens);
-    return absl::OkStatus();
-  };
+  // The length checks name the input only when one fails: this runs for
+  // every text of every request.
+  const auto over = [&](size_t tokens) { return static_cast<int64_t>(tokens) > policy.max_length; };
   if (query != nullptr) {
     INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> q, Elements(*query));
     INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> docs, Elements(*documents));
@@ -131,23 +125,27 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
         return absl::InvalidArgumentError(
             absl::StrCat("input 'query': ", alone.status().message()));
       }
-      INFER_RETURN_IF_ERROR(check("input 'query'", alone->size()));
+      if (over(alone->size())) return TooLong(policy, "input 'query'", alone->size());
     }
-    // One document at a time, so that a pair over the length is refused
-    // before the rest are tokenised.
-    rows.reserve(docs.size());
-    for (size_t i = 0; i < docs.size(); ++i) {
-      absl::StatusOr<std::vector<text::PairIds>> pair =
-          policy.tokenizer->EncodePairIds(q[0], {docs[i]}, truncation);
-      if (!pair.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("input 'documents' element ", i, ": ", pair.status().message()));
+    // Every pair at once, the query tokenised once: each pair then holds at
+    // most the length (the query's tokens, checked above or cut) plus its
+    // own document's.
+    absl::StatusOr<std::vector<text::PairIds>> pairs =
+        policy.tokenizer->EncodePairIds(q[0], docs, truncation);
+    if (!pairs.ok()) {
+      // The tokenizer names a document's pair "element i: ...".
+      const absl::string_view m = pairs.status().message();
+      return absl::InvalidArgumentError(absl::StartsWith(m, "element ")
+                                            ? absl::StrCat("input 'documents' ", m)
+                                            : absl::StrCat("input 'query': ", m));
+    }
+    for (size_t i = 0; i < pairs->size(); ++i) {
+      if (over((*pairs)[i].ids.size())) {
+        return TooLong(policy, absl::StrCat("input 'documents' element ", i, " with the query"),
+                       (*pairs)[i].ids.size());
       }
-      INFER_RETURN_IF_ERROR(check(absl::StrCat("input 'documents' element ", i, " with the query"),
-                                  (*pair)[0].ids.size()));
-      rows.push_back(std::move((*pair)[0]));
     }
-    SetTokenInputs(policy, rows, request);
+    SetTokenInputs(policy, *pairs, request);
     return absl::OkStatus();
   }
   INFER_ASSIGN_OR_RETURN(const std::vector<absl::string_view> firsts, Elements(*text));
@@ -162,11 +160,14 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
       absl::StatusOr<std::vector<text::PairIds>> pair =
           policy.tokenizer->EncodePairIds(firsts[i], {seconds[i]}, truncation);
       if (!pair.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("inputs 'text' and 'text_pair' element ", i,
-                                                       ": ", pair.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs 'text' and 'text_pair' element ", i, ": ",
+                         absl::StripPrefix(pair.status().message(), "element 0: ")));
       }
-      INFER_RETURN_IF_ERROR(
-          check(absl::StrCat("inputs 'text' and 'text_pair' element ", i), (*pair)[0].ids.size()));
+      if (over((*pair)[0].ids.size())) {
+        return TooLong(policy, absl::StrCat("inputs 'text' and 'text_pair' element ", i),
+                       (*pair)[0].ids.size());
+      }
       rows.push_back(std::move((*pair)[0]));
       continue;
     }
@@ -180,7 +181,9 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
       return absl::InvalidArgumentError(
           absl::StrCat("input 'text' element ", i, ": ", one.status().message()));
     }
-    INFER_RETURN_IF_ERROR(check(absl::StrCat("input 'text' element ", i), one->size()));
+    if (over(one->size())) {
+      return TooLong(policy, absl::StrCat("input 'text' element ", i), one->size());
+    }
     // A single text's types are all 0.
     rows.push_back({*std::move(one), {}});
   }

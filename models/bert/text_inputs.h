@@ -16,10 +16,11 @@
 // `truncate`, else the model's auto_truncate): a pair longest_first, as
 // Hugging Face's tokenizers and sentence-transformers' CrossEncoder cut it,
 // from the end or, with truncate_left, the start. Otherwise it is refused,
-// naming both lengths, as soon as it is met: nothing is built for the
-// texts after it, and a query that alone is over the length is refused
-// before any pair is built. The tokens kept are thus bounded by the
-// request's texts and the model's length, whatever the number of pairs.
+// naming both lengths; a query that alone is over the length is refused
+// before any pair is built, so each pair holds at most the length plus
+// its own document's tokens: what is built is bounded by the model's
+// length times the request's rows plus the request's text, whatever the
+// number of pairs.
 //
 // Thread-safe (reads the policy only).
 #ifndef INFER_MODELS_BERT_TEXT_INPUTS_H_

@@ -304,17 +304,24 @@ absl::StatusOr<std::vector<PairIds>> HfTokenizer::EncodePairIds(
   std::vector<PairIds> out;
   out.reserve(seconds.size());
   std::vector<Encoding> encodings(2);
-  for (absl::string_view second : seconds) {
-    if (!ValidUtf8(second)) return absl::InvalidArgumentError("text is not valid UTF-8");
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    const absl::string_view second = seconds[i];
+    if (!ValidUtf8(second)) {
+      return absl::InvalidArgumentError(absl::StrCat("element ", i, ": text is not valid UTF-8"));
+    }
     encodings[1] = EncodeOne(second, 1, 1, /*char_offsets=*/false);
     // Only the part of `first` this pair keeps is copied, as Encode's
     // truncation would leave it.
     size_t keep = a.size();
     if (truncation.has_value()) {
-      INFER_ASSIGN_OR_RETURN(const KeptLengths kept, Kept(a.size(), encodings[1].size(),
-                                                          /*is_pair=*/true, *truncation, added));
-      keep = kept.first;
-      encodings[1].Truncate(kept.second, truncation->left);
+      absl::StatusOr<KeptLengths> kept =
+          Kept(a.size(), encodings[1].size(), /*is_pair=*/true, *truncation, added);
+      if (!kept.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("element ", i, ": ", kept.status().message()));
+      }
+      keep = kept->first;
+      encodings[1].Truncate(kept->second, truncation->left);
     }
     encodings[0] = a.Slice(truncation.has_value() && truncation->left ? a.size() - keep : 0, keep);
     if (post_processor_) post_processor_->Process(&encodings, /*add_special_tokens=*/true);

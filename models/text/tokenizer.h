@@ -44,7 +44,8 @@ class Tokenizer {
   // The serving path for pairs: for each of `seconds`, the ids and type ids
   // Encode(first, seconds[i]) gives with the special tokens, cut to
   // `truncation` when set, with `first` tokenized once (a rerank query
-  // against many passages). INVALID_ARGUMENT as Encode.
+  // against many passages). INVALID_ARGUMENT as Encode; for a pair with
+  // seconds[i], the message begins "element i: ".
   virtual absl::StatusOr<std::vector<text::PairIds>> EncodePairIds(
       absl::string_view first, const std::vector<absl::string_view>& seconds,
       const std::optional<text::Truncation>& truncation) const = 0;

@@ -302,9 +302,8 @@ HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
   }
   // Rerank: one score per document. Cohere's relevance_score is never raw.
   std::vector<float> scores(n);
-  for (int64_t i = 0; i < n; ++i) {
-    scores[i] = Activated(t->as<float>() + i, 1, call.raw_scores && !IsCohere(call.api))[0];
-  }
+  const bool raw = call.raw_scores && !IsCohere(call.api);
+  for (int64_t i = 0; i < n; ++i) scores[i] = raw ? t->as<float>()[i] : Sigmoid(t->as<float>()[i]);
   std::vector<size_t> order = ByScore(scores);
   if (!IsCohere(call.api)) {
     json ranks = json::array();
@@ -359,14 +358,14 @@ absl::StatusOr<std::string> ChooseModel(const Engine& engine, const ScoringCall&
 
 }  // namespace
 
-HttpResponse ScoringError(ScoringApi api, const absl::Status& status) {
+HttpResponse ScoringError(ScoringApi api, const absl::Status& status, bool empty) {
   if (IsCohere(api)) {
     return {HttpStatusFor(status.code()), "application/json",
             DumpJson(json{{"message", std::string(status.message())}})};
   }
-  int http = 422;
-  const char* type = "validation";
-  switch (status.code()) {
+  int http = empty ? 400 : 422;
+  const char* type = empty ? "empty" : "validation";
+  switch (empty ? absl::StatusCode::kInvalidArgument : status.code()) {
     case absl::StatusCode::kNotFound:
       http = 404;
       break;
@@ -382,11 +381,8 @@ HttpResponse ScoringError(ScoringApi api, const absl::Status& status) {
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kFailedPrecondition:  // e.g. no loaded model can answer
       http = 424;
-      type = "backend";
-      break;
-    case absl::StatusCode::kFailedPrecondition:
-      http = 424;  // TEI: "model is not a re-ranker model" is a backend error
       type = "backend";
       break;
     default:
@@ -411,12 +407,7 @@ void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpRepl
   auto shared = std::make_shared<HttpReply>(std::move(reply));
   engine->Submit(source, [shared, call](absl::StatusOr<InferResponse> r) {
     if (!r.ok()) {
-      if (call->empty && !IsCohere(call->api)) {
-        return shared->Send({400, "application/json",
-                             DumpJson(json{{"error", std::string(r.status().message())},
-                                           {"error_type", "empty"}})});
-      }
-      return shared->Send(ScoringError(call->api, r.status()));
+      return shared->Send(ScoringError(call->api, r.status(), call->empty));
     }
     auto response = std::make_shared<InferResponse>(*std::move(r));
     shared->SendFrom([response, call] { return Answer(*call, *response); });

@@ -50,8 +50,9 @@ enum class ScoringApi { kTeiRerank, kTeiPredict, kCohereV1, kCohereV2 };
 // Answers `request` (a POST with a JSON body) in `api`'s shapes.
 void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply);
 
-// An error in `api`'s JSON shape and status.
-HttpResponse ScoringError(ScoringApi api, const absl::Status& status);
+// An error in `api`'s JSON shape and status; `empty`: a refusal of an
+// empty list (TEI's 400 "empty").
+HttpResponse ScoringError(ScoringApi api, const absl::Status& status, bool empty = false);
 
 }  // namespace infer
 
