@@ -41,6 +41,13 @@ absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(st
 
 }  // namespace
 
+const char* ModelTask(const ModelSpec& spec) {
+  for (const TensorSpec& t : spec.outputs) {
+    if (t.name == "scores" && t.shape.size() == 2) return t.shape[1] == 1 ? "rerank" : "classify";
+  }
+  return FindEmbedding(spec) != nullptr ? "embed" : nullptr;
+}
+
 absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* declared) {
   call_->declared = true;
   call_->param = nullptr;
@@ -251,8 +258,12 @@ void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply) {
 }
 
 HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model) {
-  auto entry = [](const std::string& name) {
-    return json{{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "infer"}};
+  auto entry = [&engine](const std::string& name) {
+    json e = {{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "infer"}};
+    if (absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(name); spec.ok()) {
+      if (const char* task = ModelTask(**spec); task != nullptr) e["task"] = task;
+    }
+    return e;
   };
   if (!model.empty()) {
     if (absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(model); !spec.ok()) {

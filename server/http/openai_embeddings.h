@@ -7,7 +7,7 @@
 //   -> {"object": "list", "data": [{"object": "embedding", "index": i,
 //       "embedding": [...] | "<base64 of little-endian float32>"}],
 //       "model": "...", "usage": {"prompt_tokens": n, "total_tokens": n}}
-//   GET /v1/models, GET /v1/models/{model}
+//   GET /v1/models, GET /v1/models/{model}   (OpenAI's fields, and "task")
 //
 // Strings go to the model's BYTES input "text" (tokenised by the model);
 // token arrays to "input_ids" (padded with 0, with an "attention_mask" when
@@ -86,7 +86,12 @@ absl::StatusOr<EmbeddingsSource> ParseEmbeddingsRequest(const HttpRequest& reque
 // POST /v1/embeddings: ParseEmbeddingsRequest, then the engine, then the
 // answer in OpenAI's shape.
 void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply);
-// GET /v1/models (`model` empty) or /v1/models/{model}.
+// What a model is for, as GET /v1/models lists it: "embed" (an embedding
+// output), "rerank" (one score per input: a cross-encoder), "classify"
+// (several scores with their labels), or null.
+const char* ModelTask(const ModelSpec& spec);
+// GET /v1/models (`model` empty) or /v1/models/{model}, each model with its
+// "task" (ModelTask) beside OpenAI's fields.
 HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model);
 // An error in OpenAI's JSON shape.
 HttpResponse OpenAiError(const absl::Status& status, const char* param = nullptr);

@@ -185,6 +185,11 @@ class ScoringTest(unittest.TestCase):
         config = self.grpc.get_model_metadata("classifier", as_json=True)
         self.assertIn("scores", [o["name"] for o in config["outputs"]])
 
+    def test_v1_models_lists_each_models_task(self):
+        with urllib.request.urlopen(self.base + "/v1/models", timeout=30) as r:
+            models = {m["id"]: m["task"] for m in json.loads(r.read())["data"]}
+        self.assertEqual(models, {"reranker": "rerank", "classifier": "classify"})
+
     def test_bad_requests_are_refused_naming_the_problem(self):
         query, docs, _ = self.rerank_case()
         status, body = self.post("/rerank", {"query": query, "texts": []})
