@@ -146,6 +146,12 @@ absl::StatusOr<const ModelSpec*> Engine::GetModelSpec(const std::string& name) c
   return &served->model().spec();  // models are never removed while the engine lives
 }
 
+absl::StatusOr<const Model*> Engine::GetModel(const std::string& name) const {
+  std::shared_ptr<ServedModel> served = Find(name);
+  if (served == nullptr) return NotFound(name);
+  return &served->model();  // models are never removed while the engine lives
+}
+
 int64_t Engine::ActivationCapacityBytes() const { return admission_->Capacity(); }
 
 absl::StatusOr<ModelStats> Engine::GetModelStats(const std::string& name) const {

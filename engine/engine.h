@@ -136,6 +136,9 @@ class Engine {
 
   // Model lookup: NOT_FOUND naming the loaded models when unknown.
   absl::StatusOr<const ModelSpec*> GetModelSpec(const std::string& name) const;
+  // The model itself, for its const methods (thread-safe: models/model.h),
+  // e.g. its tokenizer. Models live as long as the engine.
+  absl::StatusOr<const Model*> GetModel(const std::string& name) const;
   absl::StatusOr<ModelStats> GetModelStats(const std::string& name) const;
   absl::StatusOr<QueueOptions> GetBatchingOptions(const std::string& name) const;
   absl::StatusOr<RequestLimits> GetRequestLimits(const std::string& name) const;

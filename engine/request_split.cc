@@ -47,6 +47,11 @@ absl::StatusOr<std::vector<InferRequest>> SplitRequest(const InferRequest& reque
     piece.deadline = request.deadline;
     piece.timeout = request.timeout;
     piece.is_cancelled = request.is_cancelled;
+    piece.truncate = request.truncate;
+    piece.truncate_left = request.truncate_left;
+    piece.prompt_name = request.prompt_name;
+    piece.normalize = request.normalize;
+    piece.dimensions = request.dimensions;
     for (const Tensor& t : request.inputs) {
       INFER_ASSIGN_OR_RETURN(const std::vector<size_t> offsets, RowOffsets(t));
       Tensor part;

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -136,6 +138,59 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
       return absl::InvalidArgumentError(
           absl::StrCat("output ", Quote(name), " is requested more than once"));
     }
+  }
+  return CheckRequestOptions(spec, request);
+}
+
+absl::StatusOr<std::string> Model::PromptText(const std::string& prompt_name) const {
+  if (prompt_name.empty()) return std::string();
+  return absl::InvalidArgumentError(
+      absl::StrCat("model '", spec().name, "' has no prompt ", Quote(prompt_name)));
+}
+
+absl::Status CheckDimensions(const ModelSpec& spec, const TensorSpec& output, int64_t dimensions) {
+  const int64_t width = output.shape.empty() ? -1 : output.shape.back();
+  if (dimensions < 1 || dimensions > width) {
+    return absl::InvalidArgumentError(absl::StrCat("'dimensions' is ", dimensions, "; model '",
+                                                   spec.name, "' gives embeddings of 1 to ", width,
+                                                   " dimensions"));
+  }
+  if (dimensions != width && !output.matryoshka) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'dimensions' is ", dimensions, "; model '", spec.name, "' gives ", width,
+        " only: it does not declare Matryoshka training (its model card's "
+        "'loss:MatryoshkaLoss' tag or the 'matryoshka' parameter), so its embeddings cannot be "
+        "shortened"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRequestOptions(const ModelSpec& spec, const InferRequest& request) {
+  if (!request.prompt_name.empty() && std::find(spec.prompts.begin(), spec.prompts.end(),
+                                                request.prompt_name) == spec.prompts.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", spec.name, "' has no prompt ", Quote(request.prompt_name),
+        spec.prompts.empty() ? " (it has none)"
+                             : absl::StrCat("; its prompts: ", absl::StrJoin(spec.prompts, ", "))));
+  }
+  if (!request.normalize.has_value() && request.dimensions == 0) return absl::OkStatus();
+  // The options apply to the embedding output returned: the requested
+  // one, or the model's.
+  const TensorSpec* embedding = nullptr;
+  for (const TensorSpec& o : spec.outputs) {
+    const bool returned =
+        request.requested_outputs.empty() ||
+        std::find(request.requested_outputs.begin(), request.requested_outputs.end(), o.name) !=
+            request.requested_outputs.end();
+    if (returned && o.normalizable) embedding = &o;
+  }
+  if (embedding == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", spec.name,
+                                                   "' returns no embedding here: 'normalize' and ",
+                                                   "'dimensions' apply to embeddings only"));
+  }
+  if (request.dimensions != 0) {
+    INFER_RETURN_IF_ERROR(CheckDimensions(spec, *embedding, request.dimensions));
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,7 @@
 // Thread-safety, the contract every model keeps:
 // - Every const method (spec, Preprocess, ValidateRequest, SequenceLength,
 //   RealTokens, DeclaredSequenceLength, PeakBytes, ComputedTokens,
-//   WeightBytes, UsesDevice) may be called from any number of threads at
+//   WeightBytes, UsesDevice, tokenizer, PromptText) may be called from any number of threads at
 //   once, and while Prepare runs. The engine does exactly that: every front
 //   end thread admits its requests (AdmitRequest: the declared limits,
 //   Preprocess, ValidateRequest, SequenceLength, RealTokens, PeakBytes)
@@ -43,6 +43,8 @@
 
 namespace infer {
 
+class Tokenizer;  // models/text/tokenizer.h
+
 // One input or output as a model declares it. The first dimension is the
 // batch dimension; -1 marks a dimension of any size.
 struct TensorSpec {
@@ -67,6 +69,14 @@ struct TensorSpec {
   // names, in order (Triton's label file; the id2label of a Hugging Face
   // classifier). Empty otherwise.
   std::vector<std::string> labels;
+  // An embedding output (one vector per row, L2-normalised or not as the
+  // model is configured) whose normalisation a request may choose
+  // (InferRequest::normalize).
+  bool normalizable = false;
+  // An embedding output a request may ask narrower (InferRequest::dimensions:
+  // its first columns, L2-normalised again when normalised), because the
+  // model was trained for it (Matryoshka representation learning).
+  bool matryoshka = false;
 };
 
 struct ModelSpec {
@@ -85,6 +95,12 @@ struct ModelSpec {
   // Each sequence's outputs are bit-identical whatever it is batched with
   // (e.g. the BERT encoder's batch_invariant mode); reported by ModelConfig.
   bool batch_invariant = false;
+  // The prompts a request may name (InferRequest::prompt_name), e.g.
+  // "query" and "document": the text put before each of its texts.
+  std::vector<std::string> prompts;
+  // For an embedding model: how its token states become one vector
+  // ("mean", "cls", "last_token"), as TEI's /info reports it; else empty.
+  std::string pooling;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };
@@ -115,6 +131,14 @@ struct InferRequest {
   // start instead of the end.
   std::optional<bool> truncate;
   bool truncate_left = false;
+  // For a model with prompts (ModelSpec::prompts): the one to put before
+  // each text; empty, the model's default (if any).
+  std::string prompt_name;
+  // For an embedding output: L2-normalised or not (unset: as the model is
+  // configured; TensorSpec::normalizable), and the width to cut it to
+  // (0: the whole; TensorSpec::matryoshka).
+  std::optional<bool> normalize;
+  int64_t dimensions = 0;
 };
 
 struct InferResponse {
@@ -199,6 +223,12 @@ class Model {
   // runs each batch inline on its batcher's thread, with null streams,
   // instead of handing it through the device pipeline's threads.
   virtual bool UsesDevice() const { return true; }
+  // For a model that tokenises text: its tokenizer (null for others), and
+  // the text a request with `prompt_name` has put before each of its texts
+  // (the model's default when empty; INVALID_ARGUMENT for a prompt it does
+  // not have). What TEI's /tokenize and /decode show.
+  virtual const Tokenizer* tokenizer() const { return nullptr; }
+  virtual absl::StatusOr<std::string> PromptText(const std::string& prompt_name) const;
 
   // Packs validated `requests` into one batch (host-side work: staging the
   // inputs). A non-OK status fails the whole batch.
@@ -222,9 +252,19 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
 // data types, ranks and fixed dimensions, byte sizes against shapes (with
 // overflow checks), one batch dimension shared by all inputs but the shared
 // ones (TensorSpec::shared, whose first dimension must be 1), requested
-// outputs known and unique. Every failure is INVALID_ARGUMENT naming the
-// tensor, what was wrong and what is allowed.
+// outputs known and unique, and the request's options (CheckRequestOptions).
+// Every failure is INVALID_ARGUMENT naming the tensor or option, what was
+// wrong and what is allowed.
 absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferRequest& request);
+// The part of it that checks the request's options against the model:
+// prompt_name one of spec.prompts; normalize and dimensions only with an
+// embedding output returned (TensorSpec::normalizable), dimensions from 1
+// to its width, and below the width only where it is matryoshka.
+// INVALID_ARGUMENT naming the option and the model's limit.
+absl::Status CheckRequestOptions(const ModelSpec& spec, const InferRequest& request);
+// CheckRequestOptions' test of `dimensions` for `output`: what a front end
+// calls to name the field at fault before it builds the request.
+absl::Status CheckDimensions(const ModelSpec& spec, const TensorSpec& output, int64_t dimensions);
 
 // Widens every INT32 input whose spec is INT64 with accepts_int32 to INT64,
 // in place; other inputs are left for ValidateRequestAgainstSpec to judge.

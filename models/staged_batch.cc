@@ -53,6 +53,7 @@ absl::Status StagedRowsBatch::Download(Stream* stream) {
 
 absl::Status StagedRowsBatch::Finish(absl::Span<InferResponse* const> responses) {
   AppendFp32Rows(output_, out_.as<float>(), width_, rows_per_request_, responses);
+  for (size_t i = 0; i < responses.size(); ++i) AdjustOutput(i, &responses[i]->outputs.back());
   return absl::OkStatus();
 }
 

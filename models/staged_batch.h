@@ -2,7 +2,9 @@
 // packs the requests into one host staging buffer; Upload copies it to the
 // device whole; the model's Run computes one [rows, width] FP32 output on the
 // device; Download copies it into staging memory; Finish splits it into one
-// output tensor per request. A subclass supplies Run only.
+// output tensor per request, which AdjustOutput may then rewrite. A subclass
+// supplies Run, and AdjustOutput where a request's output differs from its
+// rows of the batch's.
 //
 // Memory: the uploaded input and the output come from the context's caching
 // allocator, so a model's PeakBytes counts them (InputAndOutputBytes).
@@ -39,6 +41,9 @@ class StagedRowsBatch : public ModelBatch {
   // the staging buffer, writes [rows(), width] FP32 to `out`. Not called for
   // an empty batch.
   virtual absl::Status Run(Stream* stream, const void* input, float* out) = 0;
+  // Rewrites request `index`'s output (its [rows, width] of the batch's), on
+  // the host, in Finish. By default it is left as it is.
+  virtual void AdjustOutput(size_t /*index*/, Tensor* /*output*/) {}
 
   int64_t rows() const { return rows_; }
   const DeviceContext& context() const { return context_; }

@@ -47,6 +47,11 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
   INFER_RETURN_IF_ERROR(ParseIntParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "auto_truncate", &o.auto_truncate));
   if (auto it = params.find("prompt_name"); it != params.end()) o.prompt_name = it->second;
+  if (params.count("matryoshka") != 0) {
+    bool matryoshka = false;
+    INFER_RETURN_IF_ERROR(ParseBoolParam(params, "matryoshka", &matryoshka));
+    o.matryoshka = matryoshka;
+  }
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<BertModel> model, BertModel::Create(o, context));
   return std::unique_ptr<Model>(std::move(model));
 }
@@ -70,12 +75,12 @@ extern const ModelFamily kBertFamily;
 extern const ModelFamily kTransformerFamily;
 const ModelFamily kBertFamily = {"bert",
                                  {"checkpoint_dir", "normalize", "max_sequence_length", "pooling",
-                                  "batch_invariant", "auto_truncate", "prompt_name"},
+                                  "batch_invariant", "auto_truncate", "prompt_name", "matryoshka"},
                                  CreateBert};
 const ModelFamily kTransformerFamily = {
     "transformer",
     {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
-     "auto_truncate", "prompt_name"},
+     "auto_truncate", "prompt_name", "matryoshka"},
     CreateTransformer};
 
 }  // namespace infer

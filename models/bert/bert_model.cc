@@ -1,6 +1,8 @@
 #include "models/bert/bert_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -107,6 +109,11 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->text_.model = options.name;
   m->text_.max_length = m->max_length_;
   m->text_.prompt = m->prompt_;
+  if (m->classifier_ == nullptr) {
+    // Any of the folder's prompts, by name, per request.
+    INFER_ASSIGN_OR_RETURN(m->text_.prompts, SentenceTransformersPrompts(options.checkpoint_dir));
+    for (const auto& [name, text] : m->text_.prompts) m->spec_.prompts.push_back(name);
+  }
   m->text_.auto_truncate = options.auto_truncate;
   m->text_.with_types = c.type_vocab_size > 0;
   m->text_.pairs = m->classifier_ != nullptr;
@@ -126,9 +133,24 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     scores.labels = c.labels;
     m->spec_.outputs = {std::move(scores)};
   } else {
-    m->spec_.outputs = {{"embedding", DataType::kFp32, {-1, m->dense_.out_features()}}};
+    TensorSpec embedding{"embedding", DataType::kFp32, {-1, m->dense_.out_features()}};
+    embedding.normalizable = true;
+    m->spec_.pooling = PoolingName(m->pooling_);
+    embedding.matryoshka =
+        options.matryoshka.value_or(ModelCardDeclaresMatryoshka(options.checkpoint_dir));
+    if (embedding.matryoshka) {
+      absl::StrAppend(&m->spec_.description, "; Matryoshka: any width up to ", embedding.shape[1]);
+    }
+    m->spec_.outputs = {std::move(embedding)};
   }
   return m;
+}
+
+absl::StatusOr<std::string> BertModel::PromptText(const std::string& prompt_name) const {
+  if (prompt_name.empty()) return text_.prompt;
+  auto it = text_.prompts.find(prompt_name);
+  if (it == text_.prompts.end()) return Model::PromptText(prompt_name);
+  return it->second;
 }
 
 absl::Status BertModel::Preprocess(InferRequest* request) const {
@@ -218,15 +240,30 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
 // and encoded on the device (StagedRowsBatch does the copies and the split).
 class BertModel::Batch final : public StagedRowsBatch {
  public:
+  // What a request asks of its embeddings: normalised or not, and the
+  // width (0: the whole).
+  struct Shaping {
+    bool normalize = false;
+    int64_t dimensions = 0;
+  };
+
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
-        std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input)
+        std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input,
+        std::vector<Shaping> shaping)
       : StagedRowsBatch(model.context_, model.spec_.outputs[0].name, model.head().out_features(),
                         std::move(rows_per_request), std::move(input), layout.bytes()),
         model_(model),
         layout_(layout),
         host_offsets_(std::move(host_offsets)),
         longest_(longest),
-        width_(width) {}
+        width_(width),
+        shaping_(std::move(shaping)) {
+    // The device normalises, as it does by default, unless a request in the
+    // batch wants its embeddings as they are; then those that want them
+    // normalised are, on the host (AdjustOutput).
+    device_normalizes_ = model_.normalize();
+    for (const Shaping& s : shaping_) device_normalizes_ = device_normalizes_ && s.normalize;
+  }
 
  private:
   absl::Status Run(Stream* stream, const void* input, float* out) override {
@@ -234,7 +271,7 @@ class BertModel::Batch final : public StagedRowsBatch {
         layout_.View(static_cast<const int32_t*>(input), host_offsets_.data(), longest_, width_);
     const DenseHead& dense = model_.head();
     if (dense.empty()) {
-      return model_.encoder_->Encode(stream, view, model_.pooling_, model_.normalize(), out);
+      return model_.encoder_->Encode(stream, view, model_.pooling_, device_normalizes_, out);
     }
     // Pooled, then the Dense modules, then normalised (CPU only: Create), as
     // sentence-transformers orders them; or the first token's state, then
@@ -254,22 +291,53 @@ class BertModel::Batch final : public StagedRowsBatch {
     }
     INFER_RETURN_IF_ERROR(model_.encoder_->Encode(stream, view, model_.pooling_,
                                                   /*normalize=*/false, pooled.as<float>()));
-    dense.Apply(pooled.as<float>(), rows, between_ptrs, out, model_.normalize());
+    dense.Apply(pooled.as<float>(), rows, between_ptrs, out, device_normalizes_);
     return absl::OkStatus();
+  }
+
+  // Cuts a request's embeddings to its dimensions and normalises them
+  // where the device did not, or where cutting undid it:
+  // normalise(cut(normalise(v))) is normalise(cut(v)), as
+  // sentence-transformers' truncate_dim then Normalize computes it.
+  void AdjustOutput(size_t index, Tensor* output) override {
+    if (index >= shaping_.size()) return;
+    const Shaping& s = shaping_[index];
+    const int64_t rows = output->shape[0], width = output->shape[1];
+    const int64_t d = s.dimensions > 0 && s.dimensions < width ? s.dimensions : width;
+    const bool normalize = s.normalize && (!device_normalizes_ || d < width);
+    if (d == width && !normalize) return;
+    float* data = output->mutable_as<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      // Row r moves to r * d: never past where it was read.
+      float* row = data + r * d;
+      std::memmove(row, data + r * width, static_cast<size_t>(d) * sizeof(float));
+      if (!normalize) continue;
+      double sum = 0;
+      for (int64_t c = 0; c < d; ++c) sum += static_cast<double>(row[c]) * row[c];
+      // torch.nn.functional.normalize's eps: a zero row stays zero.
+      const float scale = static_cast<float>(1.0 / std::max(std::sqrt(sum), 1e-12));
+      for (int64_t c = 0; c < d; ++c) row[c] *= scale;
+    }
+    output->data.resize(static_cast<size_t>(rows * d) * sizeof(float));
+    output->shape[1] = d;
   }
 
   const BertModel& model_;
   const PackedLayout layout_;
   const std::vector<int32_t> host_offsets_;
   const int64_t longest_, width_;
+  const std::vector<Shaping> shaping_;
+  bool device_normalizes_ = true;
 };
 
 absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     absl::Span<const InferRequest* const> requests) {
   std::vector<int64_t> rows_per_request;
+  std::vector<Batch::Shaping> shaping;
   PackedLayout layout;
   layout.with_types = with_types();
   for (const InferRequest* r : requests) {
+    shaping.push_back({r->normalize.value_or(normalize()), r->dimensions});
     const Tensor* ids = FindInput(*r, "input_ids");
     const Tensor* mask = FindInput(*r, "attention_mask");
     rows_per_request.push_back(ids->shape[0]);
@@ -292,7 +360,7 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
                                     buffer + layout.offsets() + layout.rows + 1);
   return std::unique_ptr<ModelBatch>(new Batch(*this, std::move(rows_per_request), layout,
                                                std::move(host_offsets), longest, width,
-                                               std::move(input)));
+                                               std::move(input), std::move(shaping)));
 }
 
 }  // namespace infer

@@ -17,7 +17,11 @@
 //                                       folder's Dense modules if any
 //                                       (models/transformer/dense_head.h;
 //                                       width: the last one's out_features,
-//                                       else hidden), L2-normalised
+//                                       else hidden), L2-normalised (or not:
+//                                       InferRequest::normalize), cut to
+//                                       InferRequest::dimensions where the
+//                                       model is Matryoshka-trained, then
+//                                       normalised again
 //
 // A sequence-classification checkpoint (config.json's architectures names a
 // *ForSequenceClassification: a cross-encoder reranker or a classifier;
@@ -43,9 +47,10 @@
 // auto_truncate, which cuts it to that length as sentence-transformers does
 // (right side, special tokens kept; a request may ask for it, or against it,
 // with InferRequest::truncate). A prompt from the folder's
-// config_sentence_transformers.json (the prompt_name parameter, else its
-// default_prompt_name) is prepended to every text, as sentence-transformers'
-// encode(prompt_name=...) does, and counts in the length. A batch is packed
+// config_sentence_transformers.json (the request's prompt_name, else the
+// model's prompt_name parameter, else its default_prompt_name) is prepended
+// to every text, as sentence-transformers' encode(prompt_name=...) does, and
+// counts in the length. A batch is packed
 // (models/packed_sequences.h): only the tokens the attention masks mark real are staged, uploaded
 // and computed, so the memory model, max_batch_tokens and the statistics count real tokens
 // (ComputedTokens). The encoder runs on the context's device: FP32 or BF16 with oneDNN on the CPU,
@@ -87,8 +92,12 @@ struct BertModelOptions {
   bool auto_truncate = false;
   // The sentence-transformers prompt (config_sentence_transformers.json's
   // prompts) prepended to every text; empty: its default_prompt_name's, if
-  // any.
+  // any. A request may name another of them (InferRequest::prompt_name).
   std::string prompt_name;
+  // The embeddings may be cut to any width (InferRequest::dimensions): the
+  // model was trained for it (Matryoshka). Unset: what the model card says
+  // (ModelCardDeclaresMatryoshka).
+  std::optional<bool> matryoshka;
   // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
@@ -113,6 +122,8 @@ class BertModel final : public Model {
     return encoder_->WeightBytes() + encoder_->ResidentBytes();
   }
   const TransformerEncoder& encoder() const { return *encoder_; }
+  const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
+  absl::StatusOr<std::string> PromptText(const std::string& prompt_name) const override;
   absl::StatusOr<std::unique_ptr<ModelBatch>> Prepare(
       absl::Span<const InferRequest* const> requests) override;
 

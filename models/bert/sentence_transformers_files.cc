@@ -1,8 +1,12 @@
 #include "models/bert/sentence_transformers_files.h"
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
@@ -81,6 +85,48 @@ absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
                      "tokens) is not supported"));
   }
   return std::pair<std::string, std::string>(name, prompt);
+}
+
+absl::StatusOr<std::map<std::string, std::string>> SentenceTransformersPrompts(
+    const std::string& dir) {
+  std::map<std::string, std::string> out;
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed,
+                         ParseOptionalJsonFile(dir + "/config_sentence_transformers.json"));
+  if (!parsed.has_value() || !parsed->is_object() || !parsed->contains("prompts") ||
+      !(*parsed)["prompts"].is_object()) {
+    return out;
+  }
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
+                         ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
+  if (pooling.has_value() && pooling->is_object() && pooling->contains("include_prompt") &&
+      (*pooling)["include_prompt"] == false) {
+    return out;
+  }
+  for (const auto& [name, text] : (*parsed)["prompts"].items()) {
+    if (text.is_string()) out.emplace(name, text.get<std::string>());
+  }
+  return out;
+}
+
+// Reads the front matter line by line (a YAML parser for one list would be
+// a dependency for a substring match): the block between a first line
+// "---" and the next, bounded to 64 KiB so a large card costs nothing.
+bool ModelCardDeclaresMatryoshka(const std::string& dir) {
+  std::ifstream in(dir + "/README.md");
+  std::string line;
+  if (!std::getline(in, line) || absl::StripAsciiWhitespace(line) != "---") return false;
+  size_t read = 0;
+  while (std::getline(in, line) && (read += line.size()) < (64 << 10)) {
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l == "---") return false;
+    if (!absl::ConsumePrefix(&l, "-")) continue;  // a list item: "- tag"
+    const absl::string_view tag = absl::StripAsciiWhitespace(l);
+    if (absl::EqualsIgnoreCase(tag, "loss:MatryoshkaLoss") ||
+        absl::EqualsIgnoreCase(tag, "matryoshka")) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace infer

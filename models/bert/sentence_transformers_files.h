@@ -1,14 +1,16 @@
 // What a sentence-transformers model folder says beside the checkpoint
 // (the files SentenceTransformer.save writes): the pooling of
 // 1_Pooling/config.json, the length limit of sentence_bert_config.json and
-// the prompts of config_sentence_transformers.json. Each file is optional;
-// an absent one gives sentence-transformers' default.
+// the prompts of config_sentence_transformers.json; and whether its model
+// card (README.md) says it was trained for shortened embeddings. Each file
+// is optional; an absent one gives sentence-transformers' default.
 //
 // Thread-safe (reads files, holds no state).
 #ifndef INFER_MODELS_BERT_SENTENCE_TRANSFORMERS_FILES_H_
 #define INFER_MODELS_BERT_SENTENCE_TRANSFORMERS_FILES_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +36,19 @@ absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::
 // prompt's tokens out is not computed).
 absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
     const std::string& dir, std::string name);
+
+// Every prompt of config_sentence_transformers.json, by name (empty when the
+// file or its prompts are absent, or when 1_Pooling/config.json's
+// include_prompt is false: pooling without the prompt's tokens is not
+// computed, so no prompt can be chosen).
+absl::StatusOr<std::map<std::string, std::string>> SentenceTransformersPrompts(
+    const std::string& dir);
+
+// Whether the model card's metadata (README.md's YAML front matter, as the
+// Hugging Face Hub and sentence-transformers write it) tags the model as
+// trained with sentence-transformers' MatryoshkaLoss ("loss:MatryoshkaLoss")
+// or "matryoshka": its embeddings may be cut to their first columns.
+bool ModelCardDeclaresMatryoshka(const std::string& dir);
 
 }  // namespace infer
 

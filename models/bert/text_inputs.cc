@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -86,6 +87,11 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
     if (!ids)
       return absl::InvalidArgumentError(
           absl::StrCat("model '", policy.model, "' needs input ", inputs));
+    if (!request->prompt_name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt ", Quote(request->prompt_name),
+                       " is put before text; a request of 'input_ids' cannot have one"));
+    }
     return absl::OkStatus();
   }
   if (ids || FindInput(*request, "attention_mask") != nullptr ||
@@ -154,6 +160,16 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
     INFER_ASSIGN_OR_RETURN(seconds, Elements(*text_pair));
   }
   rows.reserve(firsts.size());
+  const std::string* prompt = &policy.prompt;
+  if (!request->prompt_name.empty()) {
+    auto named = policy.prompts.find(request->prompt_name);
+    if (named == policy.prompts.end() || text_pair != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", policy.model, "' has no prompt ",
+                                                     Quote(request->prompt_name),
+                                                     text_pair != nullptr ? " for pairs" : ""));
+    }
+    prompt = &named->second;
+  }
   std::string prompted;
   for (size_t i = 0; i < firsts.size(); ++i) {
     if (text_pair != nullptr) {
@@ -172,8 +188,8 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
       continue;
     }
     absl::string_view sentence = firsts[i];
-    if (!policy.prompt.empty()) {
-      prompted.assign(policy.prompt).append(sentence.data(), sentence.size());
+    if (!prompt->empty()) {
+      prompted.assign(*prompt).append(sentence.data(), sentence.size());
       sentence = prompted;
     }
     absl::StatusOr<std::vector<int32_t>> one = policy.tokenizer->EncodeIds(sentence, truncation);

@@ -1,8 +1,10 @@
 // Text inputs of a transformer model, tokenised into the token-id tensors
 // it computes: what BertModel::Preprocess does with a request of text.
 //
-//   text [n]                          n texts, each with the model's prompt
-//                                     before it
+//   text [n]                          n texts, each with a prompt before it:
+//                                     the one the request names
+//                                     (InferRequest::prompt_name), else the
+//                                     model's
 //   text [n] with text_pair [n]       n pairs (text[i], text_pair[i])
 //   query [1] with documents [n]      n pairs (query, documents[i]): a rerank,
 //                                     the query tokenised once
@@ -27,6 +29,7 @@
 #define INFER_MODELS_BERT_TEXT_INPUTS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,7 @@ struct TextInputPolicy {
   std::string model;                     // names the model in errors
   int64_t max_length = 0;                // tokens a sequence may have, the special ones included
   std::string prompt;                    // before every single text (not the texts of pairs)
+  std::map<std::string, std::string> prompts;  // those a request may name instead
   bool auto_truncate = false;
   bool with_types = false;  // build token_type_ids
   bool pairs = false;       // the model takes text_pair, and query with documents
