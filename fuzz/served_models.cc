@@ -30,6 +30,17 @@ constexpr char kTextConfig[] = R"(
                    max_tensor_elements: 1024 max_text_bytes: 2048 }
 )";
 
+// A one-label BERT cross-encoder (tests/fixtures/classifiers/bert-reranker),
+// for the rerank and classification bodies.
+constexpr char kRerankerConfig[] = R"(
+  backend: "transformer"
+  precision: "fp32"
+  max_batch_size: 4
+  parameters { key: "checkpoint_dir" value { string_value: ")" INFER_RERANKER_FIXTURE R"(" } }
+  request_limits { max_client_batch_size: 16 max_input_length: 64 max_request_tokens: 512
+                   max_tensor_elements: 2048 max_text_bytes: 4096 }
+)";
+
 void Write(const std::filesystem::path& file, const std::string& text) {
   std::ofstream(file) << text;
 }
@@ -45,13 +56,15 @@ Served* Load() {
   gen.config = *BertPreset("tiny");
   if (!GenerateBertCheckpoint((dir / "text").string(), gen).ok()) abort();
   Write(dir / "text" / "config.pbtxt", kTextConfig);
+  fs::create_directories(dir / "reranker");
+  Write(dir / "reranker" / "config.pbtxt", kRerankerConfig);
 
   auto* served = new Served;
   auto engine = Engine::Create({.device = "cpu"});
   if (!engine.ok()) abort();
   served->engine = *std::move(engine);
   if (!LoadModelRepository(dir.string(), served->engine.get()).ok()) abort();
-  for (const char* name : {"ids", "text"}) {
+  for (const char* name : {"ids", "text", "reranker"}) {
     auto loaded = LoadModelFolder((dir / name).string(), served->engine->context(),
                                   served->engine->device()->info());
     if (!loaded.ok()) abort();

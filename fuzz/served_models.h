@@ -1,8 +1,10 @@
 // The models the request fuzz targets serve, loaded as a model repository
 // would declare them: "ids" (embed_pool, INT64 input_ids) and "text" (a tiny
 // generated BERT with its WordPiece vocabulary: BYTES text, or INT64 ids
-// with an attention mask), both with tight request limits so that fuzzed
-// requests reach them. Each target makes the request source its front end
+// with an attention mask) and "reranker" (the one-label BERT cross-encoder
+// of tests/fixtures/classifiers: scores of texts, pairs, or a query against
+// documents), all with tight request limits so that fuzzed requests reach
+// them. Each target makes the request source its front end
 // makes (engine/request_source.h) and hands it to AdmitServed: the one
 // admission pass every request makes before it is queued.
 #ifndef INFER_FUZZ_SERVED_MODELS_H_

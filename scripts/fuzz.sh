@@ -34,7 +34,7 @@ if [ "$WORKERS" -gt 1 ]; then parallel=(-jobs="$WORKERS" -workers="$WORKERS"); f
 # many pipelined requests) and start from a dictionary of their syntax.
 target_flags() {
   case "$1" in
-    openai_embeddings_fuzz | rest_infer_fuzz) echo "-max_len=1048576 -dict=fuzz/json.dict" ;;
+    openai_embeddings_fuzz | rest_infer_fuzz | tei_routes_fuzz) echo "-max_len=1048576 -dict=fuzz/json.dict" ;;
     http_request_fuzz) echo "-max_len=1048576 -dict=fuzz/http.dict" ;;
     tokenizer_json_fuzz) echo "-dict=fuzz/json.dict" ;;
   esac

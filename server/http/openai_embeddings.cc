@@ -1,11 +1,13 @@
 #include "server/http/openai_embeddings.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/json_parse.h"
 #include "runtime/quote.h"
 #include "runtime/status_macros.h"
@@ -48,6 +50,34 @@ const char* ModelTask(const ModelSpec& spec) {
   return FindEmbedding(spec) != nullptr ? "embed" : nullptr;
 }
 
+absl::StatusOr<std::string> ChooseModel(const Engine& engine, const json& body,
+                                        std::initializer_list<absl::string_view> tasks,
+                                        absl::string_view what) {
+  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
+    if (!m->is_string()) return Invalid("'model' must be a string");
+    return m->get<std::string>();
+  }
+  std::vector<std::string> fit;
+  for (const std::string& name : engine.ModelNames()) {
+    absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(name);
+    if (!spec.ok()) continue;
+    const char* task = ModelTask(**spec);
+    if (task == nullptr) continue;
+    for (absl::string_view t : tasks) {
+      if (t == task) {
+        fit.push_back(name);
+        break;
+      }
+    }
+  }
+  if (fit.size() == 1) return fit[0];
+  if (fit.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("no loaded model is ", what));
+  }
+  return Invalid(absl::StrCat("several loaded models can answer (", absl::StrJoin(fit, ", "),
+                              "); name one in 'model'"));
+}
+
 absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* declared) {
   call_->declared = true;
   call_->param = nullptr;
@@ -56,8 +86,9 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
     return Invalid(absl::StrCat("model ", Quote(spec.name), " has no embedding output"));
   }
   call_->output = embedding->name;
+  if (call_->tei) INFER_RETURN_IF_ERROR(DeclareTeiOptions());
   call_->param = "encoding_format";
-  if (auto f = doc_.find("encoding_format"); f != doc_.end() && !f->is_null()) {
+  if (auto f = doc_.find("encoding_format"); !call_->tei && f != doc_.end() && !f->is_null()) {
     if (!f->is_string() || (*f != "float" && *f != "base64")) {
       return Invalid("'encoding_format' must be \"float\" or \"base64\"");
     }
@@ -65,26 +96,34 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   }
   call_->param = "dimensions";
   if (auto d = doc_.find("dimensions"); d != doc_.end() && !d->is_null()) {
-    const int64_t width = embedding->shape.empty() ? -1 : embedding->shape.back();
-    if (!d->is_number_integer() || d->get<int64_t>() != width) {
-      return Invalid(absl::StrCat("'dimensions' must be the model's embedding width, ", width,
-                                  "; model ", Quote(spec.name), " cannot shorten its embeddings"));
-    }
+    if (!d->is_number_integer()) return Invalid("'dimensions' must be an integer");
+    // An integer past int64 is refused as 0 is: below 1.
+    const int64_t dimensions =
+        d->is_number_unsigned() && d->get<uint64_t>() > INT64_MAX ? 0 : d->get<int64_t>();
+    INFER_RETURN_IF_ERROR(CheckDimensions(spec, *embedding, dimensions));
+    dimensions_ = dimensions;
   }
+  const char* key = call_->tei ? "inputs" : "input";
   call_->param = "input";
-  auto input = doc_.find("input");
-  if (input == doc_.end()) return Invalid("'input' is required");
+  auto input = doc_.find(key);
+  if (input == doc_.end()) return Invalid(absl::StrCat("'", key, "' is required"));
+  if (input->is_array() && input->empty()) {
+    call_->empty = true;
+    if (call_->tei) return Invalid("`inputs` cannot be empty");  // TEI's words
+  }
   if (!input->is_string() && (!input->is_array() || input->empty())) {
-    return Invalid(
-        "'input' must be a string, an array of strings, an array of token ids, or an "
-        "array of arrays of token ids, and not empty");
+    return Invalid(absl::StrCat(
+        "'", key,
+        "' must be a string, an array of strings, an array of token ids, or an array of arrays "
+        "of token ids, and not empty"));
   }
   input_ = &*input;
   text_ = input->is_string() || input->front().is_string();
   if (text_) {
     if (FindInput(spec, "text") == nullptr) {
-      return Invalid(absl::StrCat("model ", Quote(spec.name),
-                                  " takes token ids, not text: send 'input' as an array of token "
+      return Invalid(absl::StrCat("model ", Quote(spec.name), " takes token ids, not text: send '",
+                                  key,
+                                  "' as an array of token "
                                   "ids or an array of such arrays"));
     }
     // Strings: the "text" input, [n] BYTES.
@@ -93,7 +132,9 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
     } else {
       for (const json& v : *input) {
         if (!v.is_string()) {
-          return Invalid("'input' mixes strings with other values; send strings or token arrays");
+          return Invalid(absl::StrCat("'", key,
+                                      "' mixes strings with other values; send strings or token "
+                                      "arrays"));
         }
         declared->text_bytes += 4 + static_cast<int64_t>(v.get_ref<const std::string&>().size());
       }
@@ -106,8 +147,9 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   // "attention_mask" when the model has it, declared before either is
   // allocated.
   if (FindInput(spec, "input_ids") == nullptr) {
-    return Invalid(absl::StrCat("model ", Quote(spec.name),
-                                " takes text, not token ids: send 'input' as a string or an array "
+    return Invalid(absl::StrCat("model ", Quote(spec.name), " takes text, not token ids: send '",
+                                key,
+                                "' as a string or an array "
                                 "of strings"));
   }
   if (input->front().is_array()) {
@@ -120,7 +162,8 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   call_->tokens = 0;
   for (const json* row : rows_) {
     if (!row->is_array() || row->empty()) {
-      return Invalid("'input' must be one array of token ids or an array of non-empty such arrays");
+      return Invalid(absl::StrCat(
+          "'", key, "' must be one array of token ids or an array of non-empty such arrays"));
     }
     longest = std::max<int64_t>(longest, static_cast<int64_t>(row->size()));
     call_->tokens += static_cast<int64_t>(row->size());
@@ -132,8 +175,39 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   return absl::OkStatus();
 }
 
+absl::Status EmbeddingsSource::DeclareTeiOptions() {
+  call_->param = nullptr;
+  if (auto t = doc_.find("truncate"); t != doc_.end() && !t->is_null()) {
+    if (!t->is_boolean()) return Invalid("'truncate' must be true or false");
+    truncate_ = t->get<bool>();
+  }
+  if (auto t = doc_.find("truncation_direction"); t != doc_.end() && !t->is_null()) {
+    if (*t == "left" || *t == "Left") {
+      truncate_left_ = true;
+    } else if (*t != "right" && *t != "Right") {
+      return Invalid("'truncation_direction' must be \"left\" or \"right\"");
+    }
+  }
+  if (auto p = doc_.find("prompt_name"); p != doc_.end() && !p->is_null()) {
+    if (!p->is_string()) return Invalid("'prompt_name' must be a string");
+    prompt_name_ = p->get<std::string>();
+  }
+  // TEI normalises unless asked not to, whatever the model's default.
+  normalize_ = true;
+  if (auto n = doc_.find("normalize"); n != doc_.end() && !n->is_null()) {
+    if (!n->is_boolean()) return Invalid("'normalize' must be true or false");
+    normalize_ = n->get<bool>();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EmbeddingsSource::Decode(const ModelSpec&, InferRequest* request) {
   request->requested_outputs = {call_->output};
+  request->dimensions = dimensions_;
+  request->truncate = truncate_;
+  request->truncate_left = truncate_left_;
+  request->normalize = normalize_;
+  request->prompt_name = prompt_name_;
   if (text_) {
     Tensor text{"text", DataType::kBytes, shape_, {}};
     text.data.reserve(static_cast<size_t>(shape_[0]) * 4);
@@ -156,7 +230,8 @@ absl::Status EmbeddingsSource::Decode(const ModelSpec&, InferRequest* request) {
     for (size_t c = 0; c < rows_[r]->size(); ++c) {
       const json& v = (*rows_[r])[c];
       if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-        return Invalid(absl::StrCat("'input' holds ", QuoteJson(v), " at [", r, "][", c,
+        return Invalid(absl::StrCat("'", call_->tei ? "inputs" : "input", "' holds ", QuoteJson(v),
+                                    " at [", r, "][", c,
                                     "], which is not a token id (a non-negative integer)"));
       }
       ids.mutable_as<int64_t>()[r * longest + c] = v.get<int64_t>();

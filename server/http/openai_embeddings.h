@@ -15,8 +15,10 @@
 // is a request source (engine/request_source.h): the engine looks the model
 // up, checks the limits on the declared shape before the ids are
 // allocated, and admits it as any other request, with the same errors and
-// statistics. "dimensions" must equal the
-// model's embedding width (no model here is trained for truncation).
+// statistics. "dimensions" below the model's embedding width cuts each
+// embedding to its first columns and normalises it again, for a model
+// trained for it (TensorSpec::matryoshka); otherwise only the width is
+// accepted (CheckDimensions names the reason).
 // usage.prompt_tokens counts the token ids sent (without the padding), or
 // for text the tokens the model's tokenizer made, [CLS] and [SEP] included
 // (InferResponse::real_tokens).
@@ -29,7 +31,9 @@
 #ifndef INFER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 #define INFER_SERVER_HTTP_OPENAI_EMBEDDINGS_H_
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +53,12 @@ struct EmbeddingsCall {
   // whether the engine got as far as asking what the request declares.
   const char* param = nullptr;
   bool declared = false;
+  // TEI's /embed instead (server/http/tei_routes.h): the texts or ids in
+  // "inputs", with its "truncate", "truncation_direction", "prompt_name",
+  // "normalize" (default true) and "dimensions"; `empty` is set when it is
+  // refused for an empty list (TEI's 400 "empty").
+  bool tei = false;
+  bool empty = false;
 };
 
 // A parsed /v1/embeddings body as the engine's request source. Declare
@@ -66,6 +76,8 @@ class EmbeddingsSource final : public RequestSource {
   absl::Status Decode(const ModelSpec& spec, InferRequest* request) override;
 
  private:
+  absl::Status DeclareTeiOptions();
+
   std::string model_;
   nlohmann::json doc_;
   EmbeddingsCall* call_;  // borrowed
@@ -76,6 +88,11 @@ class EmbeddingsSource final : public RequestSource {
   std::vector<int64_t> shape_;
   bool text_ = false;
   bool mask_ = false;
+  int64_t dimensions_ = 0;
+  // TEI's options (EmbeddingsCall::tei).
+  std::optional<bool> truncate_, normalize_;
+  bool truncate_left_ = false;
+  std::string prompt_name_;
 };
 
 // The body's JSON (depth-bounded, runtime/json_parse.h) and its model name:
@@ -90,6 +107,13 @@ void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply);
 // output), "rerank" (one score per input: a cross-encoder), "classify"
 // (several scores with their labels), or null.
 const char* ModelTask(const ModelSpec& spec);
+// The model a TEI or Cohere body is for: its "model" where it names one,
+// else the one loaded model whose ModelTask is one of `tasks` (TEI serves
+// one model, this server many). INVALID_ARGUMENT naming the candidates when
+// several are, FAILED_PRECONDITION naming `what` when none is.
+absl::StatusOr<std::string> ChooseModel(const Engine& engine, const nlohmann::json& body,
+                                        std::initializer_list<absl::string_view> tasks,
+                                        absl::string_view what);
 // GET /v1/models (`model` empty) or /v1/models/{model}, each model with its
 // "task" (ModelTask) beside OpenAI's fields.
 HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model);

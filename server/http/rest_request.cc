@@ -63,9 +63,18 @@ absl::Status RestRequestSource::Declare(const ModelSpec&, DeclaredRequest* decla
     for (const auto& [key, value] : p->items()) {
       if (IsTextParameter(key)) {
         const bool flag = value.is_boolean() && value.get<bool>();
-        INFER_RETURN_IF_ERROR(ApplyTextParameter(
-            key, value.is_boolean() ? &flag : nullptr,
-            value.is_string() ? &value.get_ref<const std::string&>() : nullptr, &text_));
+        // An integer past int64 is refused as not positive.
+        const int64_t number =
+            !value.is_number_integer() ? -1
+            : value.is_number_unsigned() &&
+                    value.get<uint64_t>() >
+                        static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                ? -1
+                : value.get<int64_t>();
+        INFER_RETURN_IF_ERROR(
+            ApplyTextParameter(key, value.is_boolean() ? &flag : nullptr,
+                               value.is_string() ? &value.get_ref<const std::string&>() : nullptr,
+                               value.is_number_integer() ? &number : nullptr, &text_));
         continue;
       }
       if (!IsSchedulingParameter(key)) continue;  // Triton ignores what it does not know
@@ -179,6 +188,9 @@ absl::Status RestRequestSource::Decode(const ModelSpec&, InferRequest* request) 
   }
   request->truncate = text_.truncate;
   request->truncate_left = text_.truncate_left;
+  request->prompt_name = text_.prompt_name;
+  request->normalize = text_.normalize;
+  request->dimensions = text_.dimensions;
   // Decoded: the body and its JSON are not needed while the request waits.
   doc_ = json();
   std::string().swap(body_);

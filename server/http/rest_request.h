@@ -72,7 +72,7 @@ class RestRequestSource final : public RequestSource {
   std::vector<Input> inputs_;
   std::vector<std::string> outputs_;
   std::vector<std::pair<std::string, int64_t>> scheduling_;  // Triton's parameters
-  InferRequest text_;  // only its text parameters (truncate, truncate_left) are set
+  InferRequest text_;  // only its text parameters (ApplyTextParameter) are set
 };
 
 }  // namespace infer

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "engine/request_source.h"
 #include "runtime/json_parse.h"
 #include "runtime/quote.h"
 #include "runtime/status_macros.h"
 #include "server/http/http_json.h"
+#include "server/http/openai_embeddings.h"
 
 namespace infer {
 namespace {
@@ -39,7 +39,10 @@ struct ScoringCall {
   std::vector<std::string> labels;  // the scores output's, in order
   bool raw_scores = false;
   bool return_text = false;
-  int64_t top_n = -1;   // Cohere: the results to return; -1: all
+  int64_t top_n = -1;  // Cohere, and predict's top_k: the results to return; -1: all
+  // predict's function_to_apply: "sigmoid", "softmax", "none"; empty: by
+  // the number of labels.
+  std::string function;
   bool single = false;  // predict: one input, answered as one list
   bool empty = false;   // refused for an empty list (TEI's "empty")
   // The documents (rerank) as the body gave them, for return_text.
@@ -181,6 +184,22 @@ class ScoringSource final : public RequestSource {
   // TEI's inputs: a string, a pair [a, b], or a batch [[a], [a, b], ...].
   absl::Status DeclarePredict(DeclaredRequest* declared) {
     const json& d = call_->doc;
+    if (auto p = d.find("parameters"); p != d.end() && !p->is_null()) {
+      if (!p->is_object()) return Invalid("'parameters' must be an object");
+      if (auto k = p->find("top_k"); k != p->end() && !k->is_null()) {
+        if (!k->is_number_integer() || k->get<int64_t>() < 1) {
+          return Invalid("'parameters.top_k' must be a positive integer");
+        }
+        call_->top_n = k->get<int64_t>();
+      }
+      if (auto f = p->find("function_to_apply"); f != p->end() && !f->is_null()) {
+        if (*f != "sigmoid" && *f != "softmax" && *f != "none") {
+          return Invalid(
+              "'parameters.function_to_apply' must be \"sigmoid\", \"softmax\" or \"none\"");
+        }
+        call_->function = f->get<std::string>();
+      }
+    }
     auto inputs = d.find("inputs");
     const char* forms =
         "'inputs' must be a string, a pair of strings [string, string], or a batch of single "
@@ -249,12 +268,13 @@ class ScoringSource final : public RequestSource {
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // One input's scores: the logits, or through a softmax (several labels) or
-// a sigmoid (one), as TEI gives them.
-std::vector<float> Activated(const float* logits, int64_t n, bool raw) {
+// a sigmoid (one), as TEI gives them; `function` chooses otherwise.
+std::vector<float> Activated(const float* logits, int64_t n, bool raw,
+                             const std::string& function = "") {
   std::vector<float> out(logits, logits + n);
-  if (raw) return out;
-  if (n == 1) {
-    out[0] = Sigmoid(out[0]);
+  if (raw || function == "none") return out;
+  if (function == "sigmoid" || (function.empty() && n == 1)) {
+    for (float& v : out) v = Sigmoid(v);
     return out;
   }
   const float max = *std::max_element(out.begin(), out.end());
@@ -292,10 +312,13 @@ HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
   if (call.api == ScoringApi::kTeiPredict) {
     json all = json::array();
     for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> s = Activated(t->as<float>() + i * labels, labels, call.raw_scores);
+      const std::vector<float> s =
+          Activated(t->as<float>() + i * labels, labels, call.raw_scores, call.function);
       json predictions = json::array();
-      for (size_t k : ByScore(s))
+      for (size_t k : ByScore(s)) {
+        if (call.top_n >= 0 && static_cast<int64_t>(predictions.size()) >= call.top_n) break;
         predictions.push_back({{"score", s[k]}, {"label", call.labels[k]}});
+      }
       all.push_back(std::move(predictions));
     }
     return {200, "application/json", DumpJson(call.single ? all[0] : all)};
@@ -331,29 +354,6 @@ HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
       {"results", std::move(results)},
       {"meta", {{"api_version", {{"version", version}}}, {"billed_units", {{"search_units", 1}}}}}};
   return {200, "application/json", DumpJson(body)};
-}
-
-// The model a call without "model" is for: the one loaded model that can
-// answer it.
-absl::StatusOr<std::string> ChooseModel(const Engine& engine, const ScoringCall& call) {
-  if (auto m = call.doc.find("model"); m != call.doc.end() && !m->is_null()) {
-    if (!m->is_string()) return Invalid("'model' must be a string");
-    return m->get<std::string>();
-  }
-  std::vector<std::string> fit;
-  for (const std::string& name : engine.ModelNames()) {
-    absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(name);
-    if (!spec.ok()) continue;
-    const TensorSpec* scores = ScoresOutput(**spec);
-    if (scores != nullptr && (!IsRerank(call.api) || scores->shape[1] == 1)) fit.push_back(name);
-  }
-  if (fit.size() == 1) return fit[0];
-  const char* what = IsRerank(call.api) ? "re-ranker" : "classifier";
-  if (fit.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("no loaded model is a ", what));
-  }
-  return Invalid(absl::StrCat("several loaded models are ", what, "s (", absl::StrJoin(fit, ", "),
-                              "); name one in 'model'"));
 }
 
 }  // namespace
@@ -393,15 +393,41 @@ HttpResponse ScoringError(ScoringApi api, const absl::Status& status, bool empty
 }
 
 void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply) {
-  auto call = std::make_shared<ScoringCall>(api);
   absl::StatusOr<json> doc = ParseJson(request.body, "the request body");
   if (!doc.ok()) return reply.Send(ScoringError(api, doc.status()));
   if (!doc->is_object()) {
     return reply.Send(ScoringError(api, Invalid("the request body is not a JSON object")));
   }
   request.body.clear();  // parsed
-  call->doc = *std::move(doc);
-  absl::StatusOr<std::string> model = ChooseModel(*engine, *call);
+  SubmitScoring(api, engine, *std::move(doc), std::move(reply));
+}
+
+namespace {
+
+absl::StatusOr<std::string> ScoringModel(ScoringApi api, const Engine& engine, const json& doc) {
+  return IsRerank(api) ? ChooseModel(engine, doc, {"rerank"}, "a re-ranker")
+                       : ChooseModel(engine, doc, {"rerank", "classify"}, "a classifier");
+}
+
+}  // namespace
+
+absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string_view body,
+                              const std::function<absl::Status(RequestSource&)>& admit,
+                              bool* empty) {
+  ScoringCall call(api);
+  INFER_ASSIGN_OR_RETURN(call.doc, ParseJson(body, "the request body"));
+  if (!call.doc.is_object()) return Invalid("the request body is not a JSON object");
+  INFER_ASSIGN_OR_RETURN(std::string model, ScoringModel(api, engine, call.doc));
+  ScoringSource source(std::move(model), &call);
+  absl::Status status = admit(source);
+  *empty = call.empty;
+  return status;
+}
+
+void SubmitScoring(ScoringApi api, Engine* engine, json body, HttpReply reply) {
+  auto call = std::make_shared<ScoringCall>(api);
+  call->doc = std::move(body);
+  absl::StatusOr<std::string> model = ScoringModel(api, *engine, call->doc);
   if (!model.ok()) return reply.Send(ScoringError(api, model.status()));
   ScoringSource source(*std::move(model), call.get());
   auto shared = std::make_shared<HttpReply>(std::move(reply));

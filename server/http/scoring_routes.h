@@ -7,8 +7,12 @@
 //                    "raw_scores", "return_text"}
 //       -> [{"index", "score", "text"?}], highest score first
 //     POST /predict {"inputs": "a" | ["a", "b"] (a pair) | [["a"], ["a", "b"], ..],
-//                    "truncate", "truncation_direction", "raw_scores"}
-//       -> [{"score", "label"}] (or one such list per input), highest first
+//                    "truncate", "truncation_direction", "raw_scores",
+//                    "parameters": {"top_k", "function_to_apply"}}
+//       -> [{"score", "label"}] (or one such list per input), highest first;
+//          Hugging Face's text-classification parameters (which its
+//          InferenceClient sends) keep the top_k best, and choose the
+//          function ("sigmoid", "softmax" or "none")
 //   Cohere (Jina's rerank API is Cohere's v1):
 //     POST /v1/rerank {"model", "query", "documents": ["..." | {"text": ".."}],
 //                      "top_n", "return_documents"}
@@ -40,7 +44,11 @@
 #ifndef INFER_SERVER_HTTP_SCORING_ROUTES_H_
 #define INFER_SERVER_HTTP_SCORING_ROUTES_H_
 
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
+#include "engine/request_source.h"
 #include "server/http/http_server.h"
 
 namespace infer {
@@ -49,6 +57,16 @@ enum class ScoringApi { kTeiRerank, kTeiPredict, kCohereV1, kCohereV2 };
 
 // Answers `request` (a POST with a JSON body) in `api`'s shapes.
 void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply);
+// The same for a body already parsed (a JSON object).
+void SubmitScoring(ScoringApi api, Engine* engine, nlohmann::json body, HttpReply reply);
+
+// What SubmitScoring does to `body` (any bytes) before it is queued,
+// for a fuzz target: the depth-bounded parse, the model's choice, then its
+// request source handed to `admit` (the engine's admission pass). The
+// first refusal (`*empty` set for an empty list), else `admit`'s status.
+absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string_view body,
+                              const std::function<absl::Status(RequestSource&)>& admit,
+                              bool* empty);
 
 // An error in `api`'s JSON shape and status; `empty`: a refusal of an
 // empty list (TEI's 400 "empty").

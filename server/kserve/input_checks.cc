@@ -45,14 +45,31 @@ absl::Status SchedulingParameterNotAnInteger(absl::string_view key) {
 }
 
 bool IsTextParameter(absl::string_view key) {
-  return key == "truncate" || key == "truncation_direction";
+  return key == "truncate" || key == "truncation_direction" || key == "prompt_name" ||
+         key == "normalize" || key == "dimensions";
 }
 
 absl::Status ApplyTextParameter(absl::string_view key, const bool* flag, const std::string* text,
-                                InferRequest* request) {
-  if (key == "truncate") {
-    if (flag == nullptr) return absl::InvalidArgumentError("parameter 'truncate' must be a bool");
-    request->truncate = *flag;
+                                const int64_t* number, InferRequest* request) {
+  if (key == "truncate" || key == "normalize") {
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' must be a bool"));
+    }
+    (key == "truncate" ? request->truncate : request->normalize) = *flag;
+    return absl::OkStatus();
+  }
+  if (key == "dimensions") {
+    if (number == nullptr || *number < 1) {
+      return absl::InvalidArgumentError("parameter 'dimensions' must be a positive integer");
+    }
+    request->dimensions = *number;
+    return absl::OkStatus();
+  }
+  if (key == "prompt_name") {
+    if (text == nullptr) {
+      return absl::InvalidArgumentError("parameter 'prompt_name' must be a string");
+    }
+    request->prompt_name = *text;
     return absl::OkStatus();
   }
   if (text == nullptr || (*text != "left" && *text != "right")) {

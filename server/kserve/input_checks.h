@@ -41,15 +41,18 @@ absl::Status ApplySchedulingParameter(absl::string_view key, int64_t value, Infe
 // integer that fits int64.
 absl::Status SchedulingParameterNotAnInteger(absl::string_view key);
 
-// The text parameters, as TEI names them, for a model that tokenises text
-// (InferRequest::truncate): "truncate" (a bool) and "truncation_direction"
-// ("left" or "right").
+// The text and embedding parameters, as TEI names them, for a model that
+// tokenises text or gives embeddings (InferRequest's truncate, prompt_name,
+// normalize, dimensions): "truncate" (a bool), "truncation_direction"
+// ("left" or "right"), "prompt_name" (a string), "normalize" (a bool) and
+// "dimensions" (an integer).
 bool IsTextParameter(absl::string_view key);
-// Sets the text parameter `key` from a bool (`flag`) or a string (`text`),
-// whichever the parameter held (the other null); INVALID_ARGUMENT naming
-// what the parameter takes otherwise.
+// Sets the text parameter `key` from a bool (`flag`), a string (`text`) or
+// an integer (`number`), whichever the parameter held (the others null);
+// INVALID_ARGUMENT naming what the parameter takes otherwise. The model
+// judges the values (CheckRequestOptions).
 absl::Status ApplyTextParameter(absl::string_view key, const bool* flag, const std::string* text,
-                                InferRequest* request);
+                                const int64_t* number, InferRequest* request);
 
 }  // namespace infer
 

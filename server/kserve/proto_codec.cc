@@ -157,8 +157,20 @@ absl::StatusOr<InferRequest> RequestFromProto(inference::ModelInferRequest* prot
       const bool is_bool = value.parameter_choice_case() == inference::InferParameter::kBoolParam;
       const bool is_string =
           value.parameter_choice_case() == inference::InferParameter::kStringParam;
-      INFER_RETURN_IF_ERROR(ApplyTextParameter(
-          key, is_bool ? &flag : nullptr, is_string ? &value.string_param() : nullptr, &request));
+      // An integer: int64, or uint64 within it (larger ones are refused as
+      // not positive).
+      int64_t number = -1;
+      const bool is_number =
+          value.parameter_choice_case() == inference::InferParameter::kInt64Param ||
+          value.parameter_choice_case() == inference::InferParameter::kUint64Param;
+      if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+        number = value.int64_param();
+      } else if (is_number && value.uint64_param() <= static_cast<uint64_t>(INT64_MAX)) {
+        number = static_cast<int64_t>(value.uint64_param());
+      }
+      INFER_RETURN_IF_ERROR(ApplyTextParameter(key, is_bool ? &flag : nullptr,
+                                               is_string ? &value.string_param() : nullptr,
+                                               is_number ? &number : nullptr, &request));
       continue;
     }
     if (!IsSchedulingParameter(key)) continue;

@@ -283,7 +283,7 @@ class HttpFrontEndTest(unittest.TestCase):
         self.assertIn("not a token id", e.exception.message)
         with self.assertRaises(openai.BadRequestError) as e:
             self.openai.embeddings.create(model="minilm", input="x", dimensions=128)
-        self.assertIn("cannot shorten", e.exception.message)
+        self.assertIn("embeddings cannot be shortened", e.exception.message)
         with self.assertRaises(openai.BadRequestError) as e:
             self.openai.embeddings.create(model="tiny", input=[list(range(1, 600))])
         self.assertEqual(e.exception.body["type"], "invalid_request_error")

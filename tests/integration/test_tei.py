@@ -1,0 +1,302 @@
+"""TEI's embedding routes and the embedding options, through the clients
+that use them: Hugging Face's InferenceClient (feature_extraction,
+sentence_similarity and text_classification, pointed at the server as TEI
+users point it), OpenAI's client with `dimensions`, Triton's gRPC client
+with the same options as KServe parameters, and TEI's JSON over plain HTTP.
+
+The embedding model is the BERT family fixture (tests/fixtures/families/bert,
+made and run by transformers) copied with a model card that tags it as
+trained with MatryoshkaLoss and a sentence-transformers prompts file; the
+classifier and re-ranker are tests/fixtures/classifiers. Embeddings are
+checked against transformers' (cosine >= 0.9999 in FP32), a cut embedding
+against the full one cut and normalised again, a prompt against its text
+written out, scores against transformers' logits, and /tokenize and
+/decode against Hugging Face's tokenizers on the folder's tokenizer.json.
+
+Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+import urllib.error
+import urllib.request
+
+from huggingface_hub import InferenceClient
+import numpy as np
+import openai
+from tokenizers import Tokenizer
+import tritonclient.grpc as grpcclient
+
+from infer_server_process import InferServer
+from test_families import cosine, reference
+from test_scoring import reference as scoring_reference, softmax
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAMILIES = os.path.join(HERE, "..", "fixtures", "families")
+CLASSIFIERS = os.path.join(HERE, "..", "fixtures", "classifiers")
+PROMPTS = {"query": "query: ", "passage": "passage: "}
+
+
+def cut(v, d):
+    v = np.asarray(v[:d], dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+class Http:
+    """POST and GET with TEI's JSON, (status, parsed body)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def call(self, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+
+class TeiEmbeddingTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tei_embedder_")
+        shutil.copytree(os.path.join(FAMILIES, "bert"), cls.dir, dirs_exist_ok=True)
+        with open(os.path.join(cls.dir, "README.md"), "w", encoding="utf-8") as f:
+            f.write("---\ntags:\n- sentence-transformers\n- loss:MatryoshkaLoss\n---\n# BERT\n")
+        with open(os.path.join(cls.dir, "config_sentence_transformers.json"), "w",
+                  encoding="utf-8") as f:
+            json.dump({"prompts": PROMPTS, "default_prompt_name": None}, f)
+        # One model: POST / and the routes without "model" choose it.
+        cls.server = InferServer(None, "--model", f"embedder={cls.dir}")
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.http = Http(cls.base)
+        cls.hf = InferenceClient(base_url=cls.base)
+        cls.openai = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0)
+        cls.ref = [(t, e) for t, _, e in reference("bert") if t is not None]
+        cls.width = len(cls.ref[0][1])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_feature_extraction_matches_transformers(self):
+        for text, want in self.ref:
+            got = self.hf.feature_extraction(text)
+            self.assertEqual(got.shape, (1, self.width))
+            self.assertGreaterEqual(cosine(got[0], want), 0.9999, text)
+            self.assertAlmostEqual(float(np.linalg.norm(got[0])), 1.0, places=5)
+        # TEI's /embed, batched, and with token ids.
+        status, body = self.http.call("/embed", {"inputs": [t for t, _ in self.ref]})
+        self.assertEqual(status, 200, body)
+        for (text, want), got in zip(self.ref, body):
+            self.assertGreaterEqual(cosine(np.array(got), want), 0.9999, text)
+        ids = [i for _, i, _ in reference("bert")]
+        status, by_ids = self.http.call("/embed", {"inputs": ids[0]})
+        self.assertEqual(status, 200, by_ids)
+        self.assertGreaterEqual(cosine(np.array(by_ids[0]), self.ref[0][1]), 0.9999)
+
+    def test_normalize_dimensions_and_prompt_name(self):
+        text = self.ref[0][0]
+        full = self.hf.feature_extraction(text)[0]
+        raw = self.hf.feature_extraction(text, normalize=False)[0]
+        self.assertGreater(abs(float(np.linalg.norm(raw)) - 1.0), 1e-3)
+        self.assertGreaterEqual(cosine(raw, full), 0.99999)
+        short = self.hf.feature_extraction(text, dimensions=16)[0]
+        self.assertEqual(len(short), 16)
+        np.testing.assert_allclose(short, cut(full, 16), atol=1e-5)
+        prompted = self.hf.feature_extraction(text, prompt_name="query")[0]
+        written = self.hf.feature_extraction("query: " + text)[0]
+        np.testing.assert_allclose(prompted, written, atol=1e-5)
+        self.assertLess(cosine(prompted, full), 0.9999)
+
+    def test_openai_dimensions(self):
+        text = self.ref[0][0]
+        full = self.openai.embeddings.create(model="embedder", input=text).data[0].embedding
+        short = self.openai.embeddings.create(model="embedder", input=text,
+                                              dimensions=8).data[0].embedding
+        np.testing.assert_allclose(short, cut(full, 8), atol=1e-5)
+        for bad in (0, self.width + 1):
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.openai.embeddings.create(model="embedder", input=text, dimensions=bad)
+            self.assertIn(f"gives embeddings of 1 to {self.width}", str(e.exception))
+            self.assertEqual(e.exception.body["param"], "dimensions")
+
+    def test_kserve_parameters(self):
+        text = self.ref[0][0]
+        want = cut(self.hf.feature_extraction("passage: " + text)[0], 8)
+        with grpcclient.InferenceServerClient(self.server.address) as c:
+            inp = grpcclient.InferInput("text", [1], "BYTES")
+            inp.set_data_from_numpy(np.array([text.encode()], dtype=object))
+            r = c.infer("embedder", [inp], parameters={"dimensions": 8, "prompt_name": "passage"})
+            np.testing.assert_allclose(r.as_numpy("embedding")[0], want, atol=1e-5)
+            with self.assertRaises(Exception) as e:
+                c.infer("embedder", [inp], parameters={"prompt_name": "document"})
+            self.assertIn("has no prompt 'document'; its prompts: passage, query",
+                          str(e.exception))
+
+    def test_sentence_similarity(self):
+        texts = [t for t, _ in self.ref]
+        want = [cosine(self.ref[0][1], e) for _, e in self.ref[1:]] + [1.0]
+        for client in (self.hf, InferenceClient(model=self.base + "/similarity")):
+            got = client.sentence_similarity(texts[0], texts[1:] + [texts[0]])
+            np.testing.assert_allclose(got, want, atol=1e-4)
+
+    def test_tokenize_and_decode_match_tokenizers(self):
+        tok = Tokenizer.from_file(os.path.join(self.dir, "tokenizer.json"))
+        texts = [t for t, _ in self.ref]
+        status, body = self.http.call("/tokenize", {"inputs": texts})
+        self.assertEqual(status, 200, body)
+        for text, got in zip(texts, body):
+            enc = tok.encode(text)
+            self.assertEqual([t["id"] for t in got], enc.ids, text)
+            for t, (s, e), special, token in zip(got, enc.offsets, enc.special_tokens_mask,
+                                                 enc.tokens):
+                self.assertEqual(t["special"], bool(special))
+                if special:
+                    self.assertEqual((t["text"], t["start"], t["stop"]), (token, None, None))
+                    continue
+                # tokenizers' offsets count characters; TEI's, bytes.
+                self.assertEqual((t["start"], t["stop"]),
+                                 (len(text[:s].encode()), len(text[:e].encode())), text)
+                self.assertEqual(t["text"], text[s:e])
+        status, body = self.http.call("/tokenize", {"inputs": texts[0], "prompt_name": "query",
+                                                    "add_special_tokens": False})
+        self.assertEqual(status, 200, body)
+        self.assertEqual([t["id"] for t in body[0]],
+                         tok.encode("query: " + texts[0], add_special_tokens=False).ids)
+        ids = [tok.encode(t).ids for t in texts]
+        status, decoded = self.http.call("/decode", {"ids": ids})
+        self.assertEqual(status, 200, decoded)
+        self.assertEqual(decoded, [tok.decode(i) for i in ids])
+        status, decoded = self.http.call("/decode", {"ids": ids[0], "skip_special_tokens": False})
+        self.assertEqual(decoded, [tok.decode(ids[0], skip_special_tokens=False)])
+        # Refusals, within the limits, before anything is tokenised.
+        vocab = tok.get_vocab_size()
+        for path, body, status, message in [
+                ("/tokenize", {"inputs": []}, 400, "cannot be empty"),
+                ("/tokenize", {"inputs": ["x"] * 2000}, 422, "maximum allowed batch size"),
+                ("/tokenize", {"inputs": "x", "prompt_name": "document"}, 422,
+                 "has no prompt 'document'"),
+                ("/decode", {"ids": [vocab]}, 422, f"has ids in [0, {vocab})"),
+                ("/decode", {"ids": [-1]}, 422, "has ids in"),
+                ("/decode", {"ids": "x"}, 422, "'ids' must be")]:
+            got, err = self.http.call(path, body)
+            self.assertEqual(got, status, (path, err))
+            self.assertIn(message, err["error"])
+
+    def test_info_and_health(self):
+        status, info = self.http.call("/info")
+        self.assertEqual(status, 200, info)
+        self.assertEqual(info["model_id"], "embedder")
+        self.assertEqual(info["model_type"], {"embedding": {"pooling": "mean"}})
+        self.assertEqual(info["model_dtype"], "float32")
+        self.assertEqual(sorted(info["prompts"]), ["passage", "query"])
+        for key in ("max_input_length", "max_batch_tokens", "max_client_batch_size",
+                    "max_concurrent_requests", "version"):
+            self.assertIn(key, info)
+        self.assertEqual(self.http.call("/health")[0], 200)
+        self.assertEqual(self.http.call("/info?model=nothing")[0], 404)
+
+    def test_refusals(self):
+        cases = [
+            ("/embed", {"inputs": []}, 400, "empty", "cannot be empty"),
+            ("/embed", {"inputs": "x", "dimensions": 0}, 422, "validation",
+             f"gives embeddings of 1 to {self.width}"),
+            ("/embed", {"inputs": "x", "prompt_name": "document"}, 422, "validation",
+             "has no prompt 'document'"),
+            ("/embed", {"inputs": "x", "normalize": "yes"}, 422, "validation",
+             "'normalize' must be true or false"),
+            ("/embed", {"inputs": "x", "model": "nothing"}, 404, "validation", "nothing"),
+            ("/similarity", {"inputs": {"source_sentence": "x", "sentences": []}}, 400,
+             "empty", "cannot be empty"),
+            ("/similarity", {"inputs": {"source_sentence": "x"}}, 422, "validation",
+             "source_sentence"),
+            ("/rerank", {"query": "x", "texts": ["y"]}, 424, "backend",
+             "no loaded model is a re-ranker"),
+        ]
+        for path, body, status, kind, message in cases:
+            got, err = self.http.call(path, body)
+            self.assertEqual(got, status, (path, body, err))
+            self.assertEqual(err["error_type"], kind, err)
+            self.assertIn(message, err["error"])
+        # The server keeps serving.
+        self.assertEqual(self.http.call("/embed", {"inputs": "x"})[0], 200)
+
+
+class TeiScoringRootTest(unittest.TestCase):
+    """POST / on a classifier and on a re-ranker (TEI serves one model; so
+    do these servers), and text_classification through InferenceClient."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.classifier = InferServer(
+            None, "--model", f"classifier={os.path.join(CLASSIFIERS, 'xlm-roberta-classifier')}")
+        cls.reranker = InferServer(
+            None, "--model", f"reranker={os.path.join(CLASSIFIERS, 'bert-reranker')}")
+        cls.labels, cls.classified = scoring_reference("xlm-roberta-classifier")
+        _, cls.pairs = scoring_reference("bert-reranker")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.classifier.stop()
+        cls.reranker.stop()
+
+    def test_text_classification(self):
+        base = f"http://127.0.0.1:{self.classifier.http_port}"
+        http = Http(base)
+        # POST / on a pair: TEI's predict, against transformers' logits.
+        for query, passage, logits in self.classified:
+            want = softmax(np.asarray(logits).reshape(-1))
+            status, got = http.call("/", {"inputs": [query, passage]})
+            self.assertEqual(status, 200, got)
+            self.assertEqual(got[0]["label"], self.labels[int(np.argmax(want))])
+            for p in got:
+                self.assertAlmostEqual(p["score"], float(want[self.labels.index(p["label"])]),
+                                       delta=1e-4)
+        # InferenceClient on a single text (the fixture's references are
+        # pairs): what TEI's /predict answers, parsed by the client, which
+        # returns the top prediction of TEI's flat list.
+        client = InferenceClient(base_url=base)
+        for text in {q for q, _, _ in self.classified}:
+            status, want = http.call("/predict", {"inputs": text})
+            self.assertEqual(status, 200, want)
+            got = client.text_classification(text)
+            top = got[0] if isinstance(got, list) else got
+            self.assertEqual(top.label, want[0]["label"])
+            self.assertAlmostEqual(top.score, want[0]["score"], delta=1e-6)
+            self.assertAlmostEqual(sum(p["score"] for p in want), 1.0, delta=1e-5)
+        status, top2 = http.call("/", {"inputs": self.classified[0][0],
+                                       "parameters": {"top_k": 2, "function_to_apply": "none"}})
+        self.assertEqual(status, 200, top2)
+        self.assertEqual(len(top2), 2)
+        self.assertGreaterEqual(top2[0]["score"], top2[1]["score"])
+        status, raw = http.call("/predict", {"inputs": self.classified[0][0], "raw_scores": True})
+        self.assertEqual([p["score"] for p in top2], [p["score"] for p in raw[:2]])
+        status, info = http.call("/info")
+        self.assertEqual(status, 200, info)
+        self.assertEqual(list(info["model_type"]), ["classifier"])
+        self.assertEqual(info["model_type"]["classifier"]["id2label"],
+                         {str(i): l for i, l in enumerate(self.labels)})
+
+    def test_root_reranks_on_a_reranker(self):
+        http = Http(f"http://127.0.0.1:{self.reranker.http_port}")
+        query = self.pairs[0][0]
+        docs = [p for q, p, _ in self.pairs if q == query]
+        status, ranks = http.call("/", {"query": query, "texts": docs, "raw_scores": True})
+        self.assertEqual(status, 200, ranks)
+        want = {p: float(l[0]) for q, p, l in self.pairs if q == query}
+        for r in ranks:
+            self.assertAlmostEqual(r["score"], want[docs[r["index"]]], delta=1e-4)
+        status, info = http.call("/info")
+        self.assertEqual(list(info["model_type"]), ["reranker"])
+
+
+if __name__ == "__main__":
+    unittest.main()
