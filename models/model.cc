@@ -185,9 +185,9 @@ absl::Status CheckRequestOptions(const ModelSpec& spec, const InferRequest& requ
     if (returned && o.normalizable) embedding = &o;
   }
   if (embedding == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", spec.name,
-                                                   "' returns no embedding here: 'normalize' and ",
-                                                   "'dimensions' apply to embeddings only"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", spec.name, "' offers no 'normalize' or 'dimensions' on the ",
+                     "outputs asked for (they apply to a transformer model's embedding)"));
   }
   if (request.dimensions != 0) {
     INFER_RETURN_IF_ERROR(CheckDimensions(spec, *embedding, request.dimensions));

@@ -198,8 +198,8 @@ TEST_F(EmbeddingOptionsTest, RefusalsNameTheOptionAndTheLimit) {
   ASSERT_THAT(classifier, IsOk());
   InferRequest c = Text({"x"});
   c.normalize = true;
-  EXPECT_THAT(Admit(**classifier, &c),
-              StatusIs(absl::StatusCode::kInvalidArgument, "returns no embedding here"));
+  EXPECT_THAT(Admit(**classifier, &c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                "offers no 'normalize' or 'dimensions'"));
 }
 
 TEST_F(EmbeddingOptionsTest, APromptIsChosenPerRequest) {

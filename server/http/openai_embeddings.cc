@@ -86,7 +86,7 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
     return Invalid(absl::StrCat("model ", Quote(spec.name), " has no embedding output"));
   }
   call_->output = embedding->name;
-  if (call_->tei) INFER_RETURN_IF_ERROR(DeclareTeiOptions());
+  if (call_->tei) INFER_RETURN_IF_ERROR(DeclareTeiOptions(*embedding));
   call_->param = "encoding_format";
   if (auto f = doc_.find("encoding_format"); !call_->tei && f != doc_.end() && !f->is_null()) {
     if (!f->is_string() || (*f != "float" && *f != "base64")) {
@@ -175,7 +175,7 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   return absl::OkStatus();
 }
 
-absl::Status EmbeddingsSource::DeclareTeiOptions() {
+absl::Status EmbeddingsSource::DeclareTeiOptions(const TensorSpec& embedding) {
   call_->param = nullptr;
   if (auto t = doc_.find("truncate"); t != doc_.end() && !t->is_null()) {
     if (!t->is_boolean()) return Invalid("'truncate' must be true or false");
@@ -192,8 +192,10 @@ absl::Status EmbeddingsSource::DeclareTeiOptions() {
     if (!p->is_string()) return Invalid("'prompt_name' must be a string");
     prompt_name_ = p->get<std::string>();
   }
-  // TEI normalises unless asked not to, whatever the model's default.
-  normalize_ = true;
+  // TEI normalises unless asked not to, whatever the model's default
+  // (where the model lets a request choose; elsewhere only an explicit
+  // "normalize" is, and it is refused).
+  if (embedding.normalizable) normalize_ = true;
   if (auto n = doc_.find("normalize"); n != doc_.end() && !n->is_null()) {
     if (!n->is_boolean()) return Invalid("'normalize' must be true or false");
     normalize_ = n->get<bool>();

@@ -76,7 +76,7 @@ class EmbeddingsSource final : public RequestSource {
   absl::Status Decode(const ModelSpec& spec, InferRequest* request) override;
 
  private:
-  absl::Status DeclareTeiOptions();
+  absl::Status DeclareTeiOptions(const TensorSpec& embedding);
 
   std::string model_;
   nlohmann::json doc_;

@@ -94,8 +94,8 @@ void SubmitEmbed(Engine* engine, json doc, HttpReply reply, bool similarity) {
 }
 
 // /similarity's body as an /embed body: the source sentence first, then
-// the sentences (moved, not copied), unnormalised (a cosine divides by
-// the norms anyway).
+// the sentences (moved, not copied). The cosine divides by the norms, so
+// the embeddings' normalisation does not matter.
 absl::StatusOr<json> SimilarityAsEmbed(json doc, bool* empty) {
   json& inputs = doc["inputs"];
   const char* form = "'inputs' must be {\"source_sentence\": string, \"sentences\": [string, ...]}";
@@ -110,7 +110,7 @@ absl::StatusOr<json> SimilarityAsEmbed(json doc, bool* empty) {
     *empty = true;
     return Invalid("`inputs.sentences` cannot be empty");
   }
-  json embed = {{"inputs", json::array()}, {"normalize", false}};
+  json embed = {{"inputs", json::array()}};
   embed["inputs"].get_ref<json::array_t&>().reserve(sentences->size() + 1);
   embed["inputs"].push_back(std::move(*source));
   for (json& s : *sentences) {

@@ -230,6 +230,37 @@ class TeiEmbeddingTest(unittest.TestCase):
         self.assertEqual(self.http.call("/embed", {"inputs": "x"})[0], 200)
 
 
+class TeiWithoutEmbeddingOptionsTest(unittest.TestCase):
+    """A model whose embedding has no options (the built-in embed_pool, token
+    ids in): TEI's /embed answers it with TEI's default, and refuses the
+    options it does not have."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp(prefix="tei_pool_")
+        os.makedirs(os.path.join(cls.repo, "pool"))
+        with open(os.path.join(cls.repo, "pool", "config.pbtxt"), "w", encoding="utf-8") as f:
+            f.write('backend: "embed_pool"\n'
+                    'parameters { key: "embedding_size" value { string_value: "8" } }\n')
+        cls.server = InferServer(cls.repo)
+        cls.http = Http(f"http://127.0.0.1:{cls.server.http_port}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo, ignore_errors=True)
+
+    def test_embed_without_options(self):
+        status, body = self.http.call("/embed", {"inputs": [[1, 2, 3], [4, 5]]})
+        self.assertEqual(status, 200, body)
+        self.assertEqual([len(e) for e in body], [8, 8])
+        for option, message in (({"normalize": False}, "offers no 'normalize'"),
+                                ({"dimensions": 4}, "embeddings cannot be shortened")):
+            status, err = self.http.call("/embed", {"inputs": [1, 2], **option})
+            self.assertEqual(status, 422, err)
+            self.assertIn(message, err["error"])
+
+
 class TeiScoringRootTest(unittest.TestCase):
     """POST / on a classifier and on a re-ranker (TEI serves one model; so
     do these servers), and text_classification through InferenceClient."""
