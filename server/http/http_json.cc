@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace infer {
 namespace {
 
@@ -120,6 +122,40 @@ std::string JsonString(const std::string& s) { return DumpJson(nlohmann::json(s)
 
 std::string DumpJson(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+absl::StatusOr<bool> BoolField(const nlohmann::json& doc, const char* key, bool otherwise) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return otherwise;
+  if (!it->is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' must be true or false"));
+  }
+  return it->get<bool>();
+}
+
+absl::StatusOr<std::string> StringField(const nlohmann::json& doc, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return std::string();
+  if (!it->is_string())
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' must be a string"));
+  return it->get<std::string>();
+}
+
+absl::Status TruncationFields(const nlohmann::json& doc, std::optional<bool>* truncate,
+                              bool* left) {
+  if (auto t = doc.find("truncate"); t != doc.end() && !t->is_null()) {
+    if (!t->is_boolean()) return absl::InvalidArgumentError("'truncate' must be true or false");
+    *truncate = t->get<bool>();
+  }
+  *left = false;
+  if (auto t = doc.find("truncation_direction"); t != doc.end() && !t->is_null()) {
+    if (*t == "left" || *t == "Left") {
+      *left = true;
+    } else if (*t != "right" && *t != "Right") {
+      return absl::InvalidArgumentError("'truncation_direction' must be \"left\" or \"right\"");
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace infer

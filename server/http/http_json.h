@@ -7,9 +7,11 @@
 #include <google/protobuf/message.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace infer {
 
@@ -38,6 +40,16 @@ std::string JsonString(const std::string& s);
 // A JSON value dumped for a response body: invalid UTF-8 in strings is
 // replaced (U+FFFD) instead of failing.
 std::string DumpJson(const nlohmann::json& value);
+
+// Body fields as TEI's and Cohere's JSON have them (absent or null: the
+// default), INVALID_ARGUMENT naming the field when of another type:
+// a bool, or `otherwise`;
+absl::StatusOr<bool> BoolField(const nlohmann::json& doc, const char* key, bool otherwise);
+// a string, or empty;
+absl::StatusOr<std::string> StringField(const nlohmann::json& doc, const char* key);
+// "truncate" (a bool, left unset when absent) and "truncation_direction"
+// ("left" or "right", either with a capital; `*left` false when absent).
+absl::Status TruncationFields(const nlohmann::json& doc, std::optional<bool>* truncate, bool* left);
 
 }  // namespace infer
 

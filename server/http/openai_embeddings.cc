@@ -177,28 +177,14 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
 
 absl::Status EmbeddingsSource::DeclareTeiOptions(const TensorSpec& embedding) {
   call_->param = nullptr;
-  if (auto t = doc_.find("truncate"); t != doc_.end() && !t->is_null()) {
-    if (!t->is_boolean()) return Invalid("'truncate' must be true or false");
-    truncate_ = t->get<bool>();
-  }
-  if (auto t = doc_.find("truncation_direction"); t != doc_.end() && !t->is_null()) {
-    if (*t == "left" || *t == "Left") {
-      truncate_left_ = true;
-    } else if (*t != "right" && *t != "Right") {
-      return Invalid("'truncation_direction' must be \"left\" or \"right\"");
-    }
-  }
-  if (auto p = doc_.find("prompt_name"); p != doc_.end() && !p->is_null()) {
-    if (!p->is_string()) return Invalid("'prompt_name' must be a string");
-    prompt_name_ = p->get<std::string>();
-  }
+  INFER_RETURN_IF_ERROR(TruncationFields(doc_, &truncate_, &truncate_left_));
+  INFER_ASSIGN_OR_RETURN(prompt_name_, StringField(doc_, "prompt_name"));
   // TEI normalises unless asked not to, whatever the model's default
   // (where the model lets a request choose; elsewhere only an explicit
   // "normalize" is, and it is refused).
   if (embedding.normalizable) normalize_ = true;
   if (auto n = doc_.find("normalize"); n != doc_.end() && !n->is_null()) {
-    if (!n->is_boolean()) return Invalid("'normalize' must be true or false");
-    normalize_ = n->get<bool>();
+    INFER_ASSIGN_OR_RETURN(normalize_, BoolField(doc_, "normalize", true));
   }
   return absl::OkStatus();
 }

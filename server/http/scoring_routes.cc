@@ -59,14 +59,6 @@ const TensorSpec* ScoresOutput(const ModelSpec& spec) {
   return nullptr;
 }
 
-// A body field of type bool, absent or null giving `otherwise`.
-absl::StatusOr<bool> BoolField(const json& doc, const char* key, bool otherwise) {
-  auto it = doc.find(key);
-  if (it == doc.end() || it->is_null()) return otherwise;
-  if (!it->is_boolean()) return Invalid(absl::StrCat("'", key, "' must be true or false"));
-  return it->get<bool>();
-}
-
 // A text of a rerank's documents: a string, or (Cohere v1) an object with a
 // "text" string.
 const std::string* DocumentText(ScoringApi api, const json& v) {
@@ -104,17 +96,7 @@ class ScoringSource final : public RequestSource {
     INFER_ASSIGN_OR_RETURN(
         call_->return_text,
         BoolField(d, IsCohere(call_->api) ? "return_documents" : "return_text", false));
-    if (auto t = d.find("truncate"); t != d.end() && !t->is_null()) {
-      if (!t->is_boolean()) return Invalid("'truncate' must be true or false");
-      truncate_ = t->get<bool>();
-    }
-    if (auto t = d.find("truncation_direction"); t != d.end() && !t->is_null()) {
-      if (*t == "left" || *t == "Left") {
-        left_ = true;
-      } else if (*t != "right" && *t != "Right") {
-        return Invalid("'truncation_direction' must be \"left\" or \"right\"");
-      }
-    }
+    INFER_RETURN_IF_ERROR(TruncationFields(d, &truncate_, &left_));
     return IsRerank(call_->api) ? DeclareRerank(declared) : DeclarePredict(declared);
   }
 

@@ -46,13 +46,6 @@ absl::StatusOr<TextModel> ChooseTextModel(const Engine& engine, const json& doc)
   return m;
 }
 
-absl::StatusOr<bool> BoolField(const json& doc, const char* key, bool otherwise) {
-  auto it = doc.find(key);
-  if (it == doc.end() || it->is_null()) return otherwise;
-  if (!it->is_boolean()) return Invalid(absl::StrCat("'", key, "' must be true or false"));
-  return it->get<bool>();
-}
-
 absl::Status CheckCount(const TextModel& m, size_t n, bool* empty) {
   if (n == 0) {
     *empty = true;
@@ -85,11 +78,7 @@ absl::StatusOr<std::string> Tokenize(const Engine& engine, const json& doc, bool
     }
   }
   INFER_ASSIGN_OR_RETURN(const bool special, BoolField(doc, "add_special_tokens", true));
-  std::string prompt_name;
-  if (auto p = doc.find("prompt_name"); p != doc.end() && !p->is_null()) {
-    if (!p->is_string()) return Invalid("'prompt_name' must be a string");
-    prompt_name = p->get<std::string>();
-  }
+  INFER_ASSIGN_OR_RETURN(const std::string prompt_name, StringField(doc, "prompt_name"));
   INFER_ASSIGN_OR_RETURN(const std::string prompt, m.model->PromptText(prompt_name));
   int64_t bytes = 0;
   for (const std::string* t : texts) bytes += static_cast<int64_t>(prompt.size() + t->size());

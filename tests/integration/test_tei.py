@@ -140,6 +140,18 @@ class TeiEmbeddingTest(unittest.TestCase):
                 c.infer("embedder", [inp], parameters={"prompt_name": "document"})
             self.assertIn("has no prompt 'document'; its prompts: passage, query",
                           str(e.exception))
+        # The same parameters over KServe's REST protocol.
+        status, body = self.http.call("/v2/models/embedder/infer", {
+            "parameters": {"dimensions": 8, "prompt_name": "passage", "normalize": True},
+            "inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": [text]}]})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["outputs"][0]["shape"], [1, 8])
+        np.testing.assert_allclose(body["outputs"][0]["data"], want, atol=1e-5)
+        status, body = self.http.call("/v2/models/embedder/infer", {
+            "parameters": {"dimensions": "8"},
+            "inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": [text]}]})
+        self.assertEqual(status, 400, body)
+        self.assertIn("'dimensions' must be a positive integer", body["error"])
 
     def test_sentence_similarity(self):
         texts = [t for t, _ in self.ref]
