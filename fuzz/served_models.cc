@@ -41,6 +41,17 @@ constexpr char kRerankerConfig[] = R"(
                    max_tensor_elements: 2048 max_text_bytes: 4096 }
 )";
 
+// A SPLADE model (tests/fixtures/sparse/bert-splade, a SparseEncoder
+// folder), for TEI's /embed_sparse bodies.
+constexpr char kSparseConfig[] = R"(
+  backend: "transformer"
+  precision: "fp32"
+  max_batch_size: 4
+  parameters { key: "checkpoint_dir" value { string_value: ")" INFER_SPARSE_FIXTURE R"(" } }
+  request_limits { max_client_batch_size: 8 max_input_length: 64 max_request_tokens: 256
+                   max_tensor_elements: 1024 max_text_bytes: 2048 }
+)";
+
 void Write(const std::filesystem::path& file, const std::string& text) {
   std::ofstream(file) << text;
 }
@@ -58,13 +69,15 @@ Served* Load() {
   Write(dir / "text" / "config.pbtxt", kTextConfig);
   fs::create_directories(dir / "reranker");
   Write(dir / "reranker" / "config.pbtxt", kRerankerConfig);
+  fs::create_directories(dir / "sparse");
+  Write(dir / "sparse" / "config.pbtxt", kSparseConfig);
 
   auto* served = new Served;
   auto engine = Engine::Create({.device = "cpu"});
   if (!engine.ok()) abort();
   served->engine = *std::move(engine);
   if (!LoadModelRepository(dir.string(), served->engine.get()).ok()) abort();
-  for (const char* name : {"ids", "text", "reranker"}) {
+  for (const char* name : {"ids", "text", "reranker", "sparse"}) {
     auto loaded = LoadModelFolder((dir / name).string(), served->engine->context(),
                                   served->engine->device()->info());
     if (!loaded.ok()) abort();

@@ -3,7 +3,8 @@
 // generated BERT with its WordPiece vocabulary: BYTES text, or INT64 ids
 // with an attention mask) and "reranker" (the one-label BERT cross-encoder
 // of tests/fixtures/classifiers: scores of texts, pairs, or a query against
-// documents), all with tight request limits so that fuzzed requests reach
+// documents) and "sparse" (the BERT SPLADE model of tests/fixtures/sparse),
+// all with tight request limits so that fuzzed requests reach
 // them. Each target makes the request source its front end
 // makes (engine/request_source.h) and hands it to AdmitServed: the one
 // admission pass every request makes before it is queued.

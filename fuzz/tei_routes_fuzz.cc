@@ -1,6 +1,7 @@
 // A POST body to TEI's and Cohere's routes through what the server does to
 // it before it is queued: the first byte picks the route (TEI's /rerank,
-// /predict, /embed, /similarity; Cohere's /v1/rerank, /v2/rerank), the rest
+// /predict, /embed, /similarity, /embed_all, /embed_sparse; Cohere's
+// /v1/rerank, /v2/rerank), the rest
 // is the body: the depth-bounded JSON parse, the model's choice, then the
 // route's request source through admission (the fields against the model,
 // the declared limits of a rerank's N documents before anything is
@@ -10,8 +11,8 @@
 // proportion to a size the client merely declared.
 //
 // The models are fuzz/served_models.h's ("reranker" answers scores; "ids"
-// and "text" embeddings). Run with -max_len of at least 1 MiB and the JSON
-// dictionary (fuzz/json.dict; scripts/fuzz.sh does both).
+// and "text" embeddings, "text" per-token ones too; "sparse" SPLADE's). Run with -max_len of at
+// least 1 MiB and the JSON dictionary (fuzz/json.dict; scripts/fuzz.sh does both).
 #include <cstddef>
 #include <cstdint>
 
@@ -22,7 +23,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   infer::fuzzing::Served& served = infer::fuzzing::ServedModels();
   if (size == 0) return 0;
-  const int route = data[0] % 6;
+  const int route = data[0] % 8;
   const absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto admit = [](infer::RequestSource& source) {
     return infer::fuzzing::AdmitServed(source);
@@ -34,7 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     api = static_cast<infer::ScoringApi>(route);
     status = infer::AdmitScoringBody(api, *served.engine, body, admit, &empty);
   } else {
-    status = infer::AdmitTeiEmbedBody(route == 5, *served.engine, body, admit, &empty);
+    using Kind = infer::EmbeddingsCall::Kind;
+    const Kind kind = route == 6 ? Kind::kTokens : route == 7 ? Kind::kSparse : Kind::kPooled;
+    status = infer::AdmitTeiEmbedBody(route == 5, *served.engine, body, admit, &empty, kind);
   }
   if (!status.ok()) {
     const infer::HttpResponse r = infer::ScoringError(api, status, empty);

@@ -179,7 +179,7 @@ absl::Status CheckRequestOptions(const ModelSpec& spec, const InferRequest& requ
   const TensorSpec* embedding = nullptr;
   for (const TensorSpec& o : spec.outputs) {
     const bool returned =
-        request.requested_outputs.empty() ||
+        (request.requested_outputs.empty() && !o.on_request) ||
         std::find(request.requested_outputs.begin(), request.requested_outputs.end(), o.name) !=
             request.requested_outputs.end();
     if (returned && o.normalizable) embedding = &o;

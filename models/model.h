@@ -77,6 +77,10 @@ struct TensorSpec {
   // its first columns, L2-normalised again when normalised), because the
   // model was trained for it (Matryoshka representation learning).
   bool matryoshka = false;
+  // An output computed and returned only for a request that names it in
+  // requested_outputs (e.g. per-token embeddings, costly beside the pooled
+  // one): a request that names no outputs gets the others.
+  bool on_request = false;
 };
 
 struct ModelSpec {
@@ -99,8 +103,12 @@ struct ModelSpec {
   // "query" and "document": the text put before each of its texts.
   std::vector<std::string> prompts;
   // For an embedding model: how its token states become one vector
-  // ("mean", "cls", "last_token"), as TEI's /info reports it; else empty.
+  // ("mean", "cls", "last_token", or "splade" for a sparse one), as TEI's
+  // /info reports it; else empty.
   std::string pooling;
+  // For a model that tokenises text: the most tokens one sequence may have,
+  // special tokens included (TEI's max_input_length); 0 when not stated.
+  int64_t max_sequence_length = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };
@@ -115,7 +123,8 @@ struct InferRequest {
   std::string model_name;
   std::string id;  // echoed in the response
   std::vector<Tensor> inputs;
-  // Outputs to return, by name; empty means all of the model's outputs.
+  // Outputs to return, by name; empty means all of the model's outputs but
+  // those it computes on request only (TensorSpec::on_request).
   std::vector<std::string> requested_outputs;
   // Scheduling: 1 is the most urgent level; 0 means the model's default.
   int64_t priority = 0;

@@ -48,12 +48,23 @@ absl::Status StagedRowsBatch::Download(Stream* stream) {
     return absl::OkStatus();
   }
   INFER_RETURN_IF_ERROR(context_.allocator->RecordStream(d_out_.get(), stream));  // as above
-  return context_.device->CopyToHost(out_.data(), d_out_.get(), output_bytes(), stream);
+  INFER_RETURN_IF_ERROR(
+      context_.device->CopyToHost(out_.data(), d_out_.get(), output_bytes(), stream));
+  if (d_second_.get() == nullptr) return absl::OkStatus();
+  INFER_ASSIGN_OR_RETURN(second_, context_.staging->Acquire(second_bytes_));
+  INFER_RETURN_IF_ERROR(context_.allocator->RecordStream(d_second_.get(), stream));
+  return context_.device->CopyToHost(second_.data(), d_second_.get(), second_bytes_, stream);
+}
+
+absl::StatusOr<void*> StagedRowsBatch::AllocateSecondOutput(size_t bytes, Stream* stream) {
+  INFER_ASSIGN_OR_RETURN(d_second_, DeviceBuffer::Allocate(context_.allocator, bytes, stream));
+  second_bytes_ = bytes;
+  return d_second_.get();
 }
 
 absl::Status StagedRowsBatch::Finish(absl::Span<InferResponse* const> responses) {
   AppendFp32Rows(output_, out_.as<float>(), width_, rows_per_request_, responses);
-  for (size_t i = 0; i < responses.size(); ++i) AdjustOutput(i, &responses[i]->outputs.back());
+  for (size_t i = 0; i < responses.size(); ++i) AdjustOutput(i, responses[i]);
   return absl::OkStatus();
 }
 

@@ -2,9 +2,11 @@
 // packs the requests into one host staging buffer; Upload copies it to the
 // device whole; the model's Run computes one [rows, width] FP32 output on the
 // device; Download copies it into staging memory; Finish splits it into one
-// output tensor per request, which AdjustOutput may then rewrite. A subclass
-// supplies Run, and AdjustOutput where a request's output differs from its
-// rows of the batch's.
+// output tensor per request, which AdjustOutput may then rewrite (or replace,
+// or add others to). A subclass supplies Run, and AdjustOutput where a
+// request's output differs from its rows of the batch's. Run may also
+// write a second device output (AllocateSecondOutput, e.g. per-token
+// states), downloaded with the first for AdjustOutput to read.
 //
 // Memory: the uploaded input and the output come from the context's caching
 // allocator, so a model's PeakBytes counts them (InputAndOutputBytes).
@@ -41,9 +43,15 @@ class StagedRowsBatch : public ModelBatch {
   // the staging buffer, writes [rows(), width] FP32 to `out`. Not called for
   // an empty batch.
   virtual absl::Status Run(Stream* stream, const void* input, float* out) = 0;
-  // Rewrites request `index`'s output (its [rows, width] of the batch's), on
-  // the host, in Finish. By default it is left as it is.
-  virtual void AdjustOutput(size_t /*index*/, Tensor* /*output*/) {}
+  // Rewrites request `index`'s outputs, on the host, in Finish: its
+  // [rows, width] of the batch's is response->outputs.back(). By default it
+  // is left as it is.
+  virtual void AdjustOutput(size_t /*index*/, InferResponse* /*response*/) {}
+  // For Run, at most once: `bytes` of device memory from the context's
+  // allocator on `stream`, downloaded after Run; second_output() is its
+  // host copy in AdjustOutput.
+  absl::StatusOr<void*> AllocateSecondOutput(size_t bytes, Stream* stream);
+  const void* second_output() const { return second_.data(); }
 
   int64_t rows() const { return rows_; }
   const DeviceContext& context() const { return context_; }
@@ -58,8 +66,9 @@ class StagedRowsBatch : public ModelBatch {
   int64_t rows_ = 0;
   StagingBuffer input_;
   const size_t input_bytes_;
-  StagingBuffer out_;
-  DeviceBuffer d_input_, d_out_;
+  StagingBuffer out_, second_;
+  DeviceBuffer d_input_, d_out_, d_second_;
+  size_t second_bytes_ = 0;
 };
 
 }  // namespace infer

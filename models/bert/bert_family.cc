@@ -37,9 +37,11 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
       o.pooling = Pooling::kCls;
     } else if (it->second == "last_token") {
       o.pooling = Pooling::kLastToken;
+    } else if (it->second == "splade") {
+      o.splade = true;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter 'pooling' = '", it->second, "' is not mean, cls or last_token"));
+      return absl::InvalidArgumentError(absl::StrCat("parameter 'pooling' = '", it->second,
+                                                     "' is not mean, cls, last_token or splade"));
     }
   }
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));

@@ -26,10 +26,17 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   std::unique_ptr<BertModel> m(new BertModel());
   m->options_ = options;
   m->context_ = context;
+  // SPLADE: asked for, or what the folder's modules say unless a pooling
+  // is named.
+  INFER_ASSIGN_OR_RETURN(const std::optional<SpladePooling> splade,
+                         SentenceTransformersSplade(options.checkpoint_dir));
+  const bool sparse = options.splade || (splade.has_value() && !options.pooling.has_value());
+  m->splade_pooling_ = splade.value_or(SpladePooling());
   EncoderOptions encoder_options;
   encoder_options.precision = options.precision;
   encoder_options.graphs = options.graphs;
   encoder_options.batch_invariant = options.batch_invariant;
+  encoder_options.masked_lm_head = sparse;
   INFER_ASSIGN_OR_RETURN(m->encoder_,
                          LoadEncoder(options.checkpoint_dir, context, encoder_options));
   INFER_ASSIGN_OR_RETURN(text::FolderTokenizer tokenizer,
@@ -56,6 +63,14 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     m->max_length_ =
         std::min(st.value_or(tokenizer.model_max_length.value_or(c.MaxSequenceLength())),
                  c.MaxSequenceLength());
+  }
+  if (sparse) {
+    m->splade_ = m->encoder_->splade();
+    if (m->splade_ == nullptr || !c.labels.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(options.checkpoint_dir, ": SPLADE needs a masked-LM checkpoint",
+                       c.labels.empty() ? "" : ", not a sequence-classification one"));
+    }
   }
   if (options.pooling.has_value()) {
     m->pooling_ = *options.pooling;
@@ -96,6 +111,11 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     task = absl::StrCat("sequence classification (", absl::StrJoin(c.labels, ", "),
                         ") on the first token");
   }
+  if (m->splade_ != nullptr) {
+    task = absl::StrCat("SPLADE: ", m->splade_pooling_.sum ? "sum" : "max", " of log(1 + ",
+                        m->splade_pooling_.log1p_twice ? "log(1 + ReLU))" : "ReLU)", " over ",
+                        m->splade_->vocab(), " terms");
+  }
   m->spec_.description = absl::StrCat(
       c.Describe(), "; tokenizer ", tokenizer.source, "; ", task, "; texts up to ", m->max_length_,
       " tokens (", length_source, ")",
@@ -105,6 +125,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
+  m->spec_.max_sequence_length = m->max_length_;
   m->text_.tokenizer = m->tokenizer_.get();
   m->text_.model = options.name;
   m->text_.max_length = m->max_length_;
@@ -132,6 +153,11 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     TensorSpec scores{"scores", DataType::kFp32, {-1, m->classifier_->out_features()}};
     scores.labels = c.labels;
     m->spec_.outputs = {std::move(scores)};
+  } else if (m->splade_ != nullptr) {
+    m->spec_.pooling = "splade";
+    m->spec_.outputs = {{"sparse_counts", DataType::kInt64, {-1}},
+                        {"sparse_indices", DataType::kInt64, {-1}},
+                        {"sparse_values", DataType::kFp32, {-1}}};
   } else {
     TensorSpec embedding{"embedding", DataType::kFp32, {-1, m->dense_.out_features()}};
     embedding.normalizable = true;
@@ -142,8 +168,20 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
       absl::StrAppend(&m->spec_.description, "; Matryoshka: any width up to ", embedding.shape[1]);
     }
     m->spec_.outputs = {std::move(embedding)};
+    m->token_outputs_ = m->encoder_->HasTokenStates();
+    if (m->token_outputs_) {
+      TensorSpec states{"token_embeddings", DataType::kFp32, {-1, c.hidden_size}};
+      TensorSpec counts{"token_counts", DataType::kInt64, {-1}};
+      states.on_request = counts.on_request = true;
+      m->spec_.outputs.push_back(std::move(states));
+      m->spec_.outputs.push_back(std::move(counts));
+    }
   }
   return m;
+}
+
+int64_t BertModel::output_width() const {
+  return splade_ != nullptr ? splade_->vocab() : head().out_features();
 }
 
 absl::StatusOr<std::string> BertModel::PromptText(const std::string& prompt_name) const {
@@ -225,6 +263,13 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   // pooled rows and those between the head's layers.
   const PackedLayout layout{shape.rows, shape.tokens, with_types()};
   int64_t dense = 0;
+  // Every token's state (SPLADE's head input, or the per-token outputs a
+  // request may ask for), and SPLADE's chunk of vocabulary-wide logits.
+  if (splade_ != nullptr || token_outputs_) {
+    dense += CachingAllocator::BlockBytes(shape.tokens * encoder_->spec().hidden_size * 4);
+  }
+  if (splade_ != nullptr)
+    dense += CachingAllocator::BlockBytes(splade_->ScratchBytes(shape.tokens));
   if (!head().empty()) {
     dense += CachingAllocator::BlockBytes(shape.rows * encoder_->spec().hidden_size * 4);
     for (int64_t w : head().IntermediateWidths()) {
@@ -232,7 +277,7 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
     }
   }
   return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
-                                              head().out_features()) +
+                                              output_width()) +
          encoder_->PeakBytes(shape) + dense;
 }
 
@@ -240,18 +285,19 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
 // and encoded on the device (StagedRowsBatch does the copies and the split).
 class BertModel::Batch final : public StagedRowsBatch {
  public:
-  // What a request asks of its embeddings: normalised or not, and the
-  // width (0: the whole).
+  // What a request asks of its embeddings: normalised or not, the width
+  // (0: the whole), and whether its tokens' states too.
   struct Shaping {
     bool normalize = false;
     int64_t dimensions = 0;
+    bool tokens = false;
   };
 
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
         std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input,
         std::vector<Shaping> shaping)
-      : StagedRowsBatch(model.context_, model.spec_.outputs[0].name, model.head().out_features(),
-                        std::move(rows_per_request), std::move(input), layout.bytes()),
+      : StagedRowsBatch(model.context_, model.spec_.outputs[0].name, model.output_width(),
+                        rows_per_request, std::move(input), layout.bytes()),
         model_(model),
         layout_(layout),
         host_offsets_(std::move(host_offsets)),
@@ -262,25 +308,59 @@ class BertModel::Batch final : public StagedRowsBatch {
     // batch wants its embeddings as they are; then those that want them
     // normalised are, on the host (AdjustOutput).
     device_normalizes_ = model_.normalize();
-    for (const Shaping& s : shaping_) device_normalizes_ = device_normalizes_ && s.normalize;
+    for (const Shaping& s : shaping_) {
+      device_normalizes_ = device_normalizes_ && s.normalize;
+      tokens_ = tokens_ || s.tokens;
+    }
+    first_row_.push_back(0);
+    for (int64_t r : rows_per_request) first_row_.push_back(first_row_.back() + r);
   }
 
  private:
   absl::Status Run(Stream* stream, const void* input, float* out) override {
     const PackedSequencesView view =
         layout_.View(static_cast<const int32_t*>(input), host_offsets_.data(), longest_, width_);
-    const DenseHead& dense = model_.head();
-    if (dense.empty()) {
-      return model_.encoder_->Encode(stream, view, model_.pooling_, device_normalizes_, out);
+    const TransformerEncoder& encoder = *model_.encoder_;
+    const int64_t rows = layout_.rows, hidden = encoder.spec().hidden_size;
+    CachingAllocator* allocator = context().allocator;
+    if (layout_.tokens == 0 && (model_.splade_ != nullptr || tokens_)) {
+      // Empty sequences only (CPU-only paths: host memory): zero rows, no
+      // states.
+      std::fill(out, out + rows * model_.output_width(), 0.0f);
+      return absl::OkStatus();
     }
+    // Every token's state: SPLADE's input (scratch), or an output.
+    DeviceBuffer states_buffer;
+    float* states = nullptr;
+    if (model_.splade_ != nullptr) {
+      INFER_ASSIGN_OR_RETURN(
+          states_buffer, DeviceBuffer::Allocate(allocator, layout_.tokens * hidden * 4, stream));
+      states = states_buffer.as<float>();
+    } else if (tokens_) {
+      INFER_ASSIGN_OR_RETURN(void* p, AllocateSecondOutput(layout_.tokens * hidden * 4, stream));
+      states = static_cast<float*>(p);
+    }
+    if (model_.splade_ != nullptr) {
+      INFER_RETURN_IF_ERROR(
+          encoder.EncodeWithStates(stream, view, model_.pooling_, false, nullptr, states));
+      INFER_ASSIGN_OR_RETURN(
+          DeviceBuffer scratch,
+          DeviceBuffer::Allocate(allocator, model_.splade_->ScratchBytes(layout_.tokens), stream));
+      return model_.splade_->Run(states, host_offsets_.data(), rows, layout_.tokens,
+                                 model_.splade_pooling_, out, scratch.get());
+    }
+    auto encode = [&](bool normalize, float* pooled) {
+      return states != nullptr ? encoder.EncodeWithStates(stream, view, model_.pooling_, normalize,
+                                                          pooled, states)
+                               : encoder.Encode(stream, view, model_.pooling_, normalize, pooled);
+    };
+    const DenseHead& dense = model_.head();
+    if (dense.empty()) return encode(device_normalizes_, out);
     // Pooled, then the Dense modules, then normalised (CPU only: Create), as
     // sentence-transformers orders them; or the first token's state, then
     // the classification head.
-    const int64_t rows = layout_.rows;
-    CachingAllocator* allocator = context().allocator;
-    INFER_ASSIGN_OR_RETURN(
-        DeviceBuffer pooled,
-        DeviceBuffer::Allocate(allocator, rows * model_.encoder_->spec().hidden_size * 4, stream));
+    INFER_ASSIGN_OR_RETURN(DeviceBuffer pooled,
+                           DeviceBuffer::Allocate(allocator, rows * hidden * 4, stream));
     std::vector<DeviceBuffer> between;
     std::vector<float*> between_ptrs;
     for (int64_t w : dense.IntermediateWidths()) {
@@ -289,19 +369,23 @@ class BertModel::Batch final : public StagedRowsBatch {
       between_ptrs.push_back(b.as<float>());
       between.push_back(std::move(b));
     }
-    INFER_RETURN_IF_ERROR(model_.encoder_->Encode(stream, view, model_.pooling_,
-                                                  /*normalize=*/false, pooled.as<float>()));
+    INFER_RETURN_IF_ERROR(encode(/*normalize=*/false, pooled.as<float>()));
     dense.Apply(pooled.as<float>(), rows, between_ptrs, out, device_normalizes_);
     return absl::OkStatus();
+  }
+
+  void AdjustOutput(size_t index, InferResponse* response) override {
+    if (model_.splade_ != nullptr) return Sparse(response);
+    if (index >= shaping_.size()) return;
+    Shape(shaping_[index], &response->outputs.back());
+    if (shaping_[index].tokens) Tokens(index, response);
   }
 
   // Cuts a request's embeddings to its dimensions and normalises them
   // where the device did not, or where cutting undid it:
   // normalise(cut(normalise(v))) is normalise(cut(v)), as
   // sentence-transformers' truncate_dim then Normalize computes it.
-  void AdjustOutput(size_t index, Tensor* output) override {
-    if (index >= shaping_.size()) return;
-    const Shaping& s = shaping_[index];
+  void Shape(const Shaping& s, Tensor* output) const {
     const int64_t rows = output->shape[0], width = output->shape[1];
     const int64_t d = s.dimensions > 0 && s.dimensions < width ? s.dimensions : width;
     const bool normalize = s.normalize && (!device_normalizes_ || d < width);
@@ -322,12 +406,61 @@ class BertModel::Batch final : public StagedRowsBatch {
     output->shape[1] = d;
   }
 
+  // Request `index`'s tokens' states, from the second output.
+  void Tokens(size_t index, InferResponse* response) const {
+    const int64_t hidden = model_.encoder_->spec().hidden_size;
+    const int64_t r0 = first_row_[index], r1 = first_row_[index + 1];
+    const int64_t t0 = host_offsets_[r0], t1 = host_offsets_[r1];
+    Tensor states{"token_embeddings", DataType::kFp32, {t1 - t0, hidden}, {}};
+    const auto* from = static_cast<const char*>(second_output()) + t0 * hidden * 4;
+    states.data.assign(from, static_cast<size_t>((t1 - t0) * hidden * 4));
+    Tensor counts{"token_counts", DataType::kInt64, {r1 - r0}, {}};
+    counts.data.resize(static_cast<size_t>(r1 - r0) * sizeof(int64_t));
+    for (int64_t r = r0; r < r1; ++r) {
+      counts.mutable_as<int64_t>()[r - r0] = host_offsets_[r + 1] - host_offsets_[r];
+    }
+    response->outputs.push_back(std::move(states));
+    response->outputs.push_back(std::move(counts));
+  }
+
+  // The request's [rows, vocab] SPLADE vectors as their non-zero terms.
+  static void Sparse(InferResponse* response) {
+    const Tensor dense = std::move(response->outputs.back());
+    response->outputs.pop_back();
+    const int64_t rows = dense.shape[0], vocab = dense.shape[1];
+    const float* v = dense.as<float>();
+    std::vector<int64_t> counts(rows, 0), indices;
+    std::vector<float> values;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < vocab; ++j) {
+        if (v[r * vocab + j] > 0) {
+          indices.push_back(j);
+          values.push_back(v[r * vocab + j]);
+          ++counts[r];
+        }
+      }
+    }
+    auto tensor = [](const char* name, DataType dtype, const void* data, size_t n, size_t size) {
+      Tensor t{name, dtype, {static_cast<int64_t>(n)}, {}};
+      t.data.assign(static_cast<const char*>(data), n * size);
+      return t;
+    };
+    response->outputs.push_back(
+        tensor("sparse_counts", DataType::kInt64, counts.data(), counts.size(), 8));
+    response->outputs.push_back(
+        tensor("sparse_indices", DataType::kInt64, indices.data(), indices.size(), 8));
+    response->outputs.push_back(
+        tensor("sparse_values", DataType::kFp32, values.data(), values.size(), 4));
+  }
+
   const BertModel& model_;
   const PackedLayout layout_;
   const std::vector<int32_t> host_offsets_;
   const int64_t longest_, width_;
   const std::vector<Shaping> shaping_;
+  std::vector<int64_t> first_row_;  // request i's rows begin at first_row_[i]
   bool device_normalizes_ = true;
+  bool tokens_ = false;  // a request wants its tokens' states
 };
 
 absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
@@ -337,7 +470,12 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
   PackedLayout layout;
   layout.with_types = with_types();
   for (const InferRequest* r : requests) {
-    shaping.push_back({r->normalize.value_or(normalize()), r->dimensions});
+    const bool tokens =
+        token_outputs_ && std::any_of(r->requested_outputs.begin(), r->requested_outputs.end(),
+                                      [](const std::string& name) {
+                                        return name == "token_embeddings" || name == "token_counts";
+                                      });
+    shaping.push_back({r->normalize.value_or(normalize()), r->dimensions, tokens});
     const Tensor* ids = FindInput(*r, "input_ids");
     const Tensor* mask = FindInput(*r, "attention_mask");
     rows_per_request.push_back(ids->shape[0]);

@@ -36,6 +36,22 @@
 //                                       model(...).logits; the output's
 //                                       TensorSpec::labels are id2label's
 //
+// An embedding model also gives, to a request that names them
+// (TensorSpec::on_request; CPU only), each token's last hidden state, as
+// TEI's /embed_all and ColBERT-style late interaction use them:
+//   token_embeddings FP32 [-1, hidden]  every real token of every text, in
+//                                       order, special tokens included
+//   token_counts     INT64 [-1]         how many of them each text has
+//
+// A SPLADE checkpoint (a sentence-transformers SparseEncoder folder: an
+// MLMTransformer over a *ForMaskedLM checkpoint, then SpladePooling; or the
+// pooling parameter "splade"; CPU only) answers a sparse vector over the
+// vocabulary per text, its non-zero terms only (models/transformer/splade_head.h):
+//   sparse_counts    INT64 [-1]         how many terms each text has
+//   sparse_indices   INT64 [-1]         their token ids, ascending per text,
+//                                       text after text
+//   sparse_values    FP32  [-1]         their weights, in the same order
+//
 // Text is tokenised when the request arrives (Preprocess), so length classes
 // see real token counts, by the folder's tokenizer.json, else its vocab.txt
 // (models/text/load_tokenizer.h), exactly as Hugging Face's tokenizer does.
@@ -72,6 +88,7 @@
 #include "models/text/tokenizer.h"
 #include "models/transformer/dense_head.h"
 #include "models/transformer/encoder.h"
+#include "models/transformer/splade_head.h"
 #include "runtime/device_context.h"
 
 namespace infer {
@@ -85,6 +102,10 @@ struct BertModelOptions {
   // Unset: what the checkpoint's sentence-transformers 1_Pooling/config.json
   // says, else mean.
   std::optional<Pooling> pooling;
+  // SPLADE over the masked-LM head (TEI's --pooling splade), with the
+  // folder's SpladePooling settings if any. Also chosen, with pooling unset,
+  // by a folder whose modules.json lists SpladePooling.
+  bool splade = false;
   // 0: sentence-transformers' limit (see above); else this, up to the
   // position table.
   int64_t max_sequence_length = 0;
@@ -135,8 +156,15 @@ class BertModel final : public Model {
   // What follows pooling: the classification head, else the folder's Dense
   // modules (empty when neither).
   const DenseHead& head() const { return classifier_ != nullptr ? *classifier_ : dense_; }
-  // Embeddings are L2-normalised as configured; scores never.
-  bool normalize() const { return classifier_ == nullptr && options_.normalize; }
+  // Embeddings are L2-normalised as configured; scores and SPLADE never.
+  bool normalize() const {
+    return classifier_ == nullptr && splade_ == nullptr && options_.normalize;
+  }
+  // The width of the batch's output rows: the vocabulary for SPLADE, else
+  // what follows pooling gives.
+  int64_t output_width() const;
+  // Whether the model declares the per-token outputs (token_embeddings).
+  bool token_outputs() const { return token_outputs_; }
 
   BertModelOptions options_;
   DeviceContext context_;
@@ -151,6 +179,11 @@ class BertModel final : public Model {
   // The encoder's sequence-classification head (CPU only), or null: the
   // model then answers scores instead of embeddings.
   const DenseHead* classifier_ = nullptr;
+  // The encoder's SPLADE head, or null: the model then answers sparse
+  // vectors pooled as splade_pooling_ says.
+  const SpladeHead* splade_ = nullptr;
+  SpladePooling splade_pooling_;
+  bool token_outputs_ = false;
   TextInputPolicy text_;  // how Preprocess tokenises text
 };
 

@@ -30,6 +30,44 @@ absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir) {
       "is supported"));
 }
 
+absl::StatusOr<std::optional<SpladePooling>> SentenceTransformersSplade(const std::string& dir) {
+  const std::string modules = dir + "/modules.json";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(modules));
+  if (!parsed.has_value() || !parsed->is_array()) return std::optional<SpladePooling>();
+  for (const nlohmann::json& m : *parsed) {
+    if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) continue;
+    const std::string type = m["type"].get<std::string>();
+    if (type != "SpladePooling" && !absl::EndsWith(type, ".SpladePooling")) continue;
+    const std::string folder =
+        m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
+    if (folder.empty() || folder[0] == '/' || absl::StrContains(folder, "..")) {
+      return absl::InvalidArgumentError(absl::StrCat(modules, ": the SpladePooling module's path '",
+                                                     folder,
+                                                     "' must be a folder inside the model folder"));
+    }
+    const std::string path = absl::StrCat(dir, "/", folder, "/config.json");
+    INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> config, ParseOptionalJsonFile(path));
+    SpladePooling pooling;  // sentence-transformers' defaults: max, relu
+    if (!config.has_value() || !config->is_object()) return std::optional(pooling);
+    auto text = [&](const char* key, const char* fallback) -> std::string {
+      return config->contains(key) && (*config)[key].is_string() ? (*config)[key].get<std::string>()
+                                                                 : fallback;
+    };
+    const std::string strategy = text("pooling_strategy", "max");
+    const std::string activation = text("activation_function", "relu");
+    if ((strategy != "max" && strategy != "sum") ||
+        (activation != "relu" && activation != "log1p_relu")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": pooling_strategy '", strategy, "' and activation_function '", activation,
+          "'; computed: pooling_strategy max or sum, activation_function relu or log1p_relu"));
+    }
+    pooling.sum = strategy == "sum";
+    pooling.log1p_twice = activation == "log1p_relu";
+    return std::optional(pooling);
+  }
+  return std::optional<SpladePooling>();
+}
+
 // sentence_bert_config.json's max_seq_length (unset when the file or the
 // field is absent).
 absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::string& dir) {

@@ -17,12 +17,20 @@
 
 #include "absl/status/statusor.h"
 #include "models/transformer/encoder.h"
+#include "models/transformer/splade_head.h"
 
 namespace infer {
 
 // The pooling 1_Pooling/config.json declares (mean when the file is
 // absent). INVALID_ARGUMENT for a mode other than mean, cls or last token.
 absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir);
+
+// For a sentence-transformers SparseEncoder folder: the settings of the
+// SpladePooling module modules.json lists (its folder's config.json:
+// pooling_strategy "max" or "sum", activation_function "relu" or
+// "log1p_relu"); unset when modules.json lists none. INVALID_ARGUMENT
+// naming the file for another value, or a module path outside the folder.
+absl::StatusOr<std::optional<SpladePooling>> SentenceTransformersSplade(const std::string& dir);
 
 // sentence_bert_config.json's max_seq_length (unset when the file or the
 // field is absent). INVALID_ARGUMENT when it is not a positive integer.

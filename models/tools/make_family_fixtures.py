@@ -11,8 +11,9 @@ folder with a tokenizer.json and sentence-transformers' pooling files, and
                                               [--dense-head tests/fixtures/dense_head]
 
                                               [--classifiers tests/fixtures/classifiers]
+                                              [--sparse tests/fixtures/sparse]
 
-(--families "" with --dense-head or --classifiers writes those alone.)
+(--families "" with --dense-head, --classifiers or --sparse writes those alone.)
 
 Run outside the README's two commands, in a virtual environment with torch,
 transformers and tokenizers (pip install torch transformers safetensors). What
@@ -255,12 +256,16 @@ def main():
                     "(tests/fixtures/dense_head; needs sentence-transformers)")
     ap.add_argument("--classifiers", help="also write the sequence-classification fixtures "
                     "here (tests/fixtures/classifiers)")
+    ap.add_argument("--sparse", help="also write the SPLADE fixtures here (tests/fixtures/sparse; "
+                    "needs sentence-transformers 5 or later)")
     a = ap.parse_args()
     if a.families == "":
         if a.dense_head:
             dense_head(a.dense_head, a.out)
         if a.classifiers:
             classifiers(a.classifiers)
+        if a.sparse:
+            sparse(a.sparse)
         return
     import torch
     from safetensors.torch import save_file
@@ -423,6 +428,78 @@ def classifiers(out):
                        "transformers": tf.__version__, "torch": torch.__version__,
                        "inputs": records}, f, ensure_ascii=False, indent=1)
         print(f"{name}: {len(records)} pairs -> {folder}", file=sys.stderr)
+
+
+def sparse(out):
+    """SPLADE checkpoints as sentence-transformers' SparseEncoder saves them
+    (an MLMTransformer, then SpladePooling): BertForMaskedLM with its decoder
+    tied to the word embeddings and max pooling of log(1 + ReLU) (SPLADE v2
+    and later, e.g. naver/splade-v3), and XLMRobertaForMaskedLM with an
+    untied decoder, sum pooling and log1p twice (OpenSearch's
+    log1p_relu). The reference is SparseEncoder.encode on TEXTS:
+    `out`/<name>/reference.safetensors (sparse_i, the whole vocabulary-wide
+    vector, F32) and reference.json (texts, ids)."""
+    import shutil
+    import torch
+    import transformers as tf
+    import sentence_transformers
+    from safetensors.torch import save_file
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
+    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                 initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=66)
+    made = {}
+    tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")
+    config = tf.BertConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=2,
+                           pad_token_id=ids["pad"], **small)
+    config.architectures = ["BertForMaskedLM"]
+    made["bert-splade"] = (tf.BertForMaskedLM, config, tok, "max", "relu")
+    tok, ids = unigram_tokenizer(64)
+    config = tf.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
+                                 pad_token_id=ids["pad"], bos_token_id=ids["bos"],
+                                 eos_token_id=ids["eos"], tie_word_embeddings=False, **small)
+    config.architectures = ["XLMRobertaForMaskedLM"]
+    made["xlm-roberta-splade"] = (tf.XLMRobertaForMaskedLM, config, tok, "sum", "log1p_relu")
+    for name, (cls, config, tok, strategy, activation) in made.items():
+        torch.manual_seed(0)
+        config._attn_implementation = "eager"
+        model = cls(config).float().eval()
+        # A trained SPLADE head puts most logits below zero; random weights
+        # put half there. Shift the decoder's bias so that about 3% of the
+        # logits on TEXTS stay positive, as in a real model's sparse output.
+        with torch.no_grad():
+            head = model.cls.predictions if hasattr(model, "cls") else model.lm_head
+            logits = torch.cat([model(input_ids=torch.tensor([tok.encode(t).ids])).logits[0]
+                                for t in TEXTS])
+            shift = float(torch.quantile(logits.flatten(), 0.97))
+            for bias in {id(b): b for b in (head.bias, head.decoder.bias) if b is not None}.values():
+                bias -= shift
+        base = os.path.join(out, name + ".base")
+        shutil.rmtree(base, ignore_errors=True)
+        model.save_pretrained(base, safe_serialization=True)
+        tok.save(os.path.join(base, "tokenizer.json"))
+        with open(os.path.join(base, "tokenizer_config.json"), "w") as f:
+            json.dump({"model_max_length": 64}, f, indent=1)
+        encoder = SparseEncoder(modules=[MLMTransformer(base, max_seq_length=64),
+                                         SpladePooling(strategy, activation)], device="cpu")
+        folder = os.path.join(out, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        encoder.save(folder)
+        shutil.rmtree(base)
+        texts = TEXTS[:8]
+        with torch.no_grad():
+            got = encoder.encode(texts, convert_to_tensor=True, convert_to_sparse_tensor=False)
+        save_file({f"sparse_{i}": e.float().contiguous() for i, e in enumerate(got)},
+                  os.path.join(folder, "reference.safetensors"))
+        with open(os.path.join(folder, "reference.json"), "w", encoding="utf-8") as f:
+            json.dump({"texts": texts, "ids": [tok.encode(t).ids for t in texts],
+                       "pooling_strategy": strategy, "activation_function": activation,
+                       "sentence_transformers": sentence_transformers.__version__,
+                       "transformers": tf.__version__, "torch": torch.__version__},
+                      f, ensure_ascii=False, indent=1)
+        nnz = [int((e > 0).sum()) for e in got]
+        print(f"{name}: {len(texts)} texts, non-zero terms {nnz} of {config.vocab_size} -> {folder}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,11 @@ std::string ClassName(const std::string& type) {
 }
 
 // Where each module kind may stand: Transformer, Pooling, Dense..., Normalize.
+// A SparseEncoder's MLMTransformer and SpladePooling stand where
+// Transformer and Pooling do (models/transformer/splade_head.h computes them).
 int Stage(const std::string& kind) {
-  if (kind == "Transformer") return 0;
-  if (kind == "Pooling") return 1;
+  if (kind == "Transformer" || kind == "MLMTransformer") return 0;
+  if (kind == "Pooling" || kind == "SpladePooling") return 1;
   if (kind == "Dense") return 2;
   if (kind == "Normalize") return 3;
   return -1;
@@ -116,10 +118,11 @@ absl::StatusOr<DenseHead> DenseHead::Load(const std::string& dir, int64_t width)
                                   : "";
     const int at = Stage(ClassName(type));
     if (at < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " lists the module ", type, where,
-                       "; only Transformer, Pooling, Dense and Normalize are computed, so its "
-                       "embeddings would differ"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " lists the module ", type, where,
+          "; only Transformer, Pooling, Dense and Normalize are computed (and SPLADE's "
+          "MLMTransformer and SpladePooling), so its "
+          "embeddings would differ"));
     }
     if (at < stage || (at == stage && at != 2)) {
       return absl::InvalidArgumentError(

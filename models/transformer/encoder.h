@@ -72,7 +72,12 @@ struct EncoderOptions {
   // A sequence's embedding is bit-identical whatever it is batched with
   // (models/transformer/encoder_cpu.h). The CPU encoder only: refused on CUDA.
   bool batch_invariant = false;
+  // Also load the checkpoint's masked-LM head, for SPLADE (splade()). The
+  // CPU encoder only: refused on CUDA.
+  bool masked_lm_head = false;
 };
+
+class SpladeHead;  // models/transformer/splade_head.h
 
 class TransformerEncoder {
  public:
@@ -98,6 +103,11 @@ class TransformerEncoder {
   // not normalised); null where the spec has none or the encoder does not
   // hold it (the CUDA encoder).
   virtual const DenseHead* classifier() const { return nullptr; }
+  // The SPLADE head on the masked-LM logits (EncoderOptions::masked_lm_head;
+  // host FP32, applied by the caller to EncodeWithStates' states), or null.
+  virtual const SpladeHead* splade() const { return nullptr; }
+  // Whether EncodeWithStates is offered (the CPU encoder's).
+  virtual bool HasTokenStates() const { return false; }
   // Enqueues the forward pass on `stream`. `batch` is in device memory (ids
   // already validated, positions below spec().MaxSequenceLength()); `out` is
   // [batch.rows, hidden] FP32 device memory. An empty sequence gets a zero
@@ -105,6 +115,14 @@ class TransformerEncoder {
   // this returns (stream-ordered reuse).
   virtual absl::Status Encode(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                               bool normalize, float* out) const = 0;
+  // Encode, also writing the last hidden state of every real token to
+  // `states`, [batch.tokens, hidden] FP32 device memory in packed order (what
+  // transformers' last_hidden_state holds at the unmasked positions, the
+  // final norm applied). `out` may be null: no pooling. UNIMPLEMENTED where
+  // HasTokenStates() is false.
+  virtual absl::Status EncodeWithStates(Stream* stream, const PackedSequencesView& batch,
+                                        Pooling pooling, bool normalize, float* out,
+                                        float* states) const;
 };
 
 }  // namespace infer

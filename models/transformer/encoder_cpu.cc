@@ -234,6 +234,11 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
     m->classifier_ = DenseHead::FromLayers(c.hidden_size, std::move(head));
     bytes += m->classifier_.WeightBytes();
   }
+  if (w.masked_lm.present()) {
+    INFER_ASSIGN_OR_RETURN(m->splade_,
+                           SpladeHead::Create(m->engine_, c, std::move(w.masked_lm), m->threads_));
+    bytes += m->splade_->WeightBytes();
+  }
   m->weight_bytes_ = bytes;
   return m;
 }
@@ -284,10 +289,17 @@ int64_t TransformerEncoderCpu::PeakBytes(const BatchShape& shape) const {
 
 absl::Status TransformerEncoderCpu::Encode(Stream* stream, const PackedSequencesView& batch,
                                            Pooling pooling, bool normalize, float* out) const {
+  return EncodeWithStates(stream, batch, pooling, normalize, out, nullptr);
+}
+
+absl::Status TransformerEncoderCpu::EncodeWithStates(Stream* stream,
+                                                     const PackedSequencesView& batch,
+                                                     Pooling pooling, bool normalize, float* out,
+                                                     float* states) const {
   const int64_t h = spec_.hidden_size, tokens = batch.tokens;
   if (batch.rows == 0) return absl::OkStatus();
   if (tokens == 0) {
-    std::fill(out, out + batch.rows * h, 0.0f);
+    if (out != nullptr) std::fill(out, out + batch.rows * h, 0.0f);
     return absl::OkStatus();
   }
   UseCpuThreads(threads_);
@@ -299,6 +311,10 @@ absl::Status TransformerEncoderCpu::Encode(Stream* stream, const PackedSequences
     INFER_ASSIGN_OR_RETURN(p[i], scratch.Bytes(sizes[i]));  // null when unused
   }
   INFER_RETURN_IF_ERROR(Forward(batch, p, rows));
+  if (states != nullptr) {
+    std::memcpy(states, p[kX], static_cast<size_t>(tokens * h) * sizeof(float));
+  }
+  if (out == nullptr) return absl::OkStatus();
   const cpu::PoolMode mode = pooling == Pooling::kCls         ? cpu::PoolMode::kFirst
                              : pooling == Pooling::kLastToken ? cpu::PoolMode::kLast
                                                               : cpu::PoolMode::kMean;

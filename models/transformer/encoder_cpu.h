@@ -59,6 +59,7 @@
 #include "models/transformer/cpu_kernels.h"
 #include "models/transformer/dense_head.h"
 #include "models/transformer/encoder.h"
+#include "models/transformer/splade_head.h"
 #include "models/transformer/transformer_weights.h"
 
 namespace infer {
@@ -109,6 +110,9 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   const DenseHead* classifier() const override {
     return classifier_.empty() ? nullptr : &classifier_;
   }
+  // Made when the weights hold a masked-LM head (TransformerWeights::masked_lm).
+  const SpladeHead* splade() const override { return splade_.get(); }
+  bool HasTokenStates() const override { return true; }
 
   // The piece of batch-invariant mode, in rows (tokens).
   static constexpr int64_t kInvariantRows = 16;
@@ -126,6 +130,8 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   int64_t PeakBytes(const BatchShape& shape) const override;
   absl::Status Encode(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                       bool normalize, float* out) const override;
+  absl::Status EncodeWithStates(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
+                                bool normalize, float* out, float* states) const override;
 
  private:
   // A norm's parameters, run by the hand-written kernel; `onednn` also holds
@@ -186,6 +192,7 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   dnnl::engine engine_;
   std::vector<float> word_, position_, token_type_;  // FP32 embedding tables
   DenseHead classifier_;                             // spec_.labels' head, or empty
+  std::unique_ptr<SpladeHead> splade_;               // the masked-LM head, or null
   // MPNet's relative position biases by head and distance,
   // [heads, 2 * max_position_embeddings - 1].
   std::vector<float> relative_bias_;

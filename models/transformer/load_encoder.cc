@@ -12,6 +12,12 @@
 
 namespace infer {
 
+absl::Status TransformerEncoder::EncodeWithStates(Stream*, const PackedSequencesView&, Pooling,
+                                                  bool, float*, float*) const {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", Implementation(), " encoder does not give per-token states"));
+}
+
 absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Device& device) {
   switch (device.info().kind) {
     case DeviceKind::kCpu:
@@ -35,7 +41,12 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::strin
   if (context.device == nullptr) return absl::InvalidArgumentError("no device");
   INFER_ASSIGN_OR_RETURN(const Precision precision,
                          ResolveEncoderPrecision(options.precision, *context.device));
-  INFER_ASSIGN_OR_RETURN(TransformerWeights weights, LoadTransformerWeights(dir));
+  if (options.masked_lm_head && context.device->info().kind != DeviceKind::kCpu) {
+    return absl::FailedPreconditionError(
+        "SPLADE (a masked-LM head) is computed by the CPU encoder only");
+  }
+  INFER_ASSIGN_OR_RETURN(TransformerWeights weights,
+                         LoadTransformerWeights(dir, options.masked_lm_head));
   switch (context.device->info().kind) {
     case DeviceKind::kCpu: {
       EncoderCpuOptions cpu;

@@ -165,6 +165,7 @@ absl::Status Bert(const Fields& f, TransformerSpec* s) {
   s->embed_norm = true;
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
+  INFER_ASSIGN_OR_RETURN(s->tie_word_embeddings, f.Bool("tie_word_embeddings", true));
   return ClassificationLabels(f, s);
 }
 

@@ -74,6 +74,9 @@ struct TransformerSpec {
   // (id2label, else LABEL_0..LABEL_{num_labels-1}); empty: no head.
   // logits = W_out · tanh(W_dense · x[first token] + b_dense) + b_out.
   std::vector<std::string> labels;
+  // A masked-LM head's decoder is the word embeddings (config.json's
+  // tie_word_embeddings, default true) unless the checkpoint holds its own.
+  bool tie_word_embeddings = true;
 
   // Rotary positions (rotate-half form) on q and k, θ per layer; empty:
   // none. rope_linear_factor divides the positions ("linear" scaling).

@@ -215,13 +215,50 @@ absl::Status LoadDecoder(Tensors& t, W* w) {
   return Norm(t, "norm", h, false, &w->final_norm);
 }
 
+// The masked-LM head of the BERT layout's families (TransformerWeights::MaskedLm).
+absl::Status LoadMaskedLm(Tensors& t, bool tied, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size;
+  W::MaskedLm& m = w->masked_lm;
+  const bool bert = s.model_type == "bert";
+  const std::string p = bert ? "cls.predictions." : "lm_head.";
+  if (!t.Has(p + (bert ? "transform.dense.weight" : "dense.weight"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the checkpoint has no masked-LM head (", p,
+        "*): SPLADE needs a *ForMaskedLM checkpoint, as sentence-transformers' MLMTransformer "
+        "loads it"));
+  }
+  INFER_RETURN_IF_ERROR(
+      Linear(t, {p + (bert ? "transform.dense" : "dense")}, {h}, h, true, &m.dense));
+  INFER_RETURN_IF_ERROR(
+      Norm(t, p + (bert ? "transform.LayerNorm" : "layer_norm"), h, true, &m.norm));
+  m.decoder.in = h;
+  m.decoder.out = s.vocab_size;
+  if (t.Has(p + "decoder.weight")) {
+    INFER_RETURN_IF_ERROR(t.Take(p + "decoder.weight", {s.vocab_size, h}, &m.decoder.w));
+  } else if (tied) {
+    m.decoder.w = w->word;  // the word embeddings, as transformers ties them
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the checkpoint has no tensor '", p,
+                     "decoder.weight' and config.json's tie_word_embeddings is false"));
+  }
+  // The decoder's bias is stored under either name (transformers ties the two).
+  const std::string bias = t.Has(p + "decoder.bias") ? p + "decoder.bias" : p + "bias";
+  return t.Take(bias, {s.vocab_size}, &m.decoder.b);
+}
+
 }  // namespace
 
 int64_t TransformerWeights::ParameterCount() const {
   auto n = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size()); };
   int64_t total = n(word) + n(position) + n(token_type) + n(relative_bias) + n(embed_norm.gamma) +
                   n(embed_norm.beta) + n(final_norm.gamma) + n(final_norm.beta);
-  for (const Linear* lin : {&classifier_dense, &classifier_out}) total += n(lin->w) + n(lin->b);
+  for (const Linear* lin :
+       {&classifier_dense, &classifier_out, &masked_lm.dense, &masked_lm.decoder}) {
+    total += n(lin->w) + n(lin->b);
+  }
+  total += n(masked_lm.norm.gamma) + n(masked_lm.norm.beta);
   for (const Layer& l : layers) {
     for (const Linear* lin : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out}) {
       total += n(lin->w) + n(lin->b);
@@ -233,7 +270,8 @@ int64_t TransformerWeights::ParameterCount() const {
   return total;
 }
 
-absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir) {
+absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir,
+                                                          bool masked_lm_head) {
   TransformerWeights w;
   INFER_ASSIGN_OR_RETURN(w.spec, ReadTransformerSpec(dir + "/config.json"));
   std::string file = dir + "/model.safetensors";
@@ -252,6 +290,17 @@ absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir
     INFER_RETURN_IF_ERROR(LoadDecoder(t, &w));
   } else {
     INFER_RETURN_IF_ERROR(LoadBertLayout(t, &w));
+  }
+  if (masked_lm_head) {
+    if (type != "bert" && type != "roberta" && type != "xlm-roberta" && type != "camembert") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file,
+          ": a masked-LM head (SPLADE) is read for bert, roberta, xlm-roberta and camembert; "
+          "this model is '",
+          type, "'"));
+    }
+    absl::Status s = LoadMaskedLm(t, w.spec.tie_word_embeddings, &w);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
   }
   return w;
 }

@@ -55,6 +55,19 @@ struct TransformerWeights {
   // bert.pooler.dense and classifier; RoBERTa's and XLM-R's
   // classifier.dense and classifier.out_proj).
   Linear classifier_dense, classifier_out;
+  // The masked-language-model head, when asked for at load (else empty):
+  // transform = Norm(act(dense · x + b)), then logits = decoder · transform
+  // + b over the vocabulary. BERT's cls.predictions (its decoder tied to the
+  // word embeddings unless config.json's tie_word_embeddings is false and
+  // the checkpoint holds cls.predictions.decoder.weight); RoBERTa's, XLM-R's
+  // and CamemBERT's lm_head (dense, layer_norm, decoder).
+  struct MaskedLm {
+    Linear dense;    // [hidden, hidden]
+    Norm norm;       // LayerNorm [hidden]
+    Linear decoder;  // [vocab, hidden], with a bias
+    bool present() const { return !decoder.w.empty(); }
+  };
+  MaskedLm masked_lm;
 
   int64_t ParameterCount() const;
 };
@@ -64,7 +77,11 @@ struct TransformerWeights {
 // the prefix the family's task heads add ("bert.", "roberta.", "mpnet.",
 // "model."). INVALID_ARGUMENT naming the file and tensor when one is
 // missing or has the wrong shape, or the model_type is not supported.
-absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir);
+// `masked_lm_head` also reads the masked-LM head (SPLADE's logits):
+// INVALID_ARGUMENT for a family without one here (all but bert, roberta,
+// xlm-roberta and camembert) or a checkpoint that lacks it.
+absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir,
+                                                          bool masked_lm_head = false);
 
 }  // namespace infer
 

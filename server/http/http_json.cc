@@ -102,18 +102,22 @@ int HttpStatusFor(absl::StatusCode code) {
   }
 }
 
+void AppendJsonFloat(float value, std::string* out) {
+  if (!std::isfinite(value)) {
+    out->append("null");
+    return;
+  }
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  out->append(buf, r.ptr);
+}
+
 void AppendJsonFloats(const float* values, size_t n, std::string* out) {
   out->reserve(out->size() + n * 12 + 2);
   out->push_back('[');
-  char buf[32];
   for (size_t i = 0; i < n; ++i) {
     if (i > 0) out->push_back(',');
-    if (!std::isfinite(values[i])) {
-      out->append("null");
-      continue;
-    }
-    const auto r = std::to_chars(buf, buf + sizeof(buf), values[i]);
-    out->append(buf, r.ptr);
+    AppendJsonFloat(values[i], out);
   }
   out->push_back(']');
 }

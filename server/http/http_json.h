@@ -33,6 +33,8 @@ int HttpStatusFor(absl::StatusCode code);
 // widened to double would print 17 digits. NaN and infinities, which JSON
 // lacks, are written null (as nlohmann::json writes them).
 void AppendJsonFloats(const float* values, size_t n, std::string* out);
+// One such number.
+void AppendJsonFloat(float value, std::string* out);
 // A string as a JSON string literal (quoted, escaped; invalid UTF-8
 // replaced).
 std::string JsonString(const std::string& s);

@@ -203,6 +203,8 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
   using TeiHandler = void (*)(Engine*, HttpRequest, HttpReply);
   static constexpr std::pair<const char*, TeiHandler> kTei[] = {
       {"/embed", HandleTeiEmbed},
+      {"/embed_all", HandleTeiEmbedAll},
+      {"/embed_sparse", HandleTeiEmbedSparse},
       {"/similarity", HandleTeiSimilarity},
       {"/tokenize", HandleTeiTokenize},
       {"/decode", HandleTeiDecode},

@@ -25,13 +25,14 @@ const TensorSpec* FindInput(const ModelSpec& spec, absl::string_view name) {
   return nullptr;
 }
 
-// The embedding output: "embedding", else the model's one FP32 output.
+// The embedding output: "embedding", else the model's one FP32 output of
+// rank 2 that is not computed on request only.
 const TensorSpec* FindEmbedding(const ModelSpec& spec) {
   const TensorSpec* only = nullptr;
   int fp32 = 0;
   for (const TensorSpec& t : spec.outputs) {
     if (t.name == "embedding") return &t;
-    if (t.dtype == DataType::kFp32) {
+    if (t.dtype == DataType::kFp32 && t.shape.size() == 2 && !t.on_request) {
       only = &t;
       ++fp32;
     }
@@ -46,6 +47,7 @@ absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(st
 const char* ModelTask(const ModelSpec& spec) {
   for (const TensorSpec& t : spec.outputs) {
     if (t.name == "scores" && t.shape.size() == 2) return t.shape[1] == 1 ? "rerank" : "classify";
+    if (t.name == "sparse_values") return "sparse";
   }
   return FindEmbedding(spec) != nullptr ? "embed" : nullptr;
 }
@@ -81,9 +83,23 @@ absl::StatusOr<std::string> ChooseModel(const Engine& engine, const json& body,
 absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* declared) {
   call_->declared = true;
   call_->param = nullptr;
-  const TensorSpec* embedding = FindEmbedding(spec);
+  const TensorSpec* embedding = nullptr;
+  using Kind = EmbeddingsCall::Kind;
+  const char* wanted = call_->kind == Kind::kTokens   ? "token_embeddings"
+                       : call_->kind == Kind::kSparse ? "sparse_values"
+                                                      : nullptr;
+  if (wanted == nullptr) {
+    embedding = FindEmbedding(spec);
+  } else {
+    for (const TensorSpec& t : spec.outputs) {
+      if (t.name == wanted) embedding = &t;
+    }
+  }
   if (embedding == nullptr) {
-    return Invalid(absl::StrCat("model ", Quote(spec.name), " has no embedding output"));
+    return Invalid(absl::StrCat("model ", Quote(spec.name), " has no ",
+                                call_->kind == Kind::kTokens   ? "per-token embeddings"
+                                : call_->kind == Kind::kSparse ? "sparse (SPLADE) output"
+                                                               : "embedding output"));
   }
   call_->output = embedding->name;
   if (call_->tei) INFER_RETURN_IF_ERROR(DeclareTeiOptions(*embedding));
@@ -95,7 +111,10 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
     call_->base64 = *f == "base64";
   }
   call_->param = "dimensions";
-  if (auto d = doc_.find("dimensions"); d != doc_.end() && !d->is_null()) {
+  // TEI's /embed_all and /embed_sparse have no "dimensions" (nor
+  // "normalize"): ignored there, as TEI ignores fields it does not know.
+  if (auto d = doc_.find("dimensions");
+      call_->kind == EmbeddingsCall::Kind::kPooled && d != doc_.end() && !d->is_null()) {
     if (!d->is_number_integer()) return Invalid("'dimensions' must be an integer");
     // An integer past int64 is refused as 0 is: below 1.
     const int64_t dimensions =
@@ -179,6 +198,7 @@ absl::Status EmbeddingsSource::DeclareTeiOptions(const TensorSpec& embedding) {
   call_->param = nullptr;
   INFER_RETURN_IF_ERROR(TruncationFields(doc_, &truncate_, &truncate_left_));
   INFER_ASSIGN_OR_RETURN(prompt_name_, StringField(doc_, "prompt_name"));
+  if (call_->kind != EmbeddingsCall::Kind::kPooled) return absl::OkStatus();
   // TEI normalises unless asked not to, whatever the model's default
   // (where the model lets a request choose; elsewhere only an explicit
   // "normalize" is, and it is refused).
@@ -190,7 +210,17 @@ absl::Status EmbeddingsSource::DeclareTeiOptions(const TensorSpec& embedding) {
 }
 
 absl::Status EmbeddingsSource::Decode(const ModelSpec&, InferRequest* request) {
-  request->requested_outputs = {call_->output};
+  switch (call_->kind) {
+    case EmbeddingsCall::Kind::kPooled:
+      request->requested_outputs = {call_->output};
+      break;
+    case EmbeddingsCall::Kind::kTokens:
+      request->requested_outputs = {"token_embeddings", "token_counts"};
+      break;
+    case EmbeddingsCall::Kind::kSparse:
+      request->requested_outputs = {"sparse_counts", "sparse_indices", "sparse_values"};
+      break;
+  }
   request->dimensions = dimensions_;
   request->truncate = truncate_;
   request->truncate_left = truncate_left_;

@@ -58,6 +58,12 @@ struct EmbeddingsCall {
   // "normalize" (default true) and "dimensions"; `empty` is set when it is
   // refused for an empty list (TEI's 400 "empty").
   bool tei = false;
+  // What TEI's route asks for: the pooled embedding (/embed), every token's
+  // state (/embed_all: the model's token_embeddings and token_counts; no
+  // "normalize" or "dimensions"), or the sparse vector (/embed_sparse: a
+  // SPLADE model's sparse_counts, sparse_indices and sparse_values).
+  enum class Kind { kPooled, kTokens, kSparse };
+  Kind kind = Kind::kPooled;
   bool empty = false;
 };
 
@@ -104,8 +110,9 @@ absl::StatusOr<EmbeddingsSource> ParseEmbeddingsRequest(const HttpRequest& reque
 // answer in OpenAI's shape.
 void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply);
 // What a model is for, as GET /v1/models lists it: "embed" (an embedding
-// output), "rerank" (one score per input: a cross-encoder), "classify"
-// (several scores with their labels), or null.
+// output), "sparse" (SPLADE's sparse vectors), "rerank" (one score per
+// input: a cross-encoder), "classify" (several scores with their labels), or
+// null.
 const char* ModelTask(const ModelSpec& spec);
 // The model a TEI or Cohere body is for: its "model" where it names one,
 // else the one loaded model whose ModelTask is one of `tasks` (TEI serves

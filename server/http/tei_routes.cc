@@ -49,6 +49,75 @@ HttpResponse EmbedAnswer(const InferResponse& response, const std::string& outpu
   return {200, "application/json", std::move(body)};
 }
 
+// /embed_all: each input's tokens' states, [[[float, ..], ..], ..].
+HttpResponse EmbedAllAnswer(const InferResponse& response) {
+  const Tensor* states = nullptr;
+  const Tensor* counts = nullptr;
+  for (const Tensor& t : response.outputs) {
+    if (t.name == "token_embeddings" && t.dtype == DataType::kFp32 && t.shape.size() == 2) {
+      states = &t;
+    }
+    if (t.name == "token_counts" && t.dtype == DataType::kInt64 && t.shape.size() == 1) counts = &t;
+  }
+  if (states == nullptr || counts == nullptr) {
+    return TeiError(absl::InternalError("the model's answer has no token embeddings"));
+  }
+  const int64_t width = states->shape[1];
+  std::string body = "[";
+  body.reserve(static_cast<size_t>(states->shape[0] * width) * 12 + 2);
+  int64_t row = 0;
+  for (int64_t i = 0; i < counts->shape[0]; ++i) {
+    body += i > 0 ? ",[" : "[";
+    const int64_t n = counts->as<int64_t>()[i];
+    if (n < 0 || row + n > states->shape[0]) {
+      return TeiError(absl::InternalError("the model's token counts do not match its states"));
+    }
+    for (int64_t k = 0; k < n; ++k, ++row) {
+      if (k > 0) body.push_back(',');
+      AppendJsonFloats(states->as<float>() + row * width, static_cast<size_t>(width), &body);
+    }
+    body.push_back(']');
+  }
+  body.push_back(']');
+  return {200, "application/json", std::move(body)};
+}
+
+// /embed_sparse: each input's terms, [[{"index", "value"}, ..], ..].
+HttpResponse SparseAnswer(const InferResponse& response) {
+  const Tensor* counts = nullptr;
+  const Tensor* indices = nullptr;
+  const Tensor* values = nullptr;
+  for (const Tensor& t : response.outputs) {
+    if (t.shape.size() != 1) continue;
+    if (t.name == "sparse_counts" && t.dtype == DataType::kInt64) counts = &t;
+    if (t.name == "sparse_indices" && t.dtype == DataType::kInt64) indices = &t;
+    if (t.name == "sparse_values" && t.dtype == DataType::kFp32) values = &t;
+  }
+  if (counts == nullptr || indices == nullptr || values == nullptr ||
+      indices->shape[0] != values->shape[0]) {
+    return TeiError(absl::InternalError("the model's answer has no sparse vectors"));
+  }
+  std::string body = "[";
+  body.reserve(static_cast<size_t>(values->shape[0]) * 32 + 2);
+  int64_t at = 0;
+  for (int64_t i = 0; i < counts->shape[0]; ++i) {
+    body += i > 0 ? ",[" : "[";
+    const int64_t n = counts->as<int64_t>()[i];
+    if (n < 0 || at + n > values->shape[0]) {
+      return TeiError(absl::InternalError("the model's term counts do not match its terms"));
+    }
+    for (int64_t k = 0; k < n; ++k, ++at) {
+      absl::StrAppend(&body, k > 0 ? "," : "", R"({"index":)", indices->as<int64_t>()[at],
+                      R"(,"value":)");
+      AppendJsonFloat(values->as<float>()[at], &body);
+      body.push_back('}');
+    }
+    body.push_back(']');
+  }
+  body.push_back(']');
+  return {200, "application/json", std::move(body)};
+}
+
 // /similarity: the cosine of each row after the first with the first.
 HttpResponse SimilarityAnswer(const InferResponse& response, const std::string& output) {
   const Tensor* t = Embeddings(response, output);
@@ -75,18 +144,27 @@ HttpResponse SimilarityAnswer(const InferResponse& response, const std::string& 
   return {200, "application/json", std::move(body)};
 }
 
-// Submits `doc`, an /embed body, to the embedding model it is for.
-void SubmitEmbed(Engine* engine, json doc, HttpReply reply, bool similarity) {
-  absl::StatusOr<std::string> model = ChooseModel(*engine, doc, {"embed"}, "an embedding model");
+using Kind = EmbeddingsCall::Kind;
+
+// Submits `doc`, an /embed, /embed_all or /embed_sparse body (`kind`), to
+// the model it is for.
+void SubmitEmbed(Engine* engine, json doc, HttpReply reply, bool similarity,
+                 Kind kind = Kind::kPooled) {
+  absl::StatusOr<std::string> model =
+      kind == Kind::kSparse ? ChooseModel(*engine, doc, {"sparse"}, "a sparse (SPLADE) model")
+                            : ChooseModel(*engine, doc, {"embed"}, "an embedding model");
   if (!model.ok()) return reply.Send(TeiError(model.status()));
   auto call = std::make_shared<EmbeddingsCall>();
   call->tei = true;
+  call->kind = kind;
   EmbeddingsSource source(*std::move(model), std::move(doc), call.get());
   auto shared = std::make_shared<HttpReply>(std::move(reply));
   engine->Submit(source, [shared, call, similarity](absl::StatusOr<InferResponse> r) {
     if (!r.ok()) return shared->Send(TeiError(r.status(), call->empty));
     auto response = std::make_shared<InferResponse>(*std::move(r));
     shared->SendFrom([response, call, similarity] {
+      if (call->kind == Kind::kTokens) return EmbedAllAnswer(*response);
+      if (call->kind == Kind::kSparse) return SparseAnswer(*response);
       return similarity ? SimilarityAnswer(*response, call->output)
                         : EmbedAnswer(*response, call->output);
     });
@@ -152,7 +230,7 @@ json InfoOf(const Engine& engine, const std::string& name, const ModelSpec& spec
                {"model_dtype", TeiDtype(spec.precision)},
                {"served_model_name", name}};
   const char* task = ModelTask(spec);
-  if (task != nullptr && std::string(task) != "embed") {
+  if (task != nullptr && std::string(task) != "embed" && std::string(task) != "sparse") {
     json id2label = json::object(), label2id = json::object();
     for (const TensorSpec& o : spec.outputs) {
       if (o.name != "scores") continue;
@@ -173,7 +251,13 @@ json InfoOf(const Engine& engine, const std::string& name, const ModelSpec& spec
     info["max_batch_requests"] = q->max_batch_size;
   }
   if (absl::StatusOr<RequestLimits> l = engine.GetRequestLimits(name); l.ok()) {
-    info["max_input_length"] = l->max_input_length;
+    // The model's own length where it states one, within the server's
+    // limit on sequence length (0: none).
+    int64_t length = l->max_input_length;
+    if (spec.max_sequence_length > 0 && (length <= 0 || spec.max_sequence_length < length)) {
+      length = spec.max_sequence_length;
+    }
+    info["max_input_length"] = length;
     info["max_client_batch_size"] = l->max_client_batch_size;
   }
   info["prompts"] = spec.prompts;
@@ -192,6 +276,20 @@ void HandleTeiEmbed(Engine* engine, HttpRequest request, HttpReply reply) {
   SubmitEmbed(engine, *std::move(doc), std::move(reply), /*similarity=*/false);
 }
 
+void HandleTeiEmbedAll(Engine* engine, HttpRequest request, HttpReply reply) {
+  absl::StatusOr<json> doc = ParseBody(request);
+  if (!doc.ok()) return reply.Send(TeiError(doc.status()));
+  request.body.clear();
+  SubmitEmbed(engine, *std::move(doc), std::move(reply), false, Kind::kTokens);
+}
+
+void HandleTeiEmbedSparse(Engine* engine, HttpRequest request, HttpReply reply) {
+  absl::StatusOr<json> doc = ParseBody(request);
+  if (!doc.ok()) return reply.Send(TeiError(doc.status()));
+  request.body.clear();
+  SubmitEmbed(engine, *std::move(doc), std::move(reply), false, Kind::kSparse);
+}
+
 void HandleTeiSimilarity(Engine* engine, HttpRequest request, HttpReply reply) {
   absl::StatusOr<json> doc = ParseBody(request);
   if (!doc.ok()) return reply.Send(TeiError(doc.status()));
@@ -207,13 +305,16 @@ void HandleTeiRoot(Engine* engine, HttpRequest request, HttpReply reply) {
     return Similarity(engine, *std::move(doc), std::move(reply));
   }
   absl::StatusOr<std::string> model =
-      ChooseModel(*engine, *doc, {"embed", "rerank", "classify"}, "a model");
+      ChooseModel(*engine, *doc, {"embed", "sparse", "rerank", "classify"}, "a model");
   if (!model.ok()) return reply.Send(TeiError(model.status()));
   absl::StatusOr<const ModelSpec*> spec = engine->GetModelSpec(*model);
   if (!spec.ok()) return reply.Send(TeiError(spec.status()));
   const std::string task = ModelTask(**spec);
   (*doc)["model"] = *model;
   if (task == "embed") return SubmitEmbed(engine, *std::move(doc), std::move(reply), false);
+  if (task == "sparse") {
+    return SubmitEmbed(engine, *std::move(doc), std::move(reply), false, Kind::kSparse);
+  }
   const bool rerank = task == "rerank" && doc->contains("query");
   SubmitScoring(rerank ? ScoringApi::kTeiRerank : ScoringApi::kTeiPredict, engine, *std::move(doc),
                 std::move(reply));
@@ -221,7 +322,7 @@ void HandleTeiRoot(Engine* engine, HttpRequest request, HttpReply reply) {
 
 absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::string_view body,
                                const std::function<absl::Status(RequestSource&)>& admit,
-                               bool* empty) {
+                               bool* empty, EmbeddingsCall::Kind kind) {
   *empty = false;
   absl::StatusOr<json> doc = ParseJson(body, "the request body");
   if (doc.ok() && !doc->is_object()) return Invalid("the request body is not a JSON object");
@@ -230,10 +331,13 @@ absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::stri
     doc = SimilarityAsEmbed(*std::move(doc), empty);
     if (!doc.ok()) return doc.status();
   }
-  absl::StatusOr<std::string> model = ChooseModel(engine, *doc, {"embed"}, "an embedding model");
+  absl::StatusOr<std::string> model =
+      kind == Kind::kSparse ? ChooseModel(engine, *doc, {"sparse"}, "a sparse (SPLADE) model")
+                            : ChooseModel(engine, *doc, {"embed"}, "an embedding model");
   if (!model.ok()) return model.status();
   EmbeddingsCall call;
   call.tei = true;
+  call.kind = kind;
   EmbeddingsSource source(*std::move(model), *std::move(doc), &call);
   absl::Status status = admit(source);
   *empty = call.empty;

@@ -8,20 +8,28 @@
 //                      "truncate", "truncation_direction", "prompt_name",
 //                      "normalize" (default true), "dimensions"}
 //     -> [[float, ..], ..]   one embedding per input, in order
+//   POST /embed_all   {"inputs", "truncate", "truncation_direction", "prompt_name"}
+//     -> [[[float, ..], ..], ..]  per input, each token's last hidden state
+//                                 (special tokens included), unpooled
+//   POST /embed_sparse {"inputs", "truncate", "truncation_direction", "prompt_name"}
+//     -> [[{"index": id, "value": float}, ..], ..]  per input, a SPLADE
+//                                 model's non-zero terms, ids ascending
 //   POST /similarity  {"inputs": {"source_sentence": "a", "sentences": ["b", ..]},
 //                      "parameters": {"truncate", "truncation_direction",
 //                      "prompt_name"}}
 //     -> [float, ..]         the cosine similarity of each sentence's
 //                            embedding to the source's
 //   GET  /info        the model's TEI Info: model_id, model_dtype,
-//                     model_type ({"embedding": {"pooling"}} or
+//                     model_type ({"embedding": {"pooling"}}, pooling
+//                     "splade" for a sparse model, or
 //                     {"classifier" | "reranker": {"id2label", "label2id"}}),
 //                     the limits (max_input_length, max_batch_tokens,
 //                     max_batch_requests, max_client_batch_size,
 //                     max_concurrent_requests) and the version
 //   POST /            the model's task, as TEI routes it: /embed for an
 //                     embedding model (/similarity when "inputs" is a
-//                     source_sentence object), /rerank for a re-ranker
+//                     source_sentence object), /embed_sparse for a SPLADE
+//                     model, /rerank for a re-ranker
 //                     given a "query", /predict otherwise
 //
 // The model: the body's "model" (or /info's ?model=) where it names one,
@@ -42,11 +50,14 @@
 #include "engine/engine.h"
 #include "engine/request_source.h"
 #include "server/http/http_server.h"
+#include "server/http/openai_embeddings.h"
 
 namespace infer {
 
-// POST /embed.
+// POST /embed, /embed_all and /embed_sparse.
 void HandleTeiEmbed(Engine* engine, HttpRequest request, HttpReply reply);
+void HandleTeiEmbedAll(Engine* engine, HttpRequest request, HttpReply reply);
+void HandleTeiEmbedSparse(Engine* engine, HttpRequest request, HttpReply reply);
 // POST /similarity.
 void HandleTeiSimilarity(Engine* engine, HttpRequest request, HttpReply reply);
 // POST /tokenize {"inputs": "a" | ["a", ..], "add_special_tokens" (default
@@ -63,14 +74,15 @@ void HandleTeiDecode(Engine* engine, HttpRequest request, HttpReply reply);
 // POST /: one of the above, /rerank or /predict, by the body and the
 // model's task.
 void HandleTeiRoot(Engine* engine, HttpRequest request, HttpReply reply);
-// What /embed (or, with `similarity`, /similarity) does to `body` (any
-// bytes) before it is queued, for a fuzz target: the depth-bounded parse,
-// the model's choice, then its request source handed to `admit` (the
-// engine's admission pass). The first refusal (`*empty` set for an empty
-// list), else `admit`'s status.
+// What /embed (or, with `similarity`, /similarity; with `kind`, /embed_all
+// or /embed_sparse) does to `body` (any bytes) before it is queued, for a
+// fuzz target: the depth-bounded parse, the model's choice, then its
+// request source handed to `admit` (the engine's admission pass). The first
+// refusal (`*empty` set for an empty list), else `admit`'s status.
 absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::string_view body,
                                const std::function<absl::Status(RequestSource&)>& admit,
-                               bool* empty);
+                               bool* empty,
+                               EmbeddingsCall::Kind kind = EmbeddingsCall::Kind::kPooled);
 // GET /info, for `model` (empty: the one loaded model, else the first of
 // them by name, with every model's Info in "models").
 HttpResponse TeiInfo(const Engine& engine, const std::string& model);

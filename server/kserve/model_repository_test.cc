@@ -107,7 +107,7 @@ TEST_F(RepositoryTest, BertCheckpointFolderIsServedWithItsParameters) {
   auto other = Engine::Create({.device = "cpu"});
   EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "parameter 'pooling' = 'max' is not mean, cls or last_token"));
+                       "parameter 'pooling' = 'max' is not mean, cls, last_token or splade"));
 }
 
 TEST_F(RepositoryTest, BatchInvariantIsAParameterOfTheBertBackend) {

@@ -109,8 +109,11 @@ class HttpFrontEndTest(unittest.TestCase):
                          {"text": ("BYTES", [-1]), "input_ids": ("INT64", [-1, -1]),
                           "attention_mask": ("INT64", [-1, -1]),
                           "token_type_ids": ("INT64", [-1, -1])})
-        self.assertEqual(meta["outputs"], [{"name": "embedding", "datatype": "FP32",
-                                            "shape": [-1, 384]}])
+        # The pooled embedding, then the per-token outputs a request may name.
+        self.assertEqual(meta["outputs"], [
+            {"name": "embedding", "datatype": "FP32", "shape": [-1, 384]},
+            {"name": "token_embeddings", "datatype": "FP32", "shape": [-1, 384]},
+            {"name": "token_counts", "datatype": "INT64", "shape": [-1]}])
         config = self.http.get_model_config("tiny")
         grpc_config = self.grpc.get_model_config("tiny", as_json=True)["config"]
         self.assertEqual(config["max_batch_size"], 8)

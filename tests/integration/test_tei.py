@@ -4,6 +4,10 @@ sentence_similarity and text_classification, pointed at the server as TEI
 users point it), OpenAI's client with `dimensions`, Triton's gRPC client
 with the same options as KServe parameters, and TEI's JSON over plain HTTP.
 
+SPLADE models (tests/fixtures/sparse, sentence-transformers SparseEncoder
+folders) answer /embed_sparse, checked against SparseEncoder.encode; the
+BERT fixture's /embed_all against transformers' last hidden states.
+
 The embedding model is the BERT family fixture (tests/fixtures/families/bert,
 made and run by transformers) copied with a model card that tags it as
 trained with MatryoshkaLoss and a sentence-transformers prompts file; the
@@ -31,12 +35,13 @@ from tokenizers import Tokenizer
 import tritonclient.grpc as grpcclient
 
 from infer_server_process import InferServer
-from test_families import cosine, reference
+from test_families import cosine, inputs, read_safetensors, reference
 from test_scoring import reference as scoring_reference, softmax
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAMILIES = os.path.join(HERE, "..", "fixtures", "families")
 CLASSIFIERS = os.path.join(HERE, "..", "fixtures", "classifiers")
+SPARSE = os.path.join(HERE, "..", "fixtures", "sparse")
 PROMPTS = {"query": "query: ", "passage": "passage: "}
 
 
@@ -153,6 +158,39 @@ class TeiEmbeddingTest(unittest.TestCase):
         self.assertEqual(status, 400, body)
         self.assertIn("'dimensions' must be a positive integer", body["error"])
 
+    def test_embed_all_matches_transformers(self):
+        """/embed_all: every token's last hidden state, as transformers'
+        last_hidden_state (tests/fixtures/families/bert's hidden_i); the
+        same through Triton's client, naming the outputs."""
+        hidden = read_safetensors(os.path.join(FAMILIES, "bert", "reference.safetensors"))
+        texts, want = [], []
+        for i, (inp, _) in enumerate(inputs("bert")):
+            if inp.get("text") is not None and "types" not in inp:
+                texts.append(inp["text"])
+                want.append(hidden[f"hidden_{i}"])
+        status, body = self.http.call("/embed_all", {"inputs": texts})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(body), len(texts))
+        for text, got, w in zip(texts, body, want):
+            self.assertEqual(np.asarray(got).shape, w.shape, text)
+            np.testing.assert_allclose(got, w, atol=1e-4, err_msg=text)
+        status, body = self.http.call("/embed_all", {"inputs": texts[0], "prompt_name": "query"})
+        self.assertEqual(status, 200, body)
+        self.assertGreater(len(body[0]), len(want[0]))
+        with grpcclient.InferenceServerClient(self.server.address) as c:
+            inp = grpcclient.InferInput("text", [2], "BYTES")
+            inp.set_data_from_numpy(np.array([t.encode() for t in texts[:2]], dtype=object))
+            outs = [grpcclient.InferRequestedOutput(n) for n in ("token_embeddings", "token_counts")]
+            r = c.infer("embedder", [inp], outputs=outs)
+            counts = r.as_numpy("token_counts")
+            self.assertEqual(list(counts), [len(w) for w in want[:2]])
+            np.testing.assert_allclose(r.as_numpy("token_embeddings"),
+                                       np.concatenate(want[:2]), atol=1e-4)
+            # Naming no outputs gives the embedding alone.
+            r = c.infer("embedder", [inp])
+            self.assertIsNone(r.as_numpy("token_embeddings"))
+            self.assertEqual(r.as_numpy("embedding").shape, (2, self.width))
+
     def test_sentence_similarity(self):
         texts = [t for t, _ in self.ref]
         want = [cosine(self.ref[0][1], e) for _, e in self.ref[1:]] + [1.0]
@@ -210,6 +248,9 @@ class TeiEmbeddingTest(unittest.TestCase):
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "mean"}})
         self.assertEqual(info["model_dtype"], "float32")
         self.assertEqual(sorted(info["prompts"]), ["passage", "query"])
+        # The model's own length: the fixture's sentence_bert_config.json.
+        with open(os.path.join(self.dir, "sentence_bert_config.json"), encoding="utf-8") as f:
+            self.assertEqual(info["max_input_length"], json.load(f)["max_seq_length"])
         for key in ("max_input_length", "max_batch_tokens", "max_client_batch_size",
                     "max_concurrent_requests", "version"):
             self.assertIn(key, info)
@@ -232,6 +273,11 @@ class TeiEmbeddingTest(unittest.TestCase):
              "source_sentence"),
             ("/rerank", {"query": "x", "texts": ["y"]}, 424, "backend",
              "no loaded model is a re-ranker"),
+            ("/embed_sparse", {"inputs": "x"}, 424, "backend",
+             "no loaded model is a sparse (SPLADE) model"),
+            ("/embed_sparse", {"inputs": "x", "model": "embedder"}, 422, "validation",
+             "has no sparse (SPLADE) output"),
+            ("/embed_all", {"inputs": []}, 400, "empty", "cannot be empty"),
         ]
         for path, body, status, kind, message in cases:
             got, err = self.http.call(path, body)
@@ -240,6 +286,92 @@ class TeiEmbeddingTest(unittest.TestCase):
             self.assertIn(message, err["error"])
         # The server keeps serving.
         self.assertEqual(self.http.call("/embed", {"inputs": "x"})[0], 200)
+
+
+class TeiSparseTest(unittest.TestCase):
+    """SPLADE models served from sentence-transformers SparseEncoder folders
+    (tests/fixtures/sparse: max pooling with a tied decoder, sum pooling with
+    log1p twice), against SparseEncoder.encode's vectors: TEI's /embed_sparse
+    and POST /, /info, OpenAI's /v1/models, and Triton's client."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.names = ["bert-splade", "xlm-roberta-splade"]
+        args = []
+        for name in cls.names:
+            args += ["--model", f"{name}={os.path.join(SPARSE, name)}"]
+        cls.server = InferServer(None, *args)
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.http = Http(cls.base)
+        cls.ref = {}
+        for name in cls.names:
+            with open(os.path.join(SPARSE, name, "reference.json"), encoding="utf-8") as f:
+                texts = json.load(f)["texts"]
+            tensors = read_safetensors(os.path.join(SPARSE, name, "reference.safetensors"))
+            cls.ref[name] = [(t, tensors[f"sparse_{i}"]) for i, t in enumerate(texts)]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def dense(self, terms, vocab):
+        v = np.zeros(vocab, dtype=np.float32)
+        indices = [t["index"] for t in terms]
+        self.assertEqual(indices, sorted(indices))
+        for t in terms:
+            self.assertGreater(t["value"], 0)
+            v[t["index"]] = t["value"]
+        return v
+
+    def test_embed_sparse_matches_sparse_encoder(self):
+        for name in self.names:
+            texts = [t for t, _ in self.ref[name]]
+            status, body = self.http.call("/embed_sparse", {"inputs": texts, "model": name})
+            self.assertEqual(status, 200, body)
+            self.assertEqual(len(body), len(texts))
+            for (text, want), got in zip(self.ref[name], body):
+                np.testing.assert_allclose(self.dense(got, len(want)), want, atol=2e-4,
+                                           err_msg=f"{name}: {text}")
+            # Many texts: split over batches, joined in order.
+            many = texts * 20
+            status, body = self.http.call("/embed_sparse", {"inputs": many, "model": name})
+            self.assertEqual(status, 200)
+            for (text, want), got in zip(self.ref[name] * 20, body):
+                np.testing.assert_allclose(self.dense(got, len(want)), want, atol=2e-4)
+
+    def test_root_info_models_and_kserve(self):
+        name = self.names[0]
+        text, want = self.ref[name][0]
+        status, body = self.http.call("/", {"inputs": text, "model": name})
+        self.assertEqual(status, 200, body)
+        np.testing.assert_allclose(self.dense(body[0], len(want)), want, atol=2e-4)
+        status, info = self.http.call(f"/info?model={name}")
+        self.assertEqual(status, 200, info)
+        self.assertEqual(info["model_type"], {"embedding": {"pooling": "splade"}})
+        status, models = self.http.call("/v1/models")
+        self.assertEqual({m["id"]: m["task"] for m in models["data"]},
+                         {n: "sparse" for n in self.names})
+        texts = [t for t, _ in self.ref[name][:3]]
+        with grpcclient.InferenceServerClient(self.server.address) as c:
+            inp = grpcclient.InferInput("text", [3], "BYTES")
+            inp.set_data_from_numpy(np.array([t.encode() for t in texts], dtype=object))
+            r = c.infer(name, [inp])
+            counts = r.as_numpy("sparse_counts")
+            indices, values = r.as_numpy("sparse_indices"), r.as_numpy("sparse_values")
+            self.assertEqual(len(indices), int(counts.sum()))
+            at = 0
+            for (text, want), n in zip(self.ref[name], counts):
+                got = np.zeros(len(want), dtype=np.float32)
+                got[indices[at:at + n]] = values[at:at + n]
+                np.testing.assert_allclose(got, want, atol=2e-4, err_msg=text)
+                at += n
+        # Embedding routes refuse a sparse model, naming it.
+        status, err = self.http.call("/embed", {"inputs": "x", "model": name})
+        self.assertEqual(status, 422, err)
+        self.assertIn("has no embedding output", err["error"])
+        status, err = self.http.call("/embed_sparse", {"inputs": "x"})
+        self.assertEqual(status, 422, err)
+        self.assertIn("several loaded models can answer", err["error"])
 
 
 class TeiWithoutEmbeddingOptionsTest(unittest.TestCase):

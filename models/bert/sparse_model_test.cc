@@ -1,0 +1,222 @@
+// The served model's SPLADE and per-token outputs: sparse vectors of the
+// SparseEncoder fixtures (tests/fixtures/sparse, made by
+// models/tools/make_family_fixtures.py --sparse with sentence-transformers'
+// SparseEncoder: max and sum pooling, log1p once and twice, a tied and an
+// untied decoder) against SparseEncoder.encode, and token_embeddings of the
+// BERT family fixture against transformers' last hidden states.
+#include <algorithm>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/bert/bert_model.h"
+#include "models/checkpoint.h"
+#include "tests/testing/reference_data.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tensors.h"
+#include "tests/testing/test_device.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+using ::infer::testing::StatusIs;
+using ::infer::testing::TestDevice;
+
+class Harness {
+ public:
+  explicit Harness(const std::string& fixture) : dir_(::infer::testing::FixturePath(fixture)) {
+    auto d = TestDevice::Create("cpu");
+    EXPECT_THAT(d, IsOk());
+    if (d.ok()) device_ = *std::move(d);
+  }
+
+  absl::StatusOr<std::unique_ptr<BertModel>> Load(BertModelOptions o = {}) {
+    o.checkpoint_dir = dir_;
+    o.precision = Precision::kFp32;
+    return BertModel::Create(o, device_->context());
+  }
+
+  // Admits each request as the engine does, runs them as one batch.
+  std::vector<InferResponse> Run(BertModel& m, std::vector<InferRequest> requests) {
+    std::vector<const InferRequest*> in;
+    for (InferRequest& r : requests) {
+      absl::Status s = ValidateRequestAgainstSpec(m.spec(), r);
+      if (s.ok()) s = m.Preprocess(&r);
+      if (s.ok()) s = m.ValidateRequest(r);
+      EXPECT_THAT(s, IsOk());
+      in.push_back(&r);
+    }
+    std::vector<InferResponse> out(requests.size());
+    std::vector<InferResponse*> res;
+    for (InferResponse& r : out) res.push_back(&r);
+    EXPECT_THAT(RunBatch(m, device_->device.get(), device_->stream.get(), in, res), IsOk());
+    return out;
+  }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<TestDevice> device_;
+};
+
+InferRequest TextRequest(const std::vector<std::string>& texts,
+                         std::vector<std::string> outputs = {}) {
+  InferRequest r;
+  r.inputs.push_back(::infer::testing::TextTensor(texts));
+  r.requested_outputs = std::move(outputs);
+  return r;
+}
+
+const Tensor* Output(const InferResponse& r, const std::string& name) {
+  for (const Tensor& t : r.outputs) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+class SparseModelTest : public ::testing::TestWithParam<const char*> {};
+
+// Within 2e-4 of SparseEncoder's FP32 values: the CPU encoder's 1e-4 on
+// these fixtures' hidden states (transformer_families_test.cc), through a
+// 32-wide head whose log1p does not enlarge differences.
+TEST_P(SparseModelTest, MatchesSparseEncoder) {
+  Harness h(std::string("sparse/") + GetParam());
+  auto m = h.Load();
+  ASSERT_THAT(m, IsOk());
+  const ModelSpec& spec = (*m)->spec();
+  EXPECT_EQ(spec.pooling, "splade");
+  ASSERT_EQ(spec.outputs.size(), 3u);
+  EXPECT_EQ(spec.outputs[0].name, "sparse_counts");
+  auto text = ReadCheckpointFile(h.dir() + "/reference.json");
+  auto ref = ReadSafetensors(h.dir() + "/reference.safetensors");
+  ASSERT_THAT(text, IsOk());
+  ASSERT_THAT(ref, IsOk());
+  const auto texts = nlohmann::json::parse(*text)["texts"].get<std::vector<std::string>>();
+  // All texts in one request, and the first two again alone: a text's
+  // vector does not depend on its batch-mates.
+  std::vector<InferResponse> out =
+      h.Run(**m, {TextRequest(texts), TextRequest({texts[1]}), TextRequest({texts[0]})});
+  const Tensor* counts = Output(out[0], "sparse_counts");
+  const Tensor* indices = Output(out[0], "sparse_indices");
+  const Tensor* values = Output(out[0], "sparse_values");
+  ASSERT_TRUE(counts != nullptr && indices != nullptr && values != nullptr);
+  ASSERT_EQ(counts->shape, std::vector<int64_t>{static_cast<int64_t>(texts.size())});
+  ASSERT_EQ(indices->shape, values->shape);
+  int64_t at = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<float>& want = (*ref)["sparse_" + std::to_string(i)].values;
+    std::vector<float> got(want.size(), 0.0f);
+    const int64_t n = counts->as<int64_t>()[i];
+    ASSERT_LE(at + n, indices->shape[0]);
+    for (int64_t k = at; k < at + n; ++k) {
+      const int64_t j = indices->as<int64_t>()[k];
+      ASSERT_TRUE(j >= 0 && j < static_cast<int64_t>(want.size())) << j;
+      if (k > at) EXPECT_LT(indices->as<int64_t>()[k - 1], j) << "ascending";
+      EXPECT_GT(values->as<float>()[k], 0.0f);
+      got[j] = values->as<float>()[k];
+    }
+    at += n;
+    int64_t want_nonzero = 0;
+    for (size_t j = 0; j < want.size(); ++j) {
+      want_nonzero += want[j] > 0;
+      EXPECT_NEAR(got[j], want[j], 2e-4) << texts[i] << " term " << j;
+    }
+    // Terms near zero may fall either side of it; no more than that.
+    EXPECT_NEAR(static_cast<double>(n), static_cast<double>(want_nonzero), 2.0) << texts[i];
+    EXPECT_GT(n, 0) << texts[i];
+  }
+  EXPECT_EQ(at, indices->shape[0]);
+  for (int alone : {1, 2}) {
+    const Tensor* c = Output(out[alone], "sparse_counts");
+    ASSERT_NE(c, nullptr);
+    const int64_t i = alone == 1 ? 1 : 0;
+    EXPECT_EQ(c->as<int64_t>()[0], counts->as<int64_t>()[i]);
+  }
+}
+
+TEST_P(SparseModelTest, RefusesEmbeddingOptions) {
+  Harness h(std::string("sparse/") + GetParam());
+  auto m = h.Load();
+  ASSERT_THAT(m, IsOk());
+  InferRequest r = TextRequest({"a"});
+  r.normalize = true;
+  EXPECT_THAT(ValidateRequestAgainstSpec((*m)->spec(), r),
+              StatusIs(absl::StatusCode::kInvalidArgument, ""));
+  r.normalize.reset();
+  r.requested_outputs = {"embedding"};
+  EXPECT_THAT(ValidateRequestAgainstSpec((*m)->spec(), r),
+              StatusIs(absl::StatusCode::kInvalidArgument, ""));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SparseModelTest,
+                         ::testing::Values("bert-splade", "xlm-roberta-splade"));
+
+TEST(SparseModel, MeanPoolingNamedServesTheEncoderAsAnEmbedder) {
+  Harness h("sparse/bert-splade");
+  BertModelOptions o;
+  o.pooling = Pooling::kMean;
+  auto m = h.Load(o);
+  ASSERT_THAT(m, IsOk());
+  EXPECT_EQ((*m)->spec().outputs[0].name, "embedding");
+}
+
+TEST(SparseModel, SpladeNeedsAMaskedLmHead) {
+  Harness h("families/bert");  // a BertModel checkpoint: no head
+  BertModelOptions o;
+  o.splade = true;
+  EXPECT_THAT(h.Load(o).status(), StatusIs(absl::StatusCode::kInvalidArgument, "masked-LM"));
+}
+
+// token_embeddings: every real token's last hidden state, as transformers'
+// last_hidden_state gives it (1e-4, as transformer_families_test.cc),
+// given only to the request that names it; token_counts per text.
+TEST(TokenEmbeddings, MatchTransformersHiddenStates) {
+  Harness h("families/bert");
+  auto m = h.Load();
+  ASSERT_THAT(m, IsOk());
+  const ModelSpec& spec = (*m)->spec();
+  ASSERT_EQ(spec.outputs.size(), 3u);
+  EXPECT_TRUE(spec.outputs[1].on_request);
+  auto text = ReadCheckpointFile(h.dir() + "/reference.json");
+  auto ref = ReadSafetensors(h.dir() + "/reference.safetensors");
+  ASSERT_THAT(text, IsOk());
+  ASSERT_THAT(ref, IsOk());
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  std::vector<std::string> texts;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < j["inputs"].size() && texts.size() < 3; ++i) {
+    if (!j["inputs"][i]["text"].is_string()) continue;
+    texts.push_back(j["inputs"][i]["text"]);
+    index.push_back(i);
+  }
+  std::vector<InferResponse> out =
+      h.Run(**m, {TextRequest({texts[0]}), TextRequest(texts, {"token_embeddings", "token_counts"}),
+                  TextRequest({texts[1]}, {"embedding", "token_counts"})});
+  // The first names nothing: its embedding alone.
+  ASSERT_EQ(out[0].outputs.size(), 1u);
+  EXPECT_EQ(out[0].outputs[0].name, "embedding");
+  const Tensor* states = Output(out[1], "token_embeddings");
+  const Tensor* counts = Output(out[1], "token_counts");
+  ASSERT_TRUE(states != nullptr && counts != nullptr);
+  const int64_t hidden = spec.outputs[1].shape[1];
+  int64_t row = 0;
+  for (size_t t = 0; t < texts.size(); ++t) {
+    const std::vector<float>& want = (*ref)["hidden_" + std::to_string(index[t])].values;
+    const auto n = static_cast<int64_t>(want.size()) / hidden;
+    ASSERT_EQ(counts->as<int64_t>()[t], n) << texts[t];
+    for (int64_t k = 0; k < n * hidden; ++k) {
+      ASSERT_NEAR(states->as<float>()[row * hidden + k], want[k], 1e-4) << texts[t] << " " << k;
+    }
+    row += n;
+  }
+  EXPECT_EQ(states->shape, (std::vector<int64_t>{row, hidden}));
+  const Tensor* c2 = Output(out[2], "token_counts");
+  ASSERT_NE(c2, nullptr);
+  EXPECT_EQ(c2->as<int64_t>()[0], counts->as<int64_t>()[1]);
+}
+
+}  // namespace
+}  // namespace infer
