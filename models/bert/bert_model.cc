@@ -262,23 +262,29 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   // encoder's scratch, and with Dense modules or a classification head the
   // pooled rows and those between the head's layers.
   const PackedLayout layout{shape.rows, shape.tokens, with_types()};
-  int64_t dense = 0;
-  // Every token's state (SPLADE's head input, or the per-token outputs a
-  // request may ask for), and SPLADE's chunk of vocabulary-wide logits.
-  if (splade_ != nullptr || token_outputs_) {
-    dense += CachingAllocator::BlockBytes(shape.tokens * encoder_->spec().hidden_size * 4);
+  const int64_t io = StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()),
+                                                          shape.rows, output_width());
+  // Every token's state: SPLADE's head input, or the per-token outputs a
+  // request may ask for.
+  const int64_t states =
+      splade_ != nullptr || token_outputs_
+          ? CachingAllocator::BlockBytes(shape.tokens * encoder_->spec().hidden_size * 4)
+          : 0;
+  if (splade_ != nullptr) {
+    // The encoder's scratch is returned before the head takes its chunk of
+    // vocabulary-wide logits.
+    return io + states +
+           std::max(encoder_->PeakBytes(shape),
+                    CachingAllocator::BlockBytes(splade_->ScratchBytes(shape.tokens)));
   }
-  if (splade_ != nullptr)
-    dense += CachingAllocator::BlockBytes(splade_->ScratchBytes(shape.tokens));
+  int64_t dense = 0;
   if (!head().empty()) {
     dense += CachingAllocator::BlockBytes(shape.rows * encoder_->spec().hidden_size * 4);
     for (int64_t w : head().IntermediateWidths()) {
       dense += CachingAllocator::BlockBytes(shape.rows * w * 4);
     }
   }
-  return StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()), shape.rows,
-                                              output_width()) +
-         encoder_->PeakBytes(shape) + dense;
+  return io + states + encoder_->PeakBytes(shape) + dense;
 }
 
 // One batch: the packed ids, positions, offsets and types staged, uploaded

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "models/bert/bert_model.h"
 #include "models/checkpoint.h"
 #include "tests/testing/reference_data.h"
@@ -56,6 +58,7 @@ class Harness {
   }
 
   const std::string& dir() const { return dir_; }
+  CachingAllocator* allocator() const { return device_->allocator.get(); }
 
  private:
   std::string dir_;
@@ -216,6 +219,57 @@ TEST(TokenEmbeddings, MatchTransformersHiddenStates) {
   const Tensor* c2 = Output(out[2], "token_counts");
   ASSERT_NE(c2, nullptr);
   EXPECT_EQ(c2->as<int64_t>()[0], counts->as<int64_t>()[1]);
+}
+
+// The memory model against the allocator's measured peak, as
+// bert_model_test.cc checks it for embeddings: never below, at most 25%
+// above, for SPLADE (every token's state, the chunk of vocabulary-wide
+// logits, the [rows, vocab] result: texts long enough for several chunks)
+// and for embeddings with the per-token outputs asked for.
+void ExpectPeakBounded(const std::string& fixture, std::vector<std::string> outputs) {
+  Harness h(fixture);
+  auto m = h.Load();
+  ASSERT_THAT(m, IsOk());
+  const TransformerSpec& c = (*m)->encoder().spec();
+  CachingAllocator* alloc = h.allocator();
+  std::mt19937 rng(3);
+  for (int64_t rows : {1, 8, 32}) {
+    for (int64_t len : {int64_t{2}, int64_t{40}, (*m)->spec().max_sequence_length}) {
+      alloc->EmptyCache();
+      const int64_t weights = alloc->stats().allocated_bytes;
+      alloc->ResetPeak();
+      InferRequest r;
+      std::vector<int64_t> ids(rows * len), mask(rows * len, 0);
+      int64_t real = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t n = i == 0 ? len : 1 + rng() % len;
+        for (int64_t t = 0; t < len; ++t) {
+          ids[i * len + t] = 5 + rng() % (c.vocab_size - 5);
+          mask[i * len + t] = t < n;
+        }
+        real += n;
+      }
+      r.inputs.push_back(::infer::testing::Int64Matrix("input_ids", ids, rows));
+      r.inputs.push_back(::infer::testing::Int64Matrix("attention_mask", mask, rows));
+      r.requested_outputs = outputs;
+      std::vector<InferResponse> out = h.Run(**m, {std::move(r)});
+      ASSERT_FALSE(out[0].outputs.empty());
+      const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
+      const int64_t predicted = (*m)->PeakBytes({rows, real, len});
+      const std::string shape = absl::StrCat(fixture, " ", rows, "x", len, " (", real, " tokens)");
+      EXPECT_GE(predicted, measured) << shape;
+      EXPECT_LE(predicted, measured + measured / 4) << shape;
+    }
+  }
+}
+
+TEST(SparseModel, MemoryModelBoundsTheMeasuredPeak) {
+  ExpectPeakBounded("sparse/bert-splade", {});
+  ExpectPeakBounded("sparse/xlm-roberta-splade", {});
+}
+
+TEST(TokenEmbeddings, MemoryModelBoundsTheMeasuredPeak) {
+  ExpectPeakBounded("families/bert", {"token_embeddings", "token_counts"});
 }
 
 }  // namespace
