@@ -16,7 +16,8 @@ The weights are random (no package ships a cross-encoder's weights; both
 servers load the same folder, and the script first checks that they give
 the same scores for one request, within 1e-4 after the sigmoid), the
 vocabulary synthetic (infer-model-gen's), the passages made of its whole
-words (query 8, passages 60 to 90 words: MS MARCO passage lengths). The
+words (query 8, passages 20 to 120 words, uniformly: MS MARCO's passages
+average about 60 words and vary as widely). The
 work per pair is that of the real model: the same shapes, the same tokens.
 
   python3 bench/rerank_vs_infinity.py --infinity /path/to/venv/bin/infinity_emb \\
@@ -87,7 +88,7 @@ def make_requests(words, n, seed=3):
     out = []
     for _ in range(n):
         query = " ".join(rng.choice(words) for _ in range(8))
-        passages = [" ".join(rng.choice(words) for _ in range(rng.randint(60, 90)))
+        passages = [" ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))
                     for _ in range(20)]
         out.append((query, passages))
     return out
@@ -164,10 +165,12 @@ def post(conn, server, body):
     return json.loads(data)
 
 
-def run_round(server, requests, concurrency, seconds, warmup=3.0):
-    """Closed loop: `concurrency` clients for `seconds` after `warmup`;
-    (requests/s, latencies in seconds) of the requests started and
-    answered inside the measured window."""
+def run_round(server, requests, concurrency, seconds, warmup=5.0):
+    """Closed loop: `concurrency` clients for `warmup` + `seconds`;
+    (requests/s, latencies in seconds) of the requests answered inside the
+    measured window (the last `seconds`). The round ends when every
+    client's last request is answered, so the next starts on an idle
+    machine."""
     stop = time.perf_counter() + warmup + seconds
     begin = time.perf_counter() + warmup
     latencies, lock, errors = [], threading.Lock(), []
@@ -182,7 +185,7 @@ def run_round(server, requests, concurrency, seconds, warmup=3.0):
                     return
                 post(conn, server, server.body(*requests[i % len(requests)]))
                 t1 = time.perf_counter()
-                if t0 >= begin and t1 <= stop:
+                if begin <= t1 <= stop:
                     with lock:
                         latencies.append(t1 - t0)
                 i += concurrency
