@@ -84,8 +84,9 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
       ->capture_default_str();
   app->add_option("--http-address", flags->http_address,
                   "host:port of the HTTP front end: KServe v2 REST (/v2/...), OpenAI "
-                  "embeddings (/v1/embeddings, /v1/models), TEI's /embed, /similarity, /rerank, "
-                  "/predict, /tokenize, /decode, /info and /, "
+                  "embeddings (/v1/embeddings, /v1/models), TEI's /embed, /embed_all, "
+                  "/embed_sparse, /similarity, /rerank, /predict, /tokenize, /decode, /info and "
+                  "/, "
                   "Cohere's /v1/rerank and /v2/rerank, and /metrics (port 0 picks a free "
                   "port; IPv6 as [::1]:8000, [::]:8000 for every address; empty: off). "
                   "Loopback by default")
