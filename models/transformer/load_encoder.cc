@@ -12,6 +12,8 @@
 
 namespace infer {
 
+// The interface's default (encoder.h has no source of its own): encoders
+// without per-token states.
 absl::Status TransformerEncoder::EncodeWithStates(Stream*, const PackedSequencesView&, Pooling,
                                                   bool, float*, float*) const {
   return absl::UnimplementedError(

@@ -96,7 +96,7 @@ absl::Status SpladeHead::Run(const float* states, const int32_t* offsets, int64_
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN stream: ", e.what()));
   }
-  // The first sequence with tokens at or after `t`.
+  // The first sequence that ends after the chunk's first token.
   int64_t first = 0;
   for (int64_t c0 = 0; c0 < tokens; c0 += chunk) {
     const int64_t n = std::min(chunk, tokens - c0), c1 = c0 + n;

@@ -49,6 +49,27 @@ HttpResponse EmbedAnswer(const InferResponse& response, const std::string& outpu
   return {200, "application/json", std::move(body)};
 }
 
+// Appends [[item, ..], ..] to `body`: counts[i] items for input i, the
+// items numbered on from 0 across the inputs and written by `item`. False
+// when the counts ask for more than the `total` items there are.
+template <typename Item>
+bool AppendGrouped(const Tensor& counts, int64_t total, std::string* body, const Item& item) {
+  body->push_back('[');
+  int64_t at = 0;
+  for (int64_t i = 0; i < counts.shape[0]; ++i) {
+    *body += i > 0 ? ",[" : "[";
+    const int64_t n = counts.as<int64_t>()[i];
+    if (n < 0 || at + n > total) return false;
+    for (int64_t k = 0; k < n; ++k, ++at) {
+      if (k > 0) body->push_back(',');
+      item(at);
+    }
+    body->push_back(']');
+  }
+  body->push_back(']');
+  return true;
+}
+
 // /embed_all: each input's tokens' states, [[[float, ..], ..], ..].
 HttpResponse EmbedAllAnswer(const InferResponse& response) {
   const Tensor* states = nullptr;
@@ -63,22 +84,13 @@ HttpResponse EmbedAllAnswer(const InferResponse& response) {
     return TeiError(absl::InternalError("the model's answer has no token embeddings"));
   }
   const int64_t width = states->shape[1];
-  std::string body = "[";
+  std::string body;
   body.reserve(static_cast<size_t>(states->shape[0] * width) * 12 + 2);
-  int64_t row = 0;
-  for (int64_t i = 0; i < counts->shape[0]; ++i) {
-    body += i > 0 ? ",[" : "[";
-    const int64_t n = counts->as<int64_t>()[i];
-    if (n < 0 || row + n > states->shape[0]) {
-      return TeiError(absl::InternalError("the model's token counts do not match its states"));
-    }
-    for (int64_t k = 0; k < n; ++k, ++row) {
-      if (k > 0) body.push_back(',');
-      AppendJsonFloats(states->as<float>() + row * width, static_cast<size_t>(width), &body);
-    }
-    body.push_back(']');
+  if (!AppendGrouped(*counts, states->shape[0], &body, [&](int64_t row) {
+        AppendJsonFloats(states->as<float>() + row * width, static_cast<size_t>(width), &body);
+      })) {
+    return TeiError(absl::InternalError("the model's token counts do not match its states"));
   }
-  body.push_back(']');
   return {200, "application/json", std::move(body)};
 }
 
@@ -97,24 +109,15 @@ HttpResponse SparseAnswer(const InferResponse& response) {
       indices->shape[0] != values->shape[0]) {
     return TeiError(absl::InternalError("the model's answer has no sparse vectors"));
   }
-  std::string body = "[";
+  std::string body;
   body.reserve(static_cast<size_t>(values->shape[0]) * 32 + 2);
-  int64_t at = 0;
-  for (int64_t i = 0; i < counts->shape[0]; ++i) {
-    body += i > 0 ? ",[" : "[";
-    const int64_t n = counts->as<int64_t>()[i];
-    if (n < 0 || at + n > values->shape[0]) {
-      return TeiError(absl::InternalError("the model's term counts do not match its terms"));
-    }
-    for (int64_t k = 0; k < n; ++k, ++at) {
-      absl::StrAppend(&body, k > 0 ? "," : "", R"({"index":)", indices->as<int64_t>()[at],
-                      R"(,"value":)");
-      AppendJsonFloat(values->as<float>()[at], &body);
-      body.push_back('}');
-    }
-    body.push_back(']');
+  if (!AppendGrouped(*counts, values->shape[0], &body, [&](int64_t at) {
+        absl::StrAppend(&body, R"({"index":)", indices->as<int64_t>()[at], R"(,"value":)");
+        AppendJsonFloat(values->as<float>()[at], &body);
+        body.push_back('}');
+      })) {
+    return TeiError(absl::InternalError("the model's term counts do not match its terms"));
   }
-  body.push_back(']');
   return {200, "application/json", std::move(body)};
 }
 
@@ -146,13 +149,17 @@ HttpResponse SimilarityAnswer(const InferResponse& response, const std::string& 
 
 using Kind = EmbeddingsCall::Kind;
 
+// The model an /embed, /embed_all or /embed_sparse body (`kind`) is for.
+absl::StatusOr<std::string> ChooseEmbedModel(const Engine& engine, const json& doc, Kind kind) {
+  return kind == Kind::kSparse ? ChooseModel(engine, doc, {"sparse"}, "a sparse (SPLADE) model")
+                               : ChooseModel(engine, doc, {"embed"}, "an embedding model");
+}
+
 // Submits `doc`, an /embed, /embed_all or /embed_sparse body (`kind`), to
 // the model it is for.
 void SubmitEmbed(Engine* engine, json doc, HttpReply reply, bool similarity,
                  Kind kind = Kind::kPooled) {
-  absl::StatusOr<std::string> model =
-      kind == Kind::kSparse ? ChooseModel(*engine, doc, {"sparse"}, "a sparse (SPLADE) model")
-                            : ChooseModel(*engine, doc, {"embed"}, "an embedding model");
+  absl::StatusOr<std::string> model = ChooseEmbedModel(*engine, doc, kind);
   if (!model.ok()) return reply.Send(TeiError(model.status()));
   auto call = std::make_shared<EmbeddingsCall>();
   call->tei = true;
@@ -331,9 +338,7 @@ absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::stri
     doc = SimilarityAsEmbed(*std::move(doc), empty);
     if (!doc.ok()) return doc.status();
   }
-  absl::StatusOr<std::string> model =
-      kind == Kind::kSparse ? ChooseModel(engine, *doc, {"sparse"}, "a sparse (SPLADE) model")
-                            : ChooseModel(engine, *doc, {"embed"}, "an embedding model");
+  absl::StatusOr<std::string> model = ChooseEmbedModel(engine, *doc, kind);
   if (!model.ok()) return model.status();
   EmbeddingsCall call;
   call.tei = true;

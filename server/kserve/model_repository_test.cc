@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "models/transformer/encoder_cpu.h"
 #include "models/bert/bert_gen.h"
+#include "models/transformer/encoder_cpu.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer {
@@ -411,7 +411,9 @@ TEST_F(RepositoryTest, HuggingFaceFolderWithoutAConfigIsServed) {
   EXPECT_THAT(LoadModelFolders({"=x"}, engine->get()),
               StatusIs(absl::StatusCode::kInvalidArgument, "expected DIR or NAME=DIR"));
   // A config.pbtxt beside the files overrides what they say.
-  Write("qwen", "backend: \"transformer\"\nparameters { key: \"pooling\" value { string_value: \"mean\" } }\n");
+  Write("qwen",
+        "backend: \"transformer\"\nparameters { key: \"pooling\" value { string_value: \"mean\" } "
+        "}\n");
   auto engine2 = Engine::Create({.device = "cpu"});
   ASSERT_THAT(LoadModelRepository(dir_.string(), engine2->get()), IsOk());
   EXPECT_NE((**(*engine2)->GetModelSpec("qwen")).description.find("mean pooling"),
