@@ -7,143 +7,15 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/onednn_pieces.h"
 #include "runtime/status_macros.h"
 
 namespace infer::cpu {
-namespace {
-
-using dt = dnnl::memory::data_type;
-using tag = dnnl::memory::format_tag;
-
-constexpr int64_t kLargestPiece = 1024;
-constexpr int64_t kSmallestPowerPiece = 16;
-
-// Index of a piece size in PieceSizes().
-size_t PieceIndex(int64_t rows) {
-  if (rows >= kSmallestPowerPiece) {
-    return static_cast<size_t>(std::countl_zero(static_cast<uint64_t>(rows)) -
-                               std::countl_zero(static_cast<uint64_t>(kLargestPiece)));
-  }
-  return 7 + static_cast<size_t>(kSmallestPowerPiece - 1 - rows);
-}
-
-dt DataTypeOf(ElementType type) { return type == ElementType::kBf16 ? dt::bf16 : dt::f32; }
-
-const char* IsaName() {
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_amx:
-      return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16:
-      return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni:
-      return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core:
-      return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni:
-      return "avx2_vnni";
-    case dnnl::cpu_isa::avx2:
-      return "avx2";
-    case dnnl::cpu_isa::avx:
-      return "avx";
-    case dnnl::cpu_isa::sse41:
-      return "sse41";
-    default:
-      return "unknown";
-  }
-}
-
-// A oneDNN error as a Status: unimplemented means this CPU lacks a kernel.
-absl::Status FromError(const dnnl::error& e, const std::string& what) {
-  if (e.status == dnnl_unimplemented) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": oneDNN has no kernel for it on this CPU (instruction set ", IsaName(), ")"));
-  }
-  return absl::InternalError(
-      absl::StrCat(what, ": oneDNN error ", static_cast<int>(e.status), " (", e.what(), ")"));
-}
-
-// While it lives, the calling thread's OpenMP team size is one: a
-// batch-invariant op's primitive is made (and its work split planned by
-// oneDNN) for, and run by, one thread.
-class OneThreadScope {
- public:
-  explicit OneThreadScope(bool active) : saved_(active ? omp_get_max_threads() : 0) {
-    if (active) omp_set_num_threads(1);
-  }
-  ~OneThreadScope() {
-    if (saved_ > 0) omp_set_num_threads(saved_);
-  }
-  OneThreadScope(const OneThreadScope&) = delete;
-  OneThreadScope& operator=(const OneThreadScope&) = delete;
-
- private:
-  const int saved_;
-};
-
-// One thread's slice of a batch-invariant op's scratchpad, in bytes.
-size_t ScratchpadStride(size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// Batch-invariant execution of `pieces` pieces: spread over the calling
-// thread's OpenMP team, each piece run by one thread alone, with that
-// thread's own oneDNN stream and slice of `scratchpad`. oneDNN runs a
-// primitive single-threaded inside a parallel region, and the primitive was
-// made for one thread, so which kernel computes a row, and how its work is
-// split, do not depend on the team size, the row's piece, or the batch.
-// (Letting oneDNN split a piece over the team instead makes a row's result
-// depend on its position in the piece: on AVX2, 4 threads splitting 64
-// rows gave rows 30, 31, 62 and 63 to a tail kernel with its own order of
-// sums.)
-template <typename Exec>
-absl::Status RunPiecesInParallel(const dnnl::engine& engine, int64_t pieces, size_t stride,
-                                 void* scratchpad, const std::string& what, Exec exec) {
-  const int team = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), pieces));
-  std::mutex mu;
-  absl::Status status;
-#pragma omp parallel num_threads(team)
-  {
-    // oneDNN's GEMM sizes its split by the thread's team size when it runs:
-    // one thread, whether or not this region is active (a team of one is
-    // not, and oneDNN would then split over the outer team).
-    const OneThreadScope one_thread(true);
-    try {
-      dnnl::stream stream(engine);
-      void* pad = static_cast<char*>(scratchpad) + stride * omp_get_thread_num();
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < pieces; ++i) exec(stream, i, pad);
-      stream.wait();
-    } catch (const dnnl::error& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (status.ok()) status = FromError(e, what);
-    }
-  }
-  return status;
-}
-
-// The row counts an op makes primitives for: PieceSizes(), or the one
-// fixed count of batch-invariant mode.
-std::vector<int64_t> OpPieceSizes(int64_t fixed_rows) {
-  return fixed_rows > 0 ? std::vector<int64_t>{fixed_rows} : PieceSizes();
-}
-
-// Calls fn(piece, first_row) for each piece of a batch of `rows` rows.
-template <typename Pieces, typename Fn>
-void ForEachPiece(const Pieces& pieces, int64_t rows, Fn fn) {
-  for (int64_t done = 0; done < rows;) {
-    const int64_t n = NextPiece(rows - done);
-    fn(pieces[PieceIndex(n)], done);
-    done += n;
-  }
-}
-
-absl::Status CheckFixedRows(int64_t rows, int64_t fixed_rows) {
-  if (rows % fixed_rows == 0) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("batch-invariant op given ", rows, " rows, not a multiple of ", fixed_rows));
-}
-
-}  // namespace
+using namespace detail;  // NOLINT: this file's own helpers
 
 const std::vector<int64_t>& PieceSizes() {
   static const std::vector<int64_t>* const sizes = [] {
@@ -166,6 +38,7 @@ size_t ElementBytes(ElementType type) { return type == ElementType::kBf16 ? 2 : 
 absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::engine& engine,
                                                                    const LinearOptions& o,
                                                                    const float* w, const float* b) {
+  if (o.int8) return CreateInt8(engine, o, w, b);
   const std::string what = absl::StrCat(o.input == ElementType::kBf16 ? "bf16" : "fp32",
                                         " matmul [", o.in, " -> ", o.out, "]");
   std::unique_ptr<OnednnLinear> op(new OnednnLinear());
@@ -175,18 +48,8 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::e
   try {
     // In order: y = x·W + b, then GELU, then the old y added.
     dnnl::post_ops post;
-    switch (o.activation) {
-      case LinearActivation::kNone:
-        break;
-      case LinearActivation::kGelu:
-        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-        break;
-      case LinearActivation::kGeluTanh:
-        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
-        break;
-      case LinearActivation::kSilu:  // swish with alpha 1: x * sigmoid(x)
-        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
-        break;
+    if (const auto act = EltwiseOf(o.activation)) {
+      post.append_eltwise(1.0f, act->first, act->second, 0.0f);
     }
     if (o.accumulate) post.append_sum(1.0f);
     dnnl::primitive_attr attr;
@@ -231,6 +94,7 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::Create(const dnnl::e
 
 absl::Status OnednnLinear::Run(dnnl::stream& stream, const void* x, int64_t rows, void* y,
                                void* scratchpad) const {
+  if (options_.int8) return RunInt8(stream, x, rows, y, scratchpad);
   const size_t in_row = options_.in * ElementBytes(options_.input);
   const size_t out_row = options_.out * ElementBytes(options_.output);
   auto execute = [&](dnnl::stream& s, const Piece& p, int64_t done, void* scratch) {
@@ -262,8 +126,19 @@ absl::Status OnednnLinear::Run(dnnl::stream& stream, const void* x, int64_t rows
 }
 
 size_t OnednnLinear::ScratchpadBytes(int threads) const {
+  if (options_.int8) return Int8ScratchpadBytes(threads);
   if (options_.fixed_rows == 0) return scratchpad_bytes_;
   return ScratchpadStride(scratchpad_bytes_) * static_cast<size_t>(std::max(threads, 1));
+}
+
+size_t OnednnLinear::ScratchpadBytesPerRow() const {
+  return options_.int8 && options_.fixed_rows == 0 ? Int8BytesPerRow() : 0;
+}
+
+size_t OnednnLinear::ScratchpadBytesFor(int64_t rows, int threads) const {
+  const int64_t largest = options_.fixed_rows > 0 ? options_.fixed_rows : PieceSizes().front();
+  return ScratchpadBytes(threads) +
+         ScratchpadBytesPerRow() * static_cast<size_t>(std::clamp<int64_t>(rows, 0, largest));
 }
 
 absl::StatusOr<std::unique_ptr<OnednnLayerNorm>> OnednnLayerNorm::Create(

@@ -24,10 +24,20 @@
 // slice per thread (ScratchpadBytes(threads)). Small batches use fewer
 // threads: one piece, one thread.
 //
+// INT8 (LinearOptions::int8): the weights are quantized to s8 per output
+// channel at load and each piece's activations to u8 per token as it runs
+// (models/quantize.h); oneDNN multiplies them into int32 sums, which are
+// scaled back to FP32 with the bias and the residual add by hand, and the
+// activation then runs as a oneDNN eltwise primitive in place. Input and
+// output stay FP32, so the op drops in where an FP32 one was.
+//
 // Memory: weights are reordered once into the layout the matmul prefers and
 // held by the op (counted by WeightBytes). Primitives use a user scratchpad:
 // the caller passes a buffer of ScratchpadBytes() (from the caching
-// allocator), so oneDNN allocates nothing per batch.
+// allocator), so oneDNN allocates nothing per batch. An INT8 op also keeps a
+// piece's codes and int32 sums there: ScratchpadBytes() + rows ×
+// ScratchpadBytesPerRow() for a Run of up to `rows` rows (at most the
+// largest piece).
 //
 // Thread-safety: immutable after Create; Run may be called concurrently
 // with distinct scratchpads and outputs. oneDNN runs each piece on the
@@ -39,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +79,8 @@ struct LinearOptions {
   bool accumulate = false;  // dst += result (the residual add) instead of dst = result
   // > 0: batch-invariant mode, pieces of exactly this many rows (see above).
   int64_t fixed_rows = 0;
+  // Dynamic INT8 (see above); input and output must be FP32.
+  bool int8 = false;
 };
 
 // y[rows, out] (=|+=) act(x[rows, in] · W^T + b), W as [out, in].
@@ -85,8 +98,12 @@ class OnednnLinear {
                    void* scratchpad) const;
 
   // For a Run on a team of `threads` (batch-invariant mode needs a slice
-  // per thread).
+  // per thread), plus ScratchpadBytesPerRow() per row of the Run's largest
+  // piece.
   size_t ScratchpadBytes(int threads = 1) const;
+  size_t ScratchpadBytesPerRow() const;
+  // Bytes of scratch for a Run of `rows` rows on a team of `threads`.
+  size_t ScratchpadBytesFor(int64_t rows, int threads = 1) const;
   int64_t WeightBytes() const { return weight_bytes_; }
   // oneDNN's name for the kernel of the largest piece, e.g. "brg:avx512_core".
   const std::string& implementation() const { return implementation_; }
@@ -97,12 +114,32 @@ class OnednnLinear {
   struct Piece {
     dnnl::matmul primitive;
     dnnl::memory::desc src, dst, scratchpad;
+    // INT8 only: the activation, in place on the FP32 result (or none).
+    std::optional<dnnl::eltwise_forward> activation;
+    dnnl::memory::desc result;
   };
+
+  // The INT8 path (onednn_int8_linear.cc).
+  static absl::StatusOr<std::unique_ptr<OnednnLinear>> CreateInt8(const dnnl::engine& engine,
+                                                                  const LinearOptions& options,
+                                                                  const float* w, const float* b);
+  absl::Status RunInt8(dnnl::stream& stream, const void* x, int64_t rows, void* y,
+                       void* scratchpad) const;
+  size_t Int8ScratchpadBytes(int threads) const;
+  size_t Int8BytesPerRow() const;
+  // One INT8 piece of `rows` rows from `x` to `y`, its buffers in `scratch`.
+  void RunInt8Piece(dnnl::stream& stream, const Piece& piece, int64_t rows, const float* x,
+                    float* y, void* scratch, int threads) const;
 
   LinearOptions options_;
   dnnl::engine engine_;
   std::vector<Piece> pieces_;  // in PieceSizes() order, or the one fixed piece
   dnnl::memory weights_, bias_;
+  // INT8: each output channel's weight scale and sum of codes, and the
+  // activations' largest code (models/quantize.h).
+  std::vector<float> col_scale_;
+  std::vector<int32_t> col_sum_;
+  int levels_ = 0;
   size_t scratchpad_bytes_ = 0;
   int64_t weight_bytes_ = 0;
   std::string implementation_;

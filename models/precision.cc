@@ -11,8 +11,9 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view text) {
   if (text == "fp32") return Precision::kFp32;
   if (text == "bf16") return Precision::kBf16;
   if (text == "fp16") return Precision::kFp16;
+  if (text == "int8") return Precision::kInt8;
   return absl::InvalidArgumentError(
-      absl::StrCat("precision '", text, "' is not one of auto, fp32, bf16, fp16"));
+      absl::StrCat("precision '", text, "' is not one of auto, fp32, bf16, fp16, int8"));
 }
 
 const char* PrecisionName(Precision precision) {
@@ -25,6 +26,8 @@ const char* PrecisionName(Precision precision) {
       return "bf16";
     case Precision::kFp16:
       return "fp16";
+    case Precision::kInt8:
+      return "int8";
   }
   return "?";
 }

@@ -5,9 +5,13 @@
 //   bf16  BF16 GEMM inputs and weights with FP32 accumulation; the residual
 //         stream, LayerNorm, softmax and pooling stay FP32 (the CPU encoder).
 //   fp16  FP16 storage, FP32 accumulation (the CUDA encoder).
+//   int8  the encoder's linear layers in INT8: weights s8 per output channel,
+//         activations u8 per token, quantized dynamically, int32 sums; the
+//         residual stream, norms, attention and pooling stay FP32 (the CPU
+//         encoder; models/quantize.h). Approximate: the user opts in.
 //   auto  what the device does best: on a CPU, bf16 where it has native BF16
 //         dot products (AVX512_BF16 or AMX, as oneDNN sees it), else fp32; on
-//         a GPU, fp16.
+//         a GPU, fp16. Never int8.
 //
 // Thread-safety: pure functions.
 #ifndef INFER_MODELS_PRECISION_H_
@@ -18,9 +22,9 @@
 
 namespace infer {
 
-enum class Precision { kAuto, kFp32, kBf16, kFp16 };
+enum class Precision { kAuto, kFp32, kBf16, kFp16, kInt8 };
 
-// "auto", "fp32", "bf16" or "fp16"; INVALID_ARGUMENT naming the accepted
+// "auto", "fp32", "bf16", "fp16" or "int8"; INVALID_ARGUMENT naming the accepted
 // values otherwise.
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
 const char* PrecisionName(Precision precision);

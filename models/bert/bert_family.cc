@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
   }
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "batch_invariant", &o.batch_invariant));
+  INFER_RETURN_IF_ERROR(ParseBoolParam(params, "precision_gate", &o.precision_gate));
   INFER_RETURN_IF_ERROR(ParseIntParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "auto_truncate", &o.auto_truncate));
   if (auto it = params.find("prompt_name"); it != params.end()) o.prompt_name = it->second;
@@ -75,14 +76,15 @@ absl::StatusOr<std::unique_ptr<Model>> CreateTransformer(const ModelOptions& opt
 // it served other families.
 extern const ModelFamily kBertFamily;
 extern const ModelFamily kTransformerFamily;
-const ModelFamily kBertFamily = {"bert",
-                                 {"checkpoint_dir", "normalize", "max_sequence_length", "pooling",
-                                  "batch_invariant", "auto_truncate", "prompt_name", "matryoshka"},
-                                 CreateBert};
+const ModelFamily kBertFamily = {
+    "bert",
+    {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
+     "auto_truncate", "prompt_name", "matryoshka", "precision_gate"},
+    CreateBert};
 const ModelFamily kTransformerFamily = {
     "transformer",
     {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
-     "auto_truncate", "prompt_name", "matryoshka"},
+     "auto_truncate", "prompt_name", "matryoshka", "precision_gate"},
     CreateTransformer};
 
 }  // namespace infer

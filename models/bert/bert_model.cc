@@ -11,11 +11,48 @@
 #include "models/bert/sentence_transformers_files.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/encoder_cpu.h"
 #include "models/transformer/load_encoder.h"
+#include "models/transformer/precision_gate.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
+namespace {
+
+// The quality gate for a reduced precision on the CPU
+// (models/transformer/precision_gate.h): what the description says of it
+// (empty for FP32 and FP16), or FAILED_PRECONDITION with the figures.
+absl::StatusOr<std::string> CheckPrecision(const BertModelOptions& options,
+                                           const TransformerEncoder& encoder,
+                                           const Tokenizer& tokenizer, int64_t max_length,
+                                           Pooling pooling) {
+  const Precision precision = encoder.precision();
+  if (precision != Precision::kBf16 && precision != Precision::kInt8) return std::string();
+  const char* name = PrecisionName(precision);
+  if (!options.precision_gate) {
+    return absl::StrCat("; ", name, " not checked against fp32 (precision_gate false)");
+  }
+  const auto* candidate = dynamic_cast<const TransformerEncoderCpu*>(&encoder);
+  if (candidate == nullptr) {
+    return absl::InternalError(absl::StrCat("precision ", name, " on a non-CPU encoder"));
+  }
+  EncoderCpuOptions fp32;
+  fp32.precision = Precision::kFp32;
+  fp32.threads = candidate->threads();
+  INFER_ASSIGN_OR_RETURN(std::unique_ptr<TransformerEncoderCpu> reference,
+                         TransformerEncoderCpu::Load(options.checkpoint_dir, fp32));
+  INFER_ASSIGN_OR_RETURN(const GateFigures figures,
+                         MeasureGate(*reference, *candidate, tokenizer, max_length, pooling));
+  if (const std::string missed = GateFailure(figures); !missed.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "precision ", name, " fails the quality gate against fp32: ", missed, " (",
+        DescribeGate(figures), "); parameter precision_gate: false serves it unchecked"));
+  }
+  return absl::StrCat("; ", name, " against fp32: ", DescribeGate(figures));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
                                                              const DeviceContext& context) {
@@ -99,6 +136,9 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
         absl::StrCat(options.checkpoint_dir, "/modules.json lists Dense modules (",
                      m->dense_.Describe(), "), which are computed on the CPU only"));
   }
+  INFER_ASSIGN_OR_RETURN(
+      const std::string gate,
+      CheckPrecision(options, *m->encoder_, *m->tokenizer_, m->max_length_, m->pooling_));
   INFER_ASSIGN_OR_RETURN(auto prompt,
                          SentenceTransformersPrompt(options.checkpoint_dir, options.prompt_name));
   m->prompt_ = prompt.second;
@@ -121,7 +161,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
       " tokens (", length_source, ")",
       options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
       prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"),
-      m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()));
+      m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()), gate);
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered

@@ -119,13 +119,18 @@ struct BertModelOptions {
   // model was trained for it (Matryoshka). Unset: what the model card says
   // (ModelCardDeclaresMatryoshka).
   std::optional<bool> matryoshka;
-  // fp32, bf16, fp16 or auto (models/precision.h), resolved for the device.
+  // fp32, bf16, fp16, int8 or auto (models/precision.h), resolved for the device.
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
   EncoderGraphOptions graphs;
   // Each embedding bit-identical whatever it is batched with (CPU only;
   // models/transformer/encoder_cpu.h).
   bool batch_invariant = false;
+  // A reduced precision on the CPU (bf16, int8) must pass the quality gate
+  // against the model's FP32 (models/transformer/precision_gate.h) or the
+  // model is refused at load. false: serve it unchecked (the description
+  // says so).
+  bool precision_gate = true;
 };
 
 class BertModel final : public Model {

@@ -90,6 +90,9 @@ class Served {
     o.checkpoint_dir = dir;
     o.auto_truncate = auto_truncate;
     o.precision = precision == Precision::kAuto ? Exact(spec) : precision;
+    // These checkpoints are random (no quality to keep); the gate has its
+    // own tests (PrecisionIsResolvedAtLoad, precision_gate_test).
+    o.precision_gate = false;
     auto m = BertModel::Create(o, device_->context());
     EXPECT_THAT(m, IsOk());
     if (m.ok()) model_ = *std::move(m);
@@ -141,6 +144,7 @@ std::vector<Precision> PrecisionsOn(const std::string& device) {
   if (device != "cpu") return {Precision::kFp16};
   std::vector<Precision> p = {Precision::kFp32};
   if (CpuHasNativeBf16()) p.push_back(Precision::kBf16);
+  p.push_back(Precision::kInt8);
   return p;
 }
 
@@ -208,8 +212,24 @@ TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
   o.precision = cpu ? Precision::kFp16 : Precision::kFp32;
   EXPECT_THAT(BertModel::Create(o, (*d)->context()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       cpu ? "precision fp16: the CPU encoder computes fp32 or bf16"
+                       cpu ? "precision fp16: the CPU encoder computes fp32, bf16 or int8"
                            : "precision fp32: the CUDA encoder computes fp16"));
+  // INT8 is the CPU's only, and only when asked for.
+  o.precision = Precision::kInt8;
+  if (cpu) {
+    auto int8 = BertModel::Create(o, (*d)->context());
+    ASSERT_THAT(int8, IsOk());
+    EXPECT_EQ((*int8)->spec().precision, "int8");
+    EXPECT_NE((*int8)->spec().implementation.find("int8 matmul"), std::string::npos);
+    // It passed the gate against its FP32, and says so.
+    EXPECT_NE((*int8)->spec().description.find("int8 against fp32: 1000 texts: cosine mean"),
+              std::string::npos)
+        << (*int8)->spec().description;
+  } else {
+    EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         "precision int8: the CUDA encoder computes fp16"));
+  }
   if (!cpu) {
     o.checkpoint_dir = Generated("tiny");
     o.precision = Precision::kAuto;
@@ -276,6 +296,44 @@ TEST_P(BertModelOnDevice, PoolingFollowsTheSentenceTransformersConfig) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BertModelOnDevice, ::testing::ValuesIn(Devices()));
+
+// The precision gate at load (models/transformer/precision_gate.h): an INT8
+// that loses what the FP32 model computes is refused with the figures,
+// unless the config asks for it unchecked. The checkpoint is "mid" with one
+// hidden dimension made an outlier (its embedding LayerNorm gain 1000): the
+// first layer's per-token 7- or 8-bit codes cannot carry the other
+// dimensions beside it; FP32 can.
+TEST(BertModelGateTest, AnInt8ThatLosesTheModelIsRefusedUnlessForced) {
+  const std::string dir = Generated("mid") + "_outlier";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(Generated("mid"), dir, std::filesystem::copy_options::recursive);
+  auto tensors = ReadSafetensors(dir + "/model.safetensors");
+  ASSERT_THAT(tensors, IsOk());
+  ASSERT_EQ(tensors->count("embeddings.LayerNorm.weight"), 1u);
+  (*tensors)["embeddings.LayerNorm.weight"].values[3] = 1000.0f;
+  ASSERT_THAT(WriteSafetensors(dir + "/model.safetensors", *tensors, "F32"), IsOk());
+  auto d = TestDevice::Create("cpu");
+  ASSERT_THAT(d, IsOk());
+  BertModelOptions o;
+  o.checkpoint_dir = dir;
+  o.precision = Precision::kInt8;
+  // (The outlier dominates every embedding, so the cosines stay near 1;
+  // which texts are near which is what the codes lose.)
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "precision int8 fails the quality gate against fp32: top-10 neighbour "
+                       "agreement"));
+  o.precision_gate = false;
+  auto unchecked = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(unchecked, IsOk());
+  EXPECT_NE((*unchecked)->spec().description.find("int8 not checked against fp32"),
+            std::string::npos);
+  // FP32 is what the gate compares with: never gated.
+  o.precision = Precision::kFp32;
+  o.precision_gate = true;
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()), IsOk());
+  std::filesystem::remove_all(dir);
+}
 
 // The memory model of every family (tests/fixtures/families: grouped KV
 // heads, gated FFNs, sliding windows, relative biases) against the measured

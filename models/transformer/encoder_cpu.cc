@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "models/quantize.h"
 #include "runtime/cpu_device.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor.h"
@@ -16,14 +17,15 @@ namespace {
 using cpu::ElementType;
 
 // Scratch buffers of one Encode call: from the allocator (on the call's
-// stream) when the encoder has one, else from the heap.
+// stream) when the encoder has one and the call a stream, else from the
+// heap (the host-side conveniences, which pass no stream).
 class Scratch {
  public:
   Scratch(CachingAllocator* allocator, Stream* stream) : allocator_(allocator), stream_(stream) {}
 
   absl::StatusOr<void*> Bytes(int64_t n) {
     if (n == 0) return nullptr;
-    if (allocator_ != nullptr) {
+    if (allocator_ != nullptr && stream_ != nullptr) {
       INFER_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(allocator_, n, stream_));
       buffers_.push_back(std::move(b));
       return buffers_.back().get();
@@ -85,9 +87,11 @@ cpu::LinearActivation LinearActivationOf(ActivationKind kind) {
 absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Create(
     TransformerWeights w, const EncoderCpuOptions& options, CachingAllocator* allocator) {
   const TransformerSpec& c = w.spec;
-  if (options.precision != Precision::kFp32 && options.precision != Precision::kBf16) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "precision ", PrecisionName(options.precision), ": the CPU encoder computes fp32 or bf16"));
+  if (options.precision != Precision::kFp32 && options.precision != Precision::kBf16 &&
+      options.precision != Precision::kInt8) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("precision ", PrecisionName(options.precision),
+                     ": the CPU encoder computes fp32, bf16 or int8"));
   }
   if (c.head_dim > cpu::kMaxHeadDim) {
     return absl::FailedPreconditionError(absl::StrCat("the CPU encoder handles head sizes up to ",
@@ -137,9 +141,11 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
     o.out = l.out;
     o.input = in;
     o.fixed_rows = fixed_rows;
+    o.int8 = m->precision_ == Precision::kInt8;
     INFER_ASSIGN_OR_RETURN(auto op, cpu::OnednnLinear::Create(m->engine_, o, l.w.data(),
                                                               l.b.empty() ? nullptr : l.b.data()));
     m->scratchpad_bytes_ = std::max(m->scratchpad_bytes_, op->ScratchpadBytes(m->threads_));
+    m->scratchpad_row_bytes_ = std::max(m->scratchpad_row_bytes_, op->ScratchpadBytesPerRow());
     bytes += op->WeightBytes();
     return op;
   };
@@ -250,11 +256,14 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Lo
 }
 
 std::string TransformerEncoderCpu::Implementation() const {
-  return absl::StrCat("matmul ", layers_.empty() ? "none" : layers_[0].qkv->implementation(),
-                      ", attention ", cpu::SimdLevelName(simd_), ", ", threads_, " threads",
-                      batch_invariant_
-                          ? absl::StrCat(", batch-invariant (pieces of ", kInvariantRows, " rows)")
-                          : "");
+  return absl::StrCat(
+      precision_ == Precision::kInt8
+          ? absl::StrCat("int8 matmul (activations u8 0..", cpu::ActivationLevels(), ") ")
+          : "matmul ",
+      layers_.empty() ? "none" : layers_[0].qkv->implementation(), ", attention ",
+      cpu::SimdLevelName(simd_), ", ", threads_, " threads",
+      batch_invariant_ ? absl::StrCat(", batch-invariant (pieces of ", kInvariantRows, " rows)")
+                       : "");
 }
 
 int64_t TransformerEncoderCpu::ComputedRows(int64_t tokens) const {
@@ -274,7 +283,11 @@ std::array<int64_t, TransformerEncoderCpu::kBuffers> TransformerEncoderCpu::Scra
   bytes[kGate] = c.gated ? tokens * 2 * c.intermediate_size * f : 0;
   bytes[kIntermediate] = tokens * c.intermediate_size * e;
   bytes[kAttention] = threads_ * cpu::AttentionScratchFloats(longest, c.head_dim) * f;
-  bytes[kScratchpad] = static_cast<int64_t>(scratchpad_bytes_);
+  // INT8 ops keep a piece's codes and sums there too, per row of the largest
+  // piece a batch of `tokens` rows runs.
+  bytes[kScratchpad] = static_cast<int64_t>(
+      scratchpad_bytes_ +
+      scratchpad_row_bytes_ * static_cast<size_t>(std::min(tokens, cpu::PieceSizes().front())));
   return bytes;
 }
 

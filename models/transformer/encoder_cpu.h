@@ -1,5 +1,5 @@
 // TransformerEncoderCpu: the transformer encoder (models/transformer/encoder.h)
-// on the CPU, in FP32 or BF16, over packed batches, for every block a
+// on the CPU, in FP32, BF16 or INT8, over packed batches, for every block a
 // TransformerSpec names.
 //
 // Per layer, on the batch's real tokens only ([tokens, hidden], no padding):
@@ -19,7 +19,9 @@
 // inputs and weights are BF16 (AMX or AVX512_BF16 where the CPU has them)
 // with FP32 accumulation; the residual stream x, the norms' statistics,
 // attention and pooling stay FP32, and the matmul inputs are rounded to
-// BF16 once per norm.
+// BF16 once per norm. In INT8 each linear layer quantizes its FP32 input per
+// token and multiplies it by s8 weights (models/onednn_ops.h,
+// models/quantize.h); everything else is as in FP32.
 //
 // Threads: every step runs on the calling thread's OpenMP team of
 // `threads` (oneDNN and the hand-written kernels share the one libgomp
@@ -38,7 +40,8 @@
 // invariance").
 //
 // Memory: scratch comes from the context's allocator when one is given (the
-// served model), else from the heap (tests, tools); PeakBytes counts it
+// served model) and the call has a stream, else from the heap (tests, tools,
+// the host-side conveniences below, the precision gate); PeakBytes counts it
 // block by block, oneDNN's scratchpad included (user scratchpad mode).
 // Weights live in host memory, prepacked once (WeightBytes).
 //
@@ -65,7 +68,7 @@
 namespace infer {
 
 struct EncoderCpuOptions {
-  Precision precision = Precision::kFp32;  // kFp32 or kBf16
+  Precision precision = Precision::kFp32;  // kFp32, kBf16 or kInt8
   int threads = 0;                         // 0: DefaultCpuThreads()
   // A sequence's embedding does not depend on its batch-mates, to the bit.
   bool batch_invariant = false;
@@ -199,7 +202,8 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   std::vector<RopeTable> rope_;
   Norm embed_norm_, final_norm_;
   std::vector<Layer> layers_;
-  size_t scratchpad_bytes_ = 0;  // the largest any primitive needs
+  size_t scratchpad_bytes_ = 0;      // the largest any primitive needs
+  size_t scratchpad_row_bytes_ = 0;  // and per row of a piece (INT8 ops)
   int64_t weight_bytes_ = 0;
 };
 

@@ -26,9 +26,12 @@ absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Dev
       if (requested == Precision::kAuto) {
         return CpuHasNativeBf16() ? Precision::kBf16 : Precision::kFp32;
       }
-      if (requested == Precision::kFp32 || requested == Precision::kBf16) return requested;
-      return absl::FailedPreconditionError(absl::StrCat("precision ", PrecisionName(requested),
-                                                        ": the CPU encoder computes fp32 or bf16"));
+      if (requested == Precision::kFp32 || requested == Precision::kBf16 ||
+          requested == Precision::kInt8) {
+        return requested;
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "precision ", PrecisionName(requested), ": the CPU encoder computes fp32, bf16 or int8"));
     case DeviceKind::kCuda:
       if (requested == Precision::kAuto || requested == Precision::kFp16) return Precision::kFp16;
       return absl::FailedPreconditionError(

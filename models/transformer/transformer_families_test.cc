@@ -153,6 +153,33 @@ TEST_P(FamiliesTest, Bf16MatchesTransformers) {
   }
 }
 
+// INT8 on every family's blocks (gated FFNs, grouped KV heads, rotary
+// positions, relative biases): within the reduced-precision gate's floor
+// (cosine >= 0.97 each, 0.99 on average) of transformers' FP32 embeddings,
+// batch-invariant or not.
+TEST_P(FamiliesTest, Int8StaysCloseToTransformers) {
+  const Reference r = ReadReference(GetParam());
+  for (const bool invariant : {false, true}) {
+    EncoderCpuOptions o;
+    o.precision = Precision::kInt8;
+    o.batch_invariant = invariant;
+    auto encoder = TransformerEncoderCpu::Load(r.dir, o);
+    ASSERT_THAT(encoder, IsOk());
+    const int64_t h = (*encoder)->spec().hidden_size;
+    double mean = 0;
+    for (size_t i = 0; i < r.ids.size(); ++i) {
+      const auto len = static_cast<int64_t>(r.ids[i].size());
+      auto embedding = (*encoder)->Encode(r.ids[i], std::vector<int64_t>(len, 1), 1, len,
+                                          /*normalize=*/true, r.pooling, r.types[i]);
+      ASSERT_THAT(embedding, IsOk());
+      const double c = testing::Cosine(embedding->data(), r.embedding[i].data(), h);
+      EXPECT_GE(c, 0.97) << GetParam() << " input " << i << " invariant " << invariant;
+      mean += c / static_cast<double>(r.ids.size());
+    }
+    EXPECT_GE(mean, 0.99) << GetParam() << " invariant " << invariant;
+  }
+}
+
 // Batch-invariant mode computes the same hidden states (to FP32 rounding).
 TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
   const Reference r = ReadReference(GetParam());

@@ -320,11 +320,11 @@ TEST_F(RepositoryTest, PrecisionIsAppliedOrRefusedByName) {
     absl::StatusCode code;
     std::string error;
   } cases[] = {
-      {"enc", R"(backend: "bert" precision: "int8")", absl::StatusCode::kInvalidArgument,
-       "enc/config.pbtxt: field 'precision': precision 'int8' is not one of auto, fp32, bf16, "
-       "fp16"},
+      {"enc", R"(backend: "bert" precision: "fp8")", absl::StatusCode::kInvalidArgument,
+       "enc/config.pbtxt: field 'precision': precision 'fp8' is not one of auto, fp32, bf16, "
+       "fp16, int8"},
       {"enc", R"(backend: "bert" precision: "fp16")", absl::StatusCode::kFailedPrecondition,
-       "enc/config.pbtxt: precision fp16: the CPU encoder computes fp32 or bf16"},
+       "enc/config.pbtxt: precision fp16: the CPU encoder computes fp32, bf16 or int8"},
       {"pool", R"(backend: "embed_pool" precision: "bf16")", absl::StatusCode::kInvalidArgument,
        "pool/config.pbtxt: precision 'bf16': backend 'embed_pool' computes fp32 only"},
   };
@@ -335,6 +335,13 @@ TEST_F(RepositoryTest, PrecisionIsAppliedOrRefusedByName) {
     EXPECT_THAT(LoadModelRepository(dir_.string(), fresh->get()), StatusIs(c.code, c.error))
         << c.config;
   }
+  // INT8 only when asked for, and then in the spec.
+  fs::remove_all(dir_ / "pool");
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "enc").string(), gen), IsOk());
+  Write("enc", R"(backend: "bert" precision: "int8")");
+  auto int8 = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), int8->get()), IsOk());
+  EXPECT_EQ((**(*int8)->GetModelSpec("enc")).precision, "int8");
 }
 
 TEST_F(RepositoryTest, SyntaxErrorNamesFileAndLine) {

@@ -1,0 +1,182 @@
+#include "models/quantize.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "models/transformer/cpu_kernels.h"
+
+namespace infer::cpu {
+namespace {
+
+// Vectors of W lanes (GCC vector extensions): W = 16 is one AVX-512
+// register of floats, 8 one AVX2 register, 4 one SSE register.
+template <int W>
+struct Lanes {
+  typedef float F __attribute__((vector_size(4 * W)));
+  typedef int32_t I __attribute__((vector_size(4 * W)));
+};
+
+template <typename V, typename T>
+__attribute__((always_inline)) inline V Load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// One row's scale, zero point and codes.
+template <int W>
+__attribute__((always_inline)) inline void QuantizeRow(const float* __restrict x, int64_t width,
+                                                       int levels, uint8_t* __restrict q,
+                                                       float* scale, int32_t* zero) {
+  using F = typename Lanes<W>::F;
+  F vlo = {}, vhi = {};
+  int64_t k = 0;
+  for (; k + W <= width; k += W) {
+    const F v = Load<F>(x + k);
+    vlo = v < vlo ? v : vlo;
+    vhi = v > vhi ? v : vhi;
+  }
+  float lo = 0.0f, hi = 0.0f;
+  for (int i = 0; i < W; ++i) {
+    lo = std::min(lo, vlo[i]);
+    hi = std::max(hi, vhi[i]);
+  }
+  for (; k < width; ++k) {
+    lo = std::min(lo, x[k]);
+    hi = std::max(hi, x[k]);
+  }
+  float s = (hi - lo) / static_cast<float>(levels);
+  if (!(s > 0.0f)) s = 1.0f;  // a row of zeros (hi == lo == 0)
+  const float inv = 1.0f / s;
+  // Codes are round(x / s) + z, clamped to [0, levels]; z is an integer, so
+  // adding z + 0.5 and truncating a value clamped at 0 rounds half up.
+  const auto z = static_cast<int32_t>(std::lround(-lo * inv));
+  const float offset = static_cast<float>(z) + 0.5f, top = static_cast<float>(levels);
+  // A plain loop: GCC vectorises it with the packing instructions of the
+  // target, where a vector conversion to bytes goes lane by lane.
+#pragma omp simd
+  for (k = 0; k < width; ++k) {
+    const float v = std::min(std::max(x[k] * inv + offset, 0.0f), top);
+    q[k] = static_cast<uint8_t>(static_cast<int32_t>(v));
+  }
+  *scale = s;
+  *zero = z;
+}
+
+template <int W>
+__attribute__((always_inline)) inline void DequantizeRow(const DequantizeArgs& a, int64_t r) {
+  using F = typename Lanes<W>::F;
+  using I = typename Lanes<W>::I;
+  const int32_t* acc = a.acc + r * a.width;
+  float* y = a.y + r * a.width;
+  const float s = a.row_scale[r];
+  const int32_t z = a.row_zero[r];
+  const F vs = F{} + s;
+  const I vz = I{} + z;
+  int64_t n = 0;
+  for (; n + W <= a.width; n += W) {
+    const I centred = Load<I>(acc + n) - vz * Load<I>(a.col_sum + n);
+    F v = vs * Load<F>(a.col_scale + n) * __builtin_convertvector(centred, F);
+    if (a.bias != nullptr) v += Load<F>(a.bias + n);
+    if (a.accumulate) v += Load<F>(y + n);
+    std::memcpy(y + n, &v, sizeof v);
+  }
+  for (; n < a.width; ++n) {
+    float v = s * a.col_scale[n] * static_cast<float>(acc[n] - z * a.col_sum[n]);
+    if (a.bias != nullptr) v += a.bias[n];
+    y[n] = a.accumulate ? y[n] + v : v;
+  }
+}
+
+// The same row code for three instruction sets. The parallel loops stay
+// outside these (GCC outlines an OpenMP region before inlining, so a region
+// inside a target-specific function would be compiled for the baseline).
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void QuantizeRowAvx512(
+    const float* x, int64_t width, int levels, uint8_t* q, float* scale, int32_t* zero) {
+  QuantizeRow<16>(x, width, levels, q, scale, zero);
+}
+__attribute__((target("avx2,fma"))) void QuantizeRowAvx2(const float* x, int64_t width, int levels,
+                                                         uint8_t* q, float* scale, int32_t* zero) {
+  QuantizeRow<8>(x, width, levels, q, scale, zero);
+}
+void QuantizeRowBaseline(const float* x, int64_t width, int levels, uint8_t* q, float* scale,
+                         int32_t* zero) {
+  QuantizeRow<4>(x, width, levels, q, scale, zero);
+}
+
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void DequantizeRowAvx512(
+    const DequantizeArgs& a, int64_t r) {
+  DequantizeRow<16>(a, r);
+}
+__attribute__((target("avx2,fma"))) void DequantizeRowAvx2(const DequantizeArgs& a, int64_t r) {
+  DequantizeRow<8>(a, r);
+}
+void DequantizeRowBaseline(const DequantizeArgs& a, int64_t r) { DequantizeRow<4>(a, r); }
+
+bool IsaIncludes(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
+  const auto i = static_cast<unsigned>(isa), p = static_cast<unsigned>(part);
+  return (i & p) == p;
+}
+
+// Threads for `rows` rows of `width` values: about 16k values each at
+// least, so a small piece is not spread over a team for nothing.
+int TeamFor(int64_t rows, int64_t width, int threads) {
+  const int64_t by_size = std::max<int64_t>(1, rows * width / 16384);
+  return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(by_size, rows), 1, threads));
+}
+
+}  // namespace
+
+QuantizedWeights QuantizeWeights(const float* w, int64_t out, int64_t in) {
+  QuantizedWeights q;
+  q.q.resize(static_cast<size_t>(out * in));
+  q.scale.resize(static_cast<size_t>(out));
+  q.sum.resize(static_cast<size_t>(out));
+  for (int64_t n = 0; n < out; ++n) {
+    const float* row = w + n * in;
+    float top = 0.0f;
+    for (int64_t k = 0; k < in; ++k) top = std::max(top, std::fabs(row[k]));
+    const float s = top > 0.0f ? top / 127.0f : 1.0f;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      const auto v = static_cast<int32_t>(std::clamp(std::lround(row[k] / s), -127L, 127L));
+      q.q[n * in + k] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    q.scale[n] = s;
+    q.sum[n] = sum;
+  }
+  return q;
+}
+
+int ActivationLevels() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return IsaIncludes(isa, dnnl::cpu_isa::avx512_core_vnni) ? 255 : 127;
+}
+
+void QuantizeRows(const float* x, int64_t rows, int64_t width, int levels, uint8_t* q,
+                  float* row_scale, int32_t* row_zero, int threads) {
+  static const SimdLevel level = DetectSimdLevel();
+  auto* row_fn = level == SimdLevel::kAvx512 ? QuantizeRowAvx512
+                 : level == SimdLevel::kAvx2 ? QuantizeRowAvx2
+                                             : QuantizeRowBaseline;
+#pragma omp parallel for num_threads(TeamFor(rows, width, threads)) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    row_fn(x + r * width, width, levels, q + r * width, row_scale + r, row_zero + r);
+  }
+}
+
+void DequantizeRows(const DequantizeArgs& a, int threads) {
+  static const SimdLevel level = DetectSimdLevel();
+  auto* row_fn = level == SimdLevel::kAvx512 ? DequantizeRowAvx512
+                 : level == SimdLevel::kAvx2 ? DequantizeRowAvx2
+                                             : DequantizeRowBaseline;
+#pragma omp parallel for num_threads(TeamFor(a.rows, a.width, threads)) schedule(static)
+  for (int64_t r = 0; r < a.rows; ++r) row_fn(a, r);
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,225 @@
+// INT8: the quantizers' codes, and the INT8 linear op against the exact
+// integer arithmetic it stands for (no saturation, the zero points
+// compensated, every piece size) and against the FP32 op within the bound
+// the quantization steps allow.
+#include "models/quantize.h"
+
+#include <cmath>
+#include <random>
+
+#include "models/onednn_ops.h"
+#include "tests/testing/status_matchers.h"
+
+namespace infer::cpu {
+namespace {
+
+using ::infer::testing::IsOk;
+
+std::vector<float> Random(size_t n, float sigma, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(QuantizeWeightsTest, CodesSpanEachChannelWithinHalfAStep) {
+  const int64_t out = 5, in = 33;
+  std::vector<float> w = Random(out * in, 0.3f, 1);
+  for (int64_t k = 0; k < in; ++k) w[2 * in + k] = 0.0f;  // a channel of zeros
+  w[3 * in + 7] = 40.0f;                                  // an outlier owns its channel
+  const QuantizedWeights q = QuantizeWeights(w.data(), out, in);
+  for (int64_t n = 0; n < out; ++n) {
+    int top = 0, sum = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      const int c = q.q[n * in + k];
+      top = std::max(top, std::abs(c));
+      sum += c;
+      EXPECT_LE(std::fabs(c * q.scale[n] - w[n * in + k]), q.scale[n] * 0.5f + 1e-6f);
+    }
+    EXPECT_EQ(sum, q.sum[n]);
+    EXPECT_EQ(top, n == 2 ? 0 : 127) << n;
+  }
+  EXPECT_EQ(q.scale[2], 1.0f);
+  EXPECT_FLOAT_EQ(q.scale[3], 40.0f / 127.0f);
+}
+
+TEST(QuantizeRowsTest, EachRowItsOwnRangeWithZeroExact) {
+  const int64_t rows = 4, width = 70;
+  std::vector<float> x = Random(rows * width, 1.0f, 2);
+  for (int64_t k = 0; k < width; ++k) {
+    x[1 * width + k] = 0.0f;                         // zeros
+    x[2 * width + k] = std::fabs(x[2 * width + k]);  // all positive: zero point 0
+  }
+  x[3 * width] = 1000.0f;  // an outlier coarsens its own row only
+  for (const int levels : {127, 255}) {
+    std::vector<uint8_t> q(rows * width);
+    std::vector<float> scale(rows);
+    std::vector<int32_t> zero(rows);
+    QuantizeRows(x.data(), rows, width, levels, q.data(), scale.data(), zero.data(), 2);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < width; ++k) {
+        ASSERT_LE(q[r * width + k], levels);
+        EXPECT_LE(std::fabs(scale[r] * (q[r * width + k] - zero[r]) - x[r * width + k]),
+                  scale[r] * 0.5f * 1.0001f)
+            << r << " " << k;
+      }
+    }
+    EXPECT_EQ(scale[1], 1.0f);
+    EXPECT_EQ(zero[1], 0);
+    EXPECT_EQ(zero[2], 0);
+    EXPECT_GT(scale[3], 1000.0f / levels);
+    EXPECT_LT(scale[0], 10.0f / levels);
+  }
+}
+
+// y = act(x · Wᵀ + b) (+ y) as the INT8 op defines it, in exact integers and
+// double: the codes from the quantizers, the int32 sums as int64.
+std::vector<double> Reference(const std::vector<float>& x, int64_t rows, int64_t in,
+                              const QuantizedWeights& w, const std::vector<float>& b, int64_t out,
+                              bool gelu, const std::vector<float>& y0) {
+  const int levels = ActivationLevels();
+  std::vector<uint8_t> q(rows * in);
+  std::vector<float> scale(rows);
+  std::vector<int32_t> zero(rows);
+  QuantizeRows(x.data(), rows, in, levels, q.data(), scale.data(), zero.data(), 1);
+  std::vector<double> y(rows * out);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t n = 0; n < out; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        acc += (int64_t{q[r * in + k]} - zero[r]) * w.q[n * in + k];
+      }
+      double v = double{scale[r]} * w.scale[n] * static_cast<double>(acc) + b[n];
+      if (gelu) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      y[r * out + n] = v + (y0.empty() ? 0.0 : y0[r * out + n]);
+    }
+  }
+  return y;
+}
+
+TEST(Int8LinearTest, IsTheExactIntegerProductAcrossPieces) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  // in = 768: long enough that int16 pair sums would saturate if the
+  // activations used 8 bits where the CPU multiplies with vpmaddubsw.
+  const int64_t in = 768, out = 40;
+  const std::vector<float> w = Random(out * in, 0.05f, 3), b = Random(out, 0.5f, 4);
+  const QuantizedWeights qw = QuantizeWeights(w.data(), out, in);
+  for (const bool gelu : {false, true}) {
+    for (const bool accumulate : {false, true}) {
+      LinearOptions o{.in = in, .out = out};
+      o.activation = gelu ? LinearActivation::kGelu : LinearActivation::kNone;
+      o.accumulate = accumulate;
+      o.int8 = true;
+      auto op = OnednnLinear::Create(engine, o, w.data(), b.data());
+      ASSERT_THAT(op, IsOk());
+      for (const int64_t rows : {1, 15, 16, 17, 100, 1100}) {
+        // Activations as a post-GELU layer sees them: mostly positive, a
+        // long positive tail.
+        std::vector<float> x = Random(rows * in, 1.0f, static_cast<uint32_t>(rows));
+        for (float& v : x) v = v > 0 ? v * 3.0f : v * 0.1f;
+        const std::vector<float> y0 =
+            accumulate ? Random(rows * out, 1.0f, 9) : std::vector<float>{};
+        std::vector<float> y = accumulate ? y0 : std::vector<float>(rows * out, 7.0f);
+        // Exactly the bytes the op asks for, then a guard.
+        const size_t need = (*op)->ScratchpadBytesFor(rows);
+        std::vector<uint8_t> scratch(need + 64, 0xAB);
+        ASSERT_THAT((*op)->Run(stream, x.data(), rows, y.data(), scratch.data()), IsOk());
+        for (size_t i = need; i < scratch.size(); ++i) ASSERT_EQ(scratch[i], 0xAB) << rows;
+        const std::vector<double> ref = Reference(x, rows, in, qw, b, out, gelu, y0);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          // FP32 rounding of the scale products and of the sum's conversion.
+          ASSERT_NEAR(y[i], ref[i], 2e-5 * (1.0 + std::fabs(ref[i])))
+              << "rows " << rows << " gelu " << gelu << " accumulate " << accumulate << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Int8LinearTest, StaysWithinTheQuantizationBoundOfFp32) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const int64_t in = 384, out = 64, rows = 50;
+  const std::vector<float> w = Random(out * in, 0.05f, 5), b = Random(out, 0.5f, 6);
+  const std::vector<float> x = Random(rows * in, 1.0f, 7);
+  LinearOptions o{.in = in, .out = out};
+  auto fp32 = OnednnLinear::Create(engine, o, w.data(), b.data());
+  o.int8 = true;
+  auto int8 = OnednnLinear::Create(engine, o, w.data(), b.data());
+  ASSERT_THAT(fp32, IsOk());
+  ASSERT_THAT(int8, IsOk());
+  std::vector<uint8_t> scratch(
+      std::max((*fp32)->ScratchpadBytesFor(rows), (*int8)->ScratchpadBytesFor(rows)));
+  std::vector<float> y32(rows * out), y8(rows * out);
+  ASSERT_THAT((*fp32)->Run(stream, x.data(), rows, y32.data(), scratch.data()), IsOk());
+  ASSERT_THAT((*int8)->Run(stream, x.data(), rows, y8.data(), scratch.data()), IsOk());
+  const QuantizedWeights qw = QuantizeWeights(w.data(), out, in);
+  const int levels = ActivationLevels();
+  double dot = 0, n32 = 0, n8 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    float lo = 0, hi = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      lo = std::min(lo, x[r * in + k]);
+      hi = std::max(hi, x[r * in + k]);
+    }
+    const double sx = (hi - lo) / levels;
+    for (int64_t n = 0; n < out; ++n) {
+      // |x·w − x̂·ŵ| ≤ Σ |w| sx/2 + |x| sw/2 + sx sw/4 for steps sx, sw.
+      double bound = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        bound += std::fabs(w[n * in + k]) * sx / 2 + std::fabs(x[r * in + k]) * qw.scale[n] / 2 +
+                 sx * qw.scale[n] / 4;
+      }
+      const size_t i = r * out + n;
+      EXPECT_LE(std::fabs(y8[i] - y32[i]), bound + 1e-4) << r << " " << n;
+      dot += double{y8[i]} * y32[i];
+      n32 += double{y32[i]} * y32[i];
+      n8 += double{y8[i]} * y8[i];
+    }
+  }
+  // Random errors, not the worst case: the results point the same way.
+  EXPECT_GT(dot / std::sqrt(n32 * n8), 0.999);
+}
+
+TEST(Int8LinearTest, BatchInvariantPiecesDoNotDependOnTheirBatch) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const int64_t in = 64, out = 48, fixed = 16;
+  const std::vector<float> w = Random(out * in, 0.1f, 8), b = Random(out, 0.5f, 9);
+  LinearOptions o{.in = in, .out = out};
+  o.int8 = true;
+  o.fixed_rows = fixed;
+  o.activation = LinearActivation::kGelu;
+  auto op = OnednnLinear::Create(engine, o, w.data(), b.data());
+  ASSERT_THAT(op, IsOk());
+  EXPECT_EQ((*op)->ScratchpadBytesPerRow(), 0u);
+  const int64_t rows = 4 * fixed;
+  const std::vector<float> x = Random(rows * in, 1.0f, 10);
+  std::vector<uint8_t> scratch((*op)->ScratchpadBytesFor(rows, 4));
+  std::vector<float> all(rows * out);
+  ASSERT_THAT((*op)->Run(stream, x.data(), rows, all.data(), scratch.data()), IsOk());
+  for (int64_t piece = 0; piece < 4; ++piece) {
+    std::vector<float> alone(fixed * out);
+    ASSERT_THAT(
+        (*op)->Run(stream, x.data() + piece * fixed * in, fixed, alone.data(), scratch.data()),
+        IsOk());
+    for (int64_t i = 0; i < fixed * out; ++i) {
+      ASSERT_EQ(alone[i], all[piece * fixed * out + i]) << piece << " " << i;
+    }
+  }
+}
+
+TEST(Int8LinearTest, RefusesAnythingButFp32InAndOut) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const std::vector<float> w(16, 0.5f);
+  LinearOptions o{.in = 4, .out = 4};
+  o.int8 = true;
+  o.input = ElementType::kBf16;
+  EXPECT_EQ(OnednnLinear::Create(engine, o, w.data(), nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace infer::cpu

@@ -1,0 +1,85 @@
+// The quality gate a reduced precision (BF16 or INT8 on the CPU) must pass
+// for a model before it is served in it: the model's own FP32 encoder and
+// the reduced one embed a fixed set of 1,000 multilingual sentences
+// (gate_sentences.txt, compiled in: 100 everyday sentences, each in English,
+// German, French, Spanish, Portuguese, Italian, Dutch, Russian, Chinese and
+// Japanese), and
+//   - each sentence's embedding under the reduced precision has cosine
+//     >= 0.97 to its FP32 embedding, and >= 0.99 on average;
+//   - each sentence's 10 nearest neighbours (by cosine, among the others)
+//     are on average >= 90% the same under both;
+//   - for a sequence-classification head (a reranker), each label's scores
+//     over 1,000 sentence pairs rank the pairs alike: Spearman >= 0.99.
+// A classifier is judged by its scores alone (its pooled states are not
+// what it serves). A SPLADE model is judged by its mean-pooled last hidden
+// states, which its sparse vectors are computed from.
+//
+// Cost: the FP32 encoder is loaded beside the reduced one for the check
+// (its weights, host memory, freed after), and both encode about 30,000
+// tokens: seconds for MiniLM on two cores, about a minute for a base-sized
+// model. The config may skip it (precision_gate: off), which is then logged.
+//
+// Thread-safety: pure functions; the encoders run on the calling thread's
+// OpenMP team.
+#ifndef INFER_MODELS_TRANSFORMER_PRECISION_GATE_H_
+#define INFER_MODELS_TRANSFORMER_PRECISION_GATE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/text/tokenizer.h"
+#include "models/transformer/encoder_cpu.h"
+
+namespace infer {
+
+struct GateFigures {
+  int64_t texts = 0;
+  // Embeddings (absent for a classifier).
+  std::optional<double> mean_cosine, min_cosine, neighbour_overlap;
+  // A classifier's scores: the lowest over its labels.
+  std::optional<double> spearman;
+};
+
+struct GateLimits {
+  double mean_cosine = 0.99;
+  double min_cosine = 0.97;
+  double neighbour_overlap = 0.9;
+  int neighbours = 10;
+  double spearman = 0.99;
+};
+
+// The gate's sentences, in file order (groups of 10 translations).
+const std::vector<std::string>& GateSentences();
+
+// Cosine figures and top-`neighbours` agreement of two sets of `n`
+// embeddings of `width` floats each (any norm).
+GateFigures CompareEmbeddings(const std::vector<float>& reference,
+                              const std::vector<float>& candidate, int64_t n, int64_t width,
+                              int neighbours);
+
+// Spearman's rank correlation of two equally long score lists (ties get
+// their average rank); 1 for fewer than two scores.
+double Spearman(const std::vector<float>& a, const std::vector<float>& b);
+
+// What the gate measures for `candidate` against `reference` (same
+// checkpoint, FP32) on GateSentences(), tokenized by `tokenizer` and cut at
+// `max_length` tokens; embeddings pooled by `pooling`. Classifiers (the
+// reference has spec().labels) are measured on the pairs (sentence i,
+// sentence i + 1).
+absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
+                                        const TransformerEncoderCpu& candidate,
+                                        const Tokenizer& tokenizer, int64_t max_length,
+                                        Pooling pooling, const GateLimits& limits = GateLimits());
+
+// The figures in one line, e.g. "1000 texts: cosine mean 0.9961, min
+// 0.9812; top-10 neighbours 0.951".
+std::string DescribeGate(const GateFigures& figures, const GateLimits& limits = GateLimits());
+// Empty when the figures pass; else which limits they miss.
+std::string GateFailure(const GateFigures& figures, const GateLimits& limits = GateLimits());
+
+}  // namespace infer
+
+#endif  // INFER_MODELS_TRANSFORMER_PRECISION_GATE_H_

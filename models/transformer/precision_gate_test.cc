@@ -1,0 +1,138 @@
+// The reduced-precision quality gate: its figures on made-up embeddings and
+// scores, its sentences, and the gate itself on the real all-MiniLM-L6-v2
+// in INT8 and on the reranker fixture.
+#include "models/transformer/precision_gate.h"
+
+#include <random>
+
+#include "models/text/load_tokenizer.h"
+#include "tests/testing/reference_data.h"
+#include "tests/testing/status_matchers.h"
+
+namespace infer {
+namespace {
+
+using ::infer::testing::IsOk;
+
+TEST(GateSentencesTest, AThousandSentencesInGroupsOfTenLanguages) {
+  const std::vector<std::string>& s = GateSentences();
+  ASSERT_EQ(s.size(), 1000u);
+  for (const std::string& line : s) {
+    EXPECT_FALSE(line.empty());
+    EXPECT_EQ(line.find('\t'), std::string::npos) << line;
+  }
+  // Line 8 of each group is Russian (Cyrillic, two bytes a letter in
+  // UTF-8), line 9 Chinese (three bytes a character).
+  EXPECT_EQ(static_cast<unsigned char>(s[7][0]) & 0xE0, 0xC0) << s[7];
+  EXPECT_EQ(static_cast<unsigned char>(s[8][0]) & 0xF0, 0xE0) << s[8];
+}
+
+TEST(SpearmanTest, RanksNotValues) {
+  EXPECT_DOUBLE_EQ(Spearman({1, 2, 3, 4}, {10, 20, 30, 1000}), 1.0);
+  EXPECT_DOUBLE_EQ(Spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // Ties take their average rank: ranks (1.5, 1.5, 3) against (1, 2, 3).
+  EXPECT_NEAR(Spearman({5, 5, 7}, {1, 2, 3}), 0.8660254, 1e-6);
+  EXPECT_DOUBLE_EQ(Spearman({1}, {2}), 1.0);
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(CompareEmbeddingsTest, IdenticalPassesAndNoiseOrShufflingFails) {
+  const int64_t n = 200, width = 32;
+  // Clusters of 10, as translations make: a centre per group plus a little.
+  const std::vector<float> centres = Random(n / 10 * width, 1);
+  std::vector<float> e = Random(n * width, 2, 0.3f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t d = 0; d < width; ++d) e[i * width + d] += centres[(i / 10) * width + d];
+  }
+  const GateFigures same = CompareEmbeddings(e, e, n, width, 10);
+  EXPECT_NEAR(*same.mean_cosine, 1.0, 1e-6);
+  EXPECT_NEAR(*same.min_cosine, 1.0, 1e-6);
+  EXPECT_DOUBLE_EQ(*same.neighbour_overlap, 1.0);
+  EXPECT_EQ(GateFailure(same), "");
+
+  // Small noise: the cosines stay high and the clusters keep their members.
+  std::vector<float> near = e;
+  const std::vector<float> noise = Random(n * width, 3, 0.01f);
+  for (size_t i = 0; i < near.size(); ++i) near[i] += noise[i];
+  const GateFigures small = CompareEmbeddings(e, near, n, width, 10);
+  EXPECT_GT(*small.mean_cosine, 0.999);
+  EXPECT_GT(*small.neighbour_overlap, 0.8);
+
+  // Each row swapped with another group's: the neighbours are others.
+  std::vector<float> shuffled = e;
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(e.begin() + ((i + 10) % n) * width, width, shuffled.begin() + i * width);
+  }
+  const GateFigures bad = CompareEmbeddings(e, shuffled, n, width, 10);
+  EXPECT_LT(*bad.mean_cosine, 0.9);
+  const std::string failure = GateFailure(bad);
+  EXPECT_NE(failure.find("mean cosine"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("min cosine"), std::string::npos) << failure;
+}
+
+TEST(GateFailureTest, NamesEachMissedLimit) {
+  GateFigures f;
+  f.texts = 1000;
+  f.mean_cosine = 0.995;
+  f.min_cosine = 0.96;
+  f.neighbour_overlap = 0.85;
+  EXPECT_EQ(GateFailure(f), "min cosine 0.9600 < 0.97, top-10 neighbour agreement 0.850 < 0.90");
+  EXPECT_EQ(DescribeGate(f), "1000 texts: cosine mean 0.9950, min 0.9600; top-10 neighbours 0.850");
+  GateFigures scores;
+  scores.texts = 1000;
+  scores.spearman = 0.98;
+  EXPECT_EQ(GateFailure(scores), "score Spearman 0.9800 < 0.99");
+}
+
+// The real gate: all-MiniLM-L6-v2 in INT8 against its FP32 passes.
+TEST(MeasureGateTest, MiniLmInt8Passes) {
+  if (testing::MiniLmDir().empty()) GTEST_SKIP() << testing::kNoMiniLm;
+  auto fp32 = TransformerEncoderCpu::Load(testing::MiniLmDir());
+  EncoderCpuOptions o;
+  o.precision = Precision::kInt8;
+  auto int8 = TransformerEncoderCpu::Load(testing::MiniLmDir(), o);
+  auto tokenizer = text::LoadFolderTokenizer(testing::MiniLmDir());
+  ASSERT_THAT(fp32, IsOk());
+  ASSERT_THAT(int8, IsOk());
+  ASSERT_THAT(tokenizer, IsOk());
+  auto figures = MeasureGate(**fp32, **int8, *tokenizer->tokenizer, 256, Pooling::kMean);
+  ASSERT_THAT(figures, IsOk());
+  EXPECT_EQ(figures->texts, 1000);
+  EXPECT_EQ(GateFailure(*figures), "") << DescribeGate(*figures);
+  EXPECT_LT(*figures->min_cosine, 0.99999) << "INT8 that is FP32 under another name";
+  std::printf("all-MiniLM-L6-v2 int8 against fp32: %s\n", DescribeGate(*figures).c_str());
+}
+
+// A reranker is judged by its scores over sentence pairs.
+TEST(MeasureGateTest, RerankerInt8IsJudgedByItsScores) {
+  const std::string dir = testing::FixturePath("classifiers/bert-reranker");
+  auto fp32 = TransformerEncoderCpu::Load(dir);
+  EncoderCpuOptions o;
+  o.precision = Precision::kInt8;
+  auto int8 = TransformerEncoderCpu::Load(dir, o);
+  auto tokenizer = text::LoadFolderTokenizer(dir);
+  ASSERT_THAT(fp32, IsOk());
+  ASSERT_THAT(int8, IsOk());
+  ASSERT_THAT(tokenizer, IsOk());
+  const int64_t longest = (*fp32)->spec().MaxSequenceLength();
+  auto figures = MeasureGate(**fp32, **int8, *tokenizer->tokenizer, longest, Pooling::kCls);
+  ASSERT_THAT(figures, IsOk());
+  ASSERT_TRUE(figures->spearman.has_value());
+  EXPECT_FALSE(figures->mean_cosine.has_value());
+  EXPECT_LT(*figures->spearman, 1.0);
+  std::printf("bert-reranker fixture int8 against fp32: %s\n", DescribeGate(*figures).c_str());
+  // The FP32 encoder against itself ranks every pair alike.
+  auto self = MeasureGate(**fp32, **fp32, *tokenizer->tokenizer, longest, Pooling::kCls);
+  ASSERT_THAT(self, IsOk());
+  EXPECT_DOUBLE_EQ(*self->spearman, 1.0);
+}
+
+}  // namespace
+}  // namespace infer
