@@ -20,18 +20,25 @@
 namespace infer {
 namespace {
 
+struct PrecisionCheck {
+  std::string description;  // what the model's description says of it
+  bool use_fp32 = false;    // auto's choice failed: load the FP32 encoder instead
+};
+
 // The quality gate for a reduced precision on the CPU
-// (models/transformer/precision_gate.h): what the description says of it
-// (empty for FP32 and FP16), or FAILED_PRECONDITION with the figures.
-absl::StatusOr<std::string> CheckPrecision(const BertModelOptions& options,
-                                           const TransformerEncoder& encoder,
-                                           const Tokenizer& tokenizer, int64_t max_length,
-                                           Pooling pooling) {
+// (models/transformer/precision_gate.h). A precision the config named that
+// fails is refused (FAILED_PRECONDITION with the figures); one `auto` chose
+// falls back to FP32, saying so.
+absl::StatusOr<PrecisionCheck> CheckPrecision(const BertModelOptions& options,
+                                              const TransformerEncoder& encoder,
+                                              const Tokenizer& tokenizer, int64_t max_length,
+                                              Pooling pooling) {
   const Precision precision = encoder.precision();
-  if (precision != Precision::kBf16 && precision != Precision::kInt8) return std::string();
+  if (precision != Precision::kBf16 && precision != Precision::kInt8) return PrecisionCheck();
   const char* name = PrecisionName(precision);
   if (!options.precision_gate) {
-    return absl::StrCat("; ", name, " not checked against fp32 (precision_gate false)");
+    return PrecisionCheck{
+        absl::StrCat("; ", name, " not checked against fp32 (precision_gate false)")};
   }
   const auto* candidate = dynamic_cast<const TransformerEncoderCpu*>(&encoder);
   if (candidate == nullptr) {
@@ -45,11 +52,17 @@ absl::StatusOr<std::string> CheckPrecision(const BertModelOptions& options,
   INFER_ASSIGN_OR_RETURN(const GateFigures figures,
                          MeasureGate(*reference, *candidate, tokenizer, max_length, pooling));
   if (const std::string missed = GateFailure(figures); !missed.empty()) {
+    if (options.precision == Precision::kAuto) {
+      return PrecisionCheck{
+          absl::StrCat("; auto chose ", name, ", which fails the quality gate against fp32 (",
+                       missed, "; ", DescribeGate(figures), "): computing fp32"),
+          true};
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "precision ", name, " fails the quality gate against fp32: ", missed, " (",
         DescribeGate(figures), "); parameter precision_gate: false serves it unchecked"));
   }
-  return absl::StrCat("; ", name, " against fp32: ", DescribeGate(figures));
+  return PrecisionCheck{absl::StrCat("; ", name, " against fp32: ", DescribeGate(figures))};
 }
 
 }  // namespace
@@ -137,8 +150,15 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
                      m->dense_.Describe(), "), which are computed on the CPU only"));
   }
   INFER_ASSIGN_OR_RETURN(
-      const std::string gate,
+      const PrecisionCheck gate,
       CheckPrecision(options, *m->encoder_, *m->tokenizer_, m->max_length_, m->pooling_));
+  if (gate.use_fp32) {
+    encoder_options.precision = Precision::kFp32;
+    INFER_ASSIGN_OR_RETURN(m->encoder_,
+                           LoadEncoder(options.checkpoint_dir, context, encoder_options));
+    if (m->splade_ != nullptr) m->splade_ = m->encoder_->splade();
+    if (m->classifier_ != nullptr) m->classifier_ = m->encoder_->classifier();
+  }
   INFER_ASSIGN_OR_RETURN(auto prompt,
                          SentenceTransformersPrompt(options.checkpoint_dir, options.prompt_name));
   m->prompt_ = prompt.second;
@@ -161,7 +181,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
       " tokens (", length_source, ")",
       options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
       prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"),
-      m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()), gate);
+      m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()), gate.description);
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered

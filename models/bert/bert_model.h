@@ -127,9 +127,9 @@ struct BertModelOptions {
   // models/transformer/encoder_cpu.h).
   bool batch_invariant = false;
   // A reduced precision on the CPU (bf16, int8) must pass the quality gate
-  // against the model's FP32 (models/transformer/precision_gate.h) or the
-  // model is refused at load. false: serve it unchecked (the description
-  // says so).
+  // against the model's FP32 (models/transformer/precision_gate.h): one the
+  // options name is refused at load if it fails, one `auto` chose falls back
+  // to FP32. false: serve it unchecked (the description says so).
   bool precision_gate = true;
 };
 

@@ -209,6 +209,11 @@ TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
   const bool cpu = GetParam() == "cpu";
   EXPECT_EQ((*automatic)->spec().precision, !cpu ? "fp16" : CpuHasNativeBf16() ? "bf16" : "fp32");
   EXPECT_FALSE((*automatic)->spec().implementation.empty());
+  if (cpu && CpuHasNativeBf16()) {  // auto's BF16 passed the gate
+    EXPECT_NE((*automatic)->spec().description.find("bf16 against fp32: 1000 texts"),
+              std::string::npos)
+        << (*automatic)->spec().description;
+  }
   o.precision = cpu ? Precision::kFp16 : Precision::kFp32;
   EXPECT_THAT(BertModel::Create(o, (*d)->context()),
               StatusIs(absl::StatusCode::kFailedPrecondition,

@@ -14,6 +14,9 @@
 // what it serves). A SPLADE model is judged by its mean-pooled last hidden
 // states, which its sparse vectors are computed from.
 //
+// A precision the config names that fails is refused at load; one `auto`
+// chose (BF16) falls back to FP32 (models/bert/bert_model.cc).
+//
 // Cost: the FP32 encoder is loaded beside the reduced one for the check
 // (its weights, host memory, freed after), and both encode about 30,000
 // tokens: seconds for MiniLM on two cores, about a minute for a base-sized
