@@ -27,8 +27,9 @@
 // INT8 (LinearOptions::int8): the weights are quantized to s8 per output
 // channel at load and each piece's activations to u8 per token as it runs
 // (models/quantize.h); oneDNN multiplies them into int32 sums, which are
-// scaled back to FP32 with the bias and the residual add by hand, and the
-// activation then runs as a oneDNN eltwise primitive in place. Input and
+// scaled back to FP32 with the bias by hand; the activation then runs as a
+// oneDNN eltwise primitive in place, and the residual (accumulate) is added
+// last: y (+)= act(x · Wᵀ + b), as in FP32. Input and
 // output stay FP32, so the op drops in where an FP32 one was.
 //
 // Memory: weights are reordered once into the layout the matmul prefers and

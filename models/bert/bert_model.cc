@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   INFER_ASSIGN_OR_RETURN(text::FolderTokenizer tokenizer,
                          text::LoadFolderTokenizer(options.checkpoint_dir));
   m->tokenizer_ = std::move(tokenizer.tokenizer);
-  const TransformerSpec& c = m->encoder_->spec();
+  // A copy: the encoder may be replaced below (the precision gate).
+  const TransformerSpec c = m->encoder_->spec();
   // Every id the tokenizer gives must index the embedding table (which may
   // be larger: tables are often padded).
   if (m->tokenizer_->vocab_size() > c.vocab_size) {

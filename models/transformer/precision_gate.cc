@@ -77,6 +77,10 @@ absl::StatusOr<std::vector<float>> Scores(const TransformerEncoderCpu& encoder, 
   return out;
 }
 
+bool AllFinite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
 std::vector<double> Ranks(const std::vector<float>& v) {
   std::vector<size_t> order(v.size());
   std::iota(order.begin(), order.end(), 0);
@@ -126,6 +130,10 @@ GateFigures CompareEmbeddings(const std::vector<float>& reference,
                               int neighbours) {
   GateFigures f;
   f.texts = n;
+  if (!AllFinite(reference) || !AllFinite(candidate)) {  // fails every limit
+    f.mean_cosine = f.min_cosine = f.neighbour_overlap = 0.0;
+    return f;
+  }
   // Unit rows, so that dot products are cosines.
   auto unit = [&](const std::vector<float>& e) {
     std::vector<float> u(e.begin(), e.begin() + n * width);
@@ -166,7 +174,8 @@ GateFigures CompareEmbeddings(const std::vector<float>& reference,
 }
 
 double Spearman(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() < 2 || a.size() != b.size()) return 1.0;
+  if (a.size() != b.size() || !AllFinite(a) || !AllFinite(b)) return 0.0;
+  if (a.size() < 2) return 1.0;
   const std::vector<double> ra = Ranks(a), rb = Ranks(b);
   const double mean = (static_cast<double>(a.size()) - 1) / 2.0;
   double cov = 0, va = 0, vb = 0;
@@ -235,18 +244,18 @@ std::string DescribeGate(const GateFigures& f, const GateLimits& limits) {
 
 std::string GateFailure(const GateFigures& f, const GateLimits& limits) {
   std::vector<std::string> missed;
-  if (f.mean_cosine.has_value() && *f.mean_cosine < limits.mean_cosine) {
+  if (f.mean_cosine.has_value() && !(*f.mean_cosine >= limits.mean_cosine)) {
     missed.push_back(
         absl::StrFormat("mean cosine %.4f < %.2f", *f.mean_cosine, limits.mean_cosine));
   }
-  if (f.min_cosine.has_value() && *f.min_cosine < limits.min_cosine) {
+  if (f.min_cosine.has_value() && !(*f.min_cosine >= limits.min_cosine)) {
     missed.push_back(absl::StrFormat("min cosine %.4f < %.2f", *f.min_cosine, limits.min_cosine));
   }
-  if (f.neighbour_overlap.has_value() && *f.neighbour_overlap < limits.neighbour_overlap) {
+  if (f.neighbour_overlap.has_value() && !(*f.neighbour_overlap >= limits.neighbour_overlap)) {
     missed.push_back(absl::StrFormat("top-%d neighbour agreement %.3f < %.2f", limits.neighbours,
                                      *f.neighbour_overlap, limits.neighbour_overlap));
   }
-  if (f.spearman.has_value() && *f.spearman < limits.spearman) {
+  if (f.spearman.has_value() && !(*f.spearman >= limits.spearman)) {
     missed.push_back(absl::StrFormat("score Spearman %.4f < %.2f", *f.spearman, limits.spearman));
   }
   std::string out;

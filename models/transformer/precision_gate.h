@@ -11,8 +11,9 @@
 //   - for a sequence-classification head (a reranker), each label's scores
 //     over 1,000 sentence pairs rank the pairs alike: Spearman >= 0.99.
 // A classifier is judged by its scores alone (its pooled states are not
-// what it serves). A SPLADE model is judged by its mean-pooled last hidden
-// states, which its sparse vectors are computed from.
+// what it serves). A SPLADE model is judged by its pooled last hidden states
+// (the model's pooling), which its sparse vectors are computed from.
+// Non-finite outputs fail every limit.
 //
 // A precision the config names that fails is refused at load; one `auto`
 // chose (BF16) falls back to FP32 (models/bert/bert_model.cc).
@@ -20,7 +21,8 @@
 // Cost: the FP32 encoder is loaded beside the reduced one for the check
 // (its weights, host memory, freed after), and both encode about 30,000
 // tokens: seconds for MiniLM on two cores, about a minute for a base-sized
-// model. The config may skip it (precision_gate: off), which is then logged.
+// model. The config may skip it (parameter precision_gate: false), which the
+// model's description then says.
 //
 // Thread-safety: pure functions; the encoders run on the calling thread's
 // OpenMP team.
@@ -64,7 +66,8 @@ GateFigures CompareEmbeddings(const std::vector<float>& reference,
                               int neighbours);
 
 // Spearman's rank correlation of two equally long score lists (ties get
-// their average rank); 1 for fewer than two scores.
+// their average rank); 1 for fewer than two scores; 0 for lists of
+// different lengths or with a non-finite score.
 double Spearman(const std::vector<float>& a, const std::vector<float>& b);
 
 // What the gate measures for `candidate` against `reference` (same

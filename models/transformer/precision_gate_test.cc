@@ -3,6 +3,7 @@
 // in INT8 and on the reranker fixture.
 #include "models/transformer/precision_gate.h"
 
+#include <cmath>
 #include <random>
 
 #include "models/text/load_tokenizer.h"
@@ -33,6 +34,9 @@ TEST(SpearmanTest, RanksNotValues) {
   // Ties take their average rank: ranks (1.5, 1.5, 3) against (1, 2, 3).
   EXPECT_NEAR(Spearman({5, 5, 7}, {1, 2, 3}), 0.8660254, 1e-6);
   EXPECT_DOUBLE_EQ(Spearman({1}, {2}), 1.0);
+  // What cannot be ranked fails.
+  EXPECT_DOUBLE_EQ(Spearman({1, 2}, {1, 2, 3}), 0.0);
+  EXPECT_DOUBLE_EQ(Spearman({1, 2, 3}, {1, std::nanf(""), 3}), 0.0);
 }
 
 std::vector<float> Random(int64_t n, uint32_t seed, float sigma = 1.0f) {
@@ -89,6 +93,14 @@ TEST(GateFailureTest, NamesEachMissedLimit) {
   scores.texts = 1000;
   scores.spearman = 0.98;
   EXPECT_EQ(GateFailure(scores), "score Spearman 0.9800 < 0.99");
+  // A reduced precision that gives NaN fails every limit.
+  std::vector<float> e(40, 0.5f), broken(40, 0.5f);
+  broken[7] = std::nanf("");
+  EXPECT_EQ(GateFailure(CompareEmbeddings(e, broken, 4, 10, 2)),
+            "mean cosine 0.0000 < 0.99, min cosine 0.0000 < 0.97, top-10 neighbour agreement "
+            "0.000 < 0.90");
+  f.mean_cosine = std::nan("");
+  EXPECT_NE(GateFailure(f).find("mean cosine nan"), std::string::npos) << GateFailure(f);
 }
 
 // The real gate: all-MiniLM-L6-v2 in INT8 against its FP32 passes.
