@@ -13,7 +13,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "build", "bin")
+# INFER_BIN_DIR: the binaries when they are not in build/bin (an unpacked bundle).
+BIN = os.environ.get("INFER_BIN_DIR") or os.path.join(ROOT, "build", "bin")
 
 
 def machine():

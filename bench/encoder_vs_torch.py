@@ -17,6 +17,12 @@ mpnet-base, modernbert-base, qwen3-0.6b), with --layers layers (default:
 the real depth); fewer layers keep a CPU run short, and both sides run the
 same layers.
 
+--torch-compile also times torch.compile of the same model (inductor,
+dynamic shapes: one graph for every batch and length, as a server with
+varying batches needs) in the same rounds: eager is what most users run,
+compile what a user who cares about speed runs. The first pass of each
+shape is untimed, so compile time is not counted.
+
 Precision: on the CPU, fp32 (torch in float32) or bf16 (torch with the model
 in bfloat16, what a PyTorch user on a CPU with AMX or AVX512_BF16 runs; ours
 with BF16 GEMMs); on a GPU, fp16 both.
@@ -36,6 +42,7 @@ Two modes:
     bench/encoder_vs_torch.py --checkpoint model_repository/minilm --precision bf16
     bench/encoder_vs_torch.py --checkpoint model_repository/minilm --mixed 512
     bench/encoder_vs_torch.py --checkpoint model_repository/minilm --device cuda:0
+    bench/encoder_vs_torch.py --checkpoint model_repository/minilm --device cuda:0 --torch-compile
     bench/encoder_vs_torch.py --synthetic qwen3-0.6b --layers 4
 
 Needs torch and transformers (the GPU host has them; on a CPU machine, a
@@ -138,7 +145,7 @@ def mixed_batches(n, batch, vocab, max_len, seed):
 
 
 class Torch:
-    def __init__(self, checkpoint, device, precision, threads):
+    def __init__(self, checkpoint, device, precision, threads, compile_model=False):
         import torch
         import transformers
         self.torch = torch
@@ -152,15 +159,19 @@ class Torch:
         except TypeError:
             model = transformers.AutoModel.from_pretrained(checkpoint, dtype=dtype)
         self.model = model.to(device).eval()
+        self.compiled = None
+        if compile_model:  # one graph for every shape, as a server with varying batches needs
+            self.compiled = torch.compile(self.model, dynamic=True)
         self.pooling = family_pooling(checkpoint, model.config.model_type)
         self.device = device
         self.desc = (f"torch {torch.__version__} eager, {precision}, "
                      f"attention '{getattr(model.config, '_attn_implementation', 'eager')}', "
                      f"{torch.get_num_threads()} CPU threads")
 
-    def encode(self, ids, mask):
+    def encode(self, ids, mask, compiled=False):
         torch = self.torch
-        h = self.model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+        model = self.compiled if compiled else self.model
+        h = model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
         if self.pooling == "mean":
             m = mask.unsqueeze(-1).float()
             e = (h * m).sum(1) / m.sum(1)
@@ -174,8 +185,9 @@ class Torch:
         else:
             e.sum().item()
 
-    def time(self, batches, runs):
-        """Median ms of `runs` passes over `batches` (lists of (ids, mask))."""
+    def time(self, batches, runs, compiled=False):
+        """Median ms of `runs` passes over `batches` (lists of (ids, mask)),
+        after one untimed pass (which compiles, for the compiled model)."""
         torch = self.torch
         times = []
         with torch.inference_mode():
@@ -184,7 +196,7 @@ class Torch:
                     torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 for ids, mask in batches:
-                    self.encode(ids, mask)
+                    self.encode(ids, mask, compiled)
                 if r > 0:
                     times.append((time.perf_counter() - t0) * 1000)
         return statistics.median(times)
@@ -231,6 +243,9 @@ def main():
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="CPU threads for both (default: the usable cores)")
     p.add_argument("--encoder-bench", default=os.path.join(root, "build", "bin", "encoder-bench"))
+    p.add_argument("--torch-compile", action="store_true",
+                   help="grid only: also time torch.compile (inductor, dynamic shapes) of the "
+                        "same model, in the same rounds")
     p.add_argument("--compare-graphs", action="store_true",
                    help="GPU grid only: also time ours with CUDA graphs off, in the same rounds")
     a = p.parse_args()
@@ -243,7 +258,8 @@ def main():
     gpu = a.device.startswith("cuda")
     if a.precision is None:
         a.precision = "fp16" if gpu else "fp32"
-    torch_side = Torch(a.checkpoint, a.device, a.precision, 0 if gpu else a.threads)
+    torch_side = Torch(a.checkpoint, a.device, a.precision, 0 if gpu else a.threads,
+                       a.torch_compile and not a.mixed)
     config = torch_side.model.config
     vocab = config.vocab_size
     max_len = config.max_position_embeddings
@@ -307,6 +323,7 @@ def main():
     ours = {s: [] for s in shapes}
     theirs = {s: [] for s in shapes}
     eager = {s: [] for s in shapes}  # ours with CUDA graphs off (--compare-graphs)
+    compiled = {s: [] for s in shapes}  # torch.compile (--torch-compile)
     compare = a.compare_graphs and gpu
     grid = ["--batches", a.batches, "--lengths", ",".join(str(n) for n in lengths)]
     impl = ""
@@ -320,11 +337,16 @@ def main():
                 eager[(r["batch"], r["length"])].append(r["ms"])
         for s in shapes:
             theirs[s].append(torch_side.time([tensors[s]], a.runs))
+            if torch_side.compiled is not None:
+                compiled[s].append(torch_side.time([tensors[s]], a.runs, compiled=True))
     print(f"ours: {impl}")
     extra_head = " ours, graphs off ms | graphs off/on |" if compare else ""
+    if torch_side.compiled is not None:
+        extra_head += " torch.compile ms | compiled/ours |"
     print(f"| batch | length | ours ms | torch ms | ours tokens/s | torch/ours |{extra_head}")
-    print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if compare else ""))
-    medians = []
+    print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if compare else "") +
+          ("---:|---:|" if torch_side.compiled is not None else ""))
+    medians, compiled_medians = [], []
     for b, n in shapes:
         ratios = [t / o for t, o in zip(theirs[(b, n)], ours[(b, n)])]
         medians.append(statistics.median(ratios))
@@ -333,11 +355,20 @@ def main():
             g = [e / o for e, o in zip(eager[(b, n)], ours[(b, n)])]
             extra = (f" {spread(eager[(b, n)])} | {statistics.median(g):.2f} "
                      f"({min(g):.2f}-{max(g):.2f}) |")
+        if torch_side.compiled is not None:
+            c = [t / o for t, o in zip(compiled[(b, n)], ours[(b, n)])]
+            compiled_medians.append(statistics.median(c))
+            extra += (f" {spread(compiled[(b, n)])} | {statistics.median(c):.2f} "
+                      f"({min(c):.2f}-{max(c):.2f}) |")
         print(f"| {b} | {n} | {spread(ours[(b, n)])} | {spread(theirs[(b, n)])} | "
               f"{b * n * 1000 / statistics.median(ours[(b, n)]):.0f} | "
               f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |{extra}")
     print(f"geometric mean of torch/ours: {statistics.geometric_mean(medians):.2f}; "
           f"lowest shape: {min(medians):.2f}")
+    if compiled_medians:
+        print(f"geometric mean of torch.compile/ours: "
+              f"{statistics.geometric_mean(compiled_medians):.2f}; lowest shape: "
+              f"{min(compiled_medians):.2f}")
 
 
 if __name__ == "__main__":

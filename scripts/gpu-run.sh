@@ -9,9 +9,17 @@
 #   - sentence-transformers' MiniLM embeddings computed on this GPU
 #     (scripts/make-minilm-fixture.py, needs torch + transformers), which the
 #     GPU tests then compare our CUDA encoder against;
-#   - every test binary (the GPU tests run instead of skipping);
-#   - the benchmarks on cuda:0, including our encoder vs PyTorch eager FP16 on
-#     MiniLM and on a synthetic BERT-base (bench/encoder_vs_torch.py);
+#   - the test binaries that have GPU tests (GPU_RUN_TESTS: a space-separated
+#     list of names, or "all" for every binary), each under a time limit
+#     (GPU_RUN_TEST_TIMEOUT seconds, default 180);
+#   - the benchmarks on cuda:0: our encoder vs PyTorch FP16 eager and
+#     torch.compile on MiniLM and on a synthetic BERT-base
+#     (bench/encoder_vs_torch.py), packed vs padded on mixed lengths, the
+#     server at saturation against the in-process forward pass
+#     (bench/saturation.py), and the adversarial run at 2x capacity under a
+#     tight memory budget with a live scrape of the infer_gpu_* metrics
+#     (bench/adversarial.py, GPU_RUN_ADVERSARIAL_S seconds, default 600; 0
+#     skips it);
 #   - the embedded example and the server (serving MiniLM) on cuda:0.
 # GPU_RUN_BENCH=0 runs the tests alone. The summary log goes to $OUT/gpu-run.log (default $OUT: /tmp/gpu-run), and
 # it, the tables and one log per test binary to $OUT/gpu-run.tgz. Exits
@@ -35,7 +43,7 @@ fi
 rm -rf "$D" && mkdir -p "$D" && tar -C "$D" -xJf .device/bundle.tar.xz || exit 1
 ln -s "$MODEL/minilm" "$D/minilm"
 export LD_LIBRARY_PATH="$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export INFER_SERVER_BINARY="$D/bin/infer-server"
+export INFER_SERVER_BINARY="$D/bin/infer-server" INFER_BIN_DIR="$D/bin"
 # Some tests name built files by their build-tree path (infer-bench, the fake
 # libnvidia-ml): recreate that path here when this machine has no build tree.
 BUILD_DIR=$(cat "$D/build-dir")
@@ -46,9 +54,10 @@ RESULTS="${OUT:-/tmp/gpu-run}"
 OUT=/tmp/gpu-run-work      # the tables, packed into $RESULTS/gpu-run.tgz at the end
 LOGS="$OUT/logs"           # one log per test binary (failures are echoed to the summary)
 rm -rf "$OUT" && mkdir -p "$RESULTS" "$OUT" "$LOGS"
-exec > >(tee "$OUT/gpu-run.log") 2>&1
+# The summary goes to $RESULTS as it is written: a run stopped early still returns it.
+exec > >(tee "$OUT/gpu-run.log" "$RESULTS/gpu-run.log") 2>&1
 finish() {
-  tar -C "$OUT" -czf "$RESULTS/gpu-run.tgz" . && cp "$OUT/gpu-run.log" "$RESULTS/"
+  tar -C "$OUT" -czf "$RESULTS/gpu-run.tgz" .
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 failed=()
@@ -60,9 +69,17 @@ if python3 scripts/make-minilm-fixture.py --model "$D/minilm" --device cuda \
 else
   failed+=(make-minilm-fixture)
 fi
-for t in "$D"/tests/*; do
-  name=$(basename "$t")
-  if "$t" --gtest_brief=1 > "$LOGS/$name.log" 2>&1; then
+# The binaries with GPU tests (the rest are CPU-only and run in CI).
+GPU_TESTS="cuda_runtime_test device_lost_test packed_attention_cuda_test bert_cuda_kernels_test
+  bert_cuda_graphs_test bert_model_test embed_pool_test caching_allocator_test device_lock_test
+  device_test nvml_telemetry_test model_repository_test proto_codec_test metrics_test
+  grpc_server_test device_lost_grpc_test"
+tests="${GPU_RUN_TESTS:-$GPU_TESTS}"
+[ "$tests" = all ] && tests=$(ls "$D/tests")
+for name in $tests; do
+  t="$D/tests/$name"
+  [ -x "$t" ] || { echo "MISSING $name"; failed+=("$name"); continue; }
+  if timeout "${GPU_RUN_TEST_TIMEOUT:-180}" "$t" --gtest_brief=1 > "$LOGS/$name.log" 2>&1; then
     echo "PASS $name ($(grep -c '\[  SKIPPED \]' "$LOGS/$name.log") skipped)"
   else
     echo "FAIL $name"; tail -30 "$LOGS/$name.log"; failed+=("$name")
@@ -72,31 +89,56 @@ if [ "${GPU_RUN_BENCH:-1}" = 0 ]; then  # tests only
   if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; finish; exit 1; fi
   echo "ALL PASSED (tests only)"; finish; exit 0
 fi
-echo "--- allocator-bench cuda:0"
-"$D/bin/allocator-bench" --device cuda:0 | tee "$OUT/allocator-bench.txt" || failed+=(allocator-bench)
-echo "--- overlap-bench cuda:0"
-"$D/bin/overlap-bench" --device cuda:0 --n 4096 --gemms 1 --batches 24 | tee "$OUT/overlap-bench.txt" \
-  || failed+=(overlap-bench)
-echo "--- bucketing-bench cuda:0"
-"$D/bin/bucketing-bench" --device cuda:0 --requests 4000 | tee "$OUT/bucketing-bench.txt" \
-  || failed+=(bucketing-bench)
-"$D/bin/bucketing-bench" --device cuda:0 --requests 4000 --model minilm --checkpoint "$D/minilm" \
-  | tee "$OUT/bucketing-bench-minilm.txt" || failed+=(bucketing-bench-minilm)
-echo "--- encoder vs PyTorch eager FP16: MiniLM (and ours with CUDA graphs off)"
-python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 --compare-graphs \
-  --encoder-bench "$D/bin/encoder-bench" --batches 1,8,32,128 --lengths 16,64,128,512 \
+# Most telling first: a run cut short by its time limit keeps what came first.
+echo "--- encoder vs PyTorch FP16 eager and torch.compile: MiniLM (and ours with CUDA graphs off)"
+timeout 240 python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 --compare-graphs \
+  --torch-compile --encoder-bench "$D/bin/encoder-bench" --batches 1,32,128 --lengths 16,128,512 \
   2>"$LOGS/evt-minilm.log" | tee "$OUT/encoder-vs-torch-minilm.txt" || failed+=(encoder-vs-torch-minilm)
+echo "--- encoder vs PyTorch FP16 eager and torch.compile: synthetic BERT-base"
+"$D/bin/infer-model-gen" --preset bert-base --dtype f16 --out /tmp/bert-base >/dev/null &&
+timeout 240 python3 bench/encoder_vs_torch.py --checkpoint /tmp/bert-base --device cuda:0 --torch-compile \
+  --encoder-bench "$D/bin/encoder-bench" --batches 8,128 --lengths 128,512 \
+  2>"$LOGS/evt-bert-base.log" | tee "$OUT/encoder-vs-torch-bert-base.txt" \
+  || failed+=(encoder-vs-torch-bert-base)
+echo "--- the server at saturation vs the in-process forward pass: MiniLM on cuda:0"
+timeout 120 python3 bench/saturation.py --checkpoint "$D/minilm" --device cuda:0 --duration-s 8 \
+  | tee "$OUT/saturation.txt" || failed+=(saturation)
+if [ "${GPU_RUN_ADVERSARIAL_S:-600}" != 0 ]; then
+  echo "--- adversarial: 2x capacity under a tight memory budget for ${GPU_RUN_ADVERSARIAL_S:-600} s"
+  timeout $((${GPU_RUN_ADVERSARIAL_S:-600} + 90)) python3 bench/adversarial.py --checkpoint "$D/minilm" --device cuda:0 \
+    --batch-bytes 268435456 --duration-s "${GPU_RUN_ADVERSARIAL_S:-600}" \
+    | tee "$OUT/adversarial.txt" || failed+=(adversarial)
+fi
+echo "--- host<->device copy bandwidth through PyTorch (pinned and pageable), for overlap-bench"
+timeout 60 python3 - <<'PY' | tee "$OUT/torch-copy-bandwidth.txt" || failed+=(torch-copy-bandwidth)
+import time, torch
+n = 64 << 20
+d = torch.empty(n, dtype=torch.uint8, device="cuda")
+for pinned in (True, False):
+    h = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+    for name, copy in (("H2D", lambda: d.copy_(h, non_blocking=True)),
+                       ("D2H", lambda: h.copy_(d, non_blocking=True))):
+        copy(); torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(10):
+            copy()
+        torch.cuda.synchronize()
+        gbs = 10 * n / (time.perf_counter() - t) / 1e9
+        print(f"torch {'pinned' if pinned else 'pageable'} {name} 64 MiB: {gbs:.1f} GB/s")
+PY
+echo "--- overlap-bench cuda:0"
+timeout 60 "$D/bin/overlap-bench" --device cuda:0 --n 4096 --gemms 1 --batches 24 | tee "$OUT/overlap-bench.txt" \
+  || failed+=(overlap-bench)
 echo "--- encoder vs PyTorch eager FP16: MiniLM, mixed lengths (packed vs padded)"
-python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
+timeout 240 python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
   --encoder-bench "$D/bin/encoder-bench" --mixed 1024 \
   2>"$LOGS/evt-minilm-mixed.log" | tee "$OUT/encoder-vs-torch-minilm-mixed.txt" \
   || failed+=(encoder-vs-torch-minilm-mixed)
-echo "--- encoder vs PyTorch eager FP16: synthetic BERT-base"
-"$D/bin/infer-model-gen" --preset bert-base --dtype f16 --out /tmp/bert-base >/dev/null &&
-python3 bench/encoder_vs_torch.py --checkpoint /tmp/bert-base --device cuda:0 \
-  --encoder-bench "$D/bin/encoder-bench" --batches 1,8,32,128 --lengths 16,64,128,512 \
-  2>"$LOGS/evt-bert-base.log" | tee "$OUT/encoder-vs-torch-bert-base.txt" \
-  || failed+=(encoder-vs-torch-bert-base)
+echo "--- allocator-bench cuda:0"
+timeout 60 "$D/bin/allocator-bench" --device cuda:0 | tee "$OUT/allocator-bench.txt" || failed+=(allocator-bench)
+echo "--- bucketing-bench cuda:0"
+timeout 60 "$D/bin/bucketing-bench" --device cuda:0 --requests 4000 --model minilm --checkpoint "$D/minilm" \
+  | tee "$OUT/bucketing-bench-minilm.txt" || failed+=(bucketing-bench-minilm)
 echo "--- embedded_engine cuda:0"
 "$D/bin/embedded_engine" cuda:0 || failed+=(embedded_engine)
 echo "--- infer-server on cuda:0 (embed_pool and MiniLM)"

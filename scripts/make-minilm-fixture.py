@@ -42,9 +42,20 @@ def main():
     import torch
     text = sentences()
     dtype = torch.float16 if a.fp16 else torch.float32
+    # Cut where sentence-transformers cuts the published model:
+    # sentence_bert_config.json's max_seq_length (none: the position table's
+    # 512). A folder without modules.json (an infer-model-gen copy) loads in
+    # sentence-transformers as a plain Transformer that ignores the file, so
+    # it is read here and applied by hand.
+    st_config = os.path.join(a.model, "sentence_bert_config.json")
+    max_length = 512
+    if os.path.exists(st_config):
+        with open(st_config, encoding="utf-8") as f:
+            max_length = json.load(f)["max_seq_length"]
     try:
         from sentence_transformers import SentenceTransformer
         model = SentenceTransformer(a.model, device=a.device)
+        model.max_seq_length = max_length
         # An F16 checkpoint loads as FP16: compute in the precision asked for.
         model = model.half() if a.fp16 else model.float()
         emb = model.encode(text, convert_to_numpy=True, normalize_embeddings=True)
@@ -55,14 +66,6 @@ def main():
         model = transformers.BertModel.from_pretrained(a.model, torch_dtype=dtype,
                                                        add_pooling_layer=False)
         model = model.to(a.device).eval()
-        # Cut where sentence-transformers cuts: sentence_bert_config.json's
-        # max_seq_length.
-        # max_seq_length (none: the position table's 512).
-        st_config = os.path.join(a.model, "sentence_bert_config.json")
-        max_length = 512
-        if os.path.exists(st_config):
-            with open(st_config, encoding="utf-8") as f:
-                max_length = json.load(f)["max_seq_length"]
         batch = tok(text, padding=True, truncation=True, max_length=max_length,
                     return_tensors="pt").to(a.device)
         with torch.inference_mode():
