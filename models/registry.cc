@@ -70,9 +70,13 @@ absl::Status ParseBoolParam(const ModelParams& params, const std::string& key, b
   return absl::OkStatus();
 }
 
-absl::Status CheckFixedPrecision(absl::string_view backend, Precision precision,
+absl::Status CheckFixedPrecision(absl::string_view backend, const ModelOptions& options,
                                  Precision computed) {
-  if (precision == Precision::kAuto || precision == computed) return absl::OkStatus();
+  const Precision precision = options.precision;
+  if (precision == Precision::kAuto || precision == computed ||
+      options.precision_is_server_default) {
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(precision),
                                                  "': backend '", backend, "' computes ",
                                                  PrecisionName(computed), " only"));

@@ -49,6 +49,11 @@ struct ModelOptions {
   // A family that cannot compute it refuses with INVALID_ARGUMENT (or
   // FAILED_PRECONDITION when the device cannot).
   Precision precision = Precision::kAuto;
+  // True when `precision` is the server's default (infer-server
+  // --precision) rather than the config's: a family that computes in one
+  // precision only then keeps its own instead of refusing
+  // (CheckFixedPrecision).
+  bool precision_is_server_default = false;
   ModelParams params;
   CudaGraphsConfig cuda_graphs;
 };
@@ -84,8 +89,10 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(absl::string_view backend,
 // the key and the value otherwise.
 absl::Status ParseIntParam(const ModelParams& params, const std::string& key, int64_t* out);
 absl::Status ParseBoolParam(const ModelParams& params, const std::string& key, bool* out);
-// A family that computes in one precision only accepts that or auto.
-absl::Status CheckFixedPrecision(absl::string_view backend, Precision precision,
+// A family that computes in one precision only accepts that, auto, or any
+// server default (options.precision_is_server_default); INVALID_ARGUMENT
+// naming both otherwise.
+absl::Status CheckFixedPrecision(absl::string_view backend, const ModelOptions& options,
                                  Precision computed);
 
 }  // namespace infer

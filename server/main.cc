@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
 #include "models/embed_pool/embed_pool.h"
+#include "models/precision.h"
 #include "runtime/build_config.h"
 #include "runtime/nvml_telemetry.h"
 #include "server/grpc/grpc_server.h"
@@ -99,8 +100,11 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
       return 1;
     }
   }
+  // Checked against the names by the flag's own check.
+  const infer::Precision default_precision = *infer::ParsePrecision(flags.precision);
   if (!flags.model_repository.empty()) {
-    auto loaded = infer::LoadModelRepository(flags.model_repository, engine->get());
+    auto loaded =
+        infer::LoadModelRepository(flags.model_repository, engine->get(), default_precision);
     if (!loaded.ok()) {
       spdlog::critical("cannot load model repository: {}", loaded.status().ToString());
       return 1;
@@ -110,7 +114,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     }
   }
   if (!flags.models.empty()) {
-    auto loaded = infer::LoadModelFolders(flags.models, engine->get());
+    auto loaded = infer::LoadModelFolders(flags.models, engine->get(), default_precision);
     if (!loaded.ok()) {
       spdlog::critical("cannot load --model: {}", loaded.status().ToString());
       return 1;

@@ -16,6 +16,7 @@ struct ServerFlags {
   std::string device;
   std::string model_repository;
   std::vector<std::string> models;  // --model [NAME=]DIR, in order
+  std::string precision = "auto";   // for configs that name none (models/precision.h names)
   int64_t max_receive_message_bytes = 64 << 20;
   double drain_grace_s = 5.0;
   double drain_timeout_s = 20.0;

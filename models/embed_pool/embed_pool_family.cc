@@ -13,7 +13,7 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options,
                                               const DeviceContext& context) {
-  INFER_RETURN_IF_ERROR(CheckFixedPrecision("embed_pool", options.precision, Precision::kFp32));
+  INFER_RETURN_IF_ERROR(CheckFixedPrecision("embed_pool", options, Precision::kFp32));
   const ModelParams& params = options.params;
   EmbedPoolOptions o;
   o.name = options.name;

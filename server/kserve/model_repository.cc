@@ -258,7 +258,8 @@ RequestLimits LimitsFromConfig(const config::ModelConfig& config) {
 }
 
 absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
-                                            const DeviceInfo& device, const std::string& name) {
+                                            const DeviceInfo& device, const std::string& name,
+                                            Precision default_precision) {
   namespace fs = std::filesystem;
   std::string trimmed = dir;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
@@ -283,9 +284,10 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
     config.set_backend(kHuggingFaceBackend);
     source = folder.string();
   } else {
-    return absl::NotFoundError(absl::StrCat(
-        folder.string(), ": no config.pbtxt (a model's config) and no config.json (a Hugging "
-                         "Face model folder)"));
+    return absl::NotFoundError(
+        absl::StrCat(folder.string(),
+                     ": no config.pbtxt (a model's config) and no config.json (a Hugging "
+                     "Face model folder)"));
   }
   LoadedModel loaded;
   loaded.source = source;
@@ -304,7 +306,9 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
   for (const auto& [key, value] : config.parameters()) options.params[key] = value.string_value();
   // Checked by ParseModelConfig; empty means auto.
   options.precision =
-      config.precision().empty() ? Precision::kAuto : *ParsePrecision(config.precision());
+      config.precision().empty() ? default_precision : *ParsePrecision(config.precision());
+  options.precision_is_server_default =
+      config.precision().empty() && default_precision != Precision::kAuto;
   options.cuda_graphs = GraphsFromConfig(config);
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config.backend(), options, context);
   if (!model.ok()) {
@@ -321,8 +325,8 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
   return loaded;
 }
 
-absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir,
-                                                             Engine* engine) {
+absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir, Engine* engine,
+                                                             Precision default_precision) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -339,8 +343,9 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
   std::sort(folders.begin(), folders.end());
   std::vector<std::string> loaded;
   for (const fs::path& folder : folders) {
-    INFER_ASSIGN_OR_RETURN(LoadedModel m, LoadModelFolder(folder.string(), engine->context(),
-                                                          engine->device()->info()));
+    INFER_ASSIGN_OR_RETURN(
+        LoadedModel m, LoadModelFolder(folder.string(), engine->context(), engine->device()->info(),
+                                       "", default_precision));
     if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
     }
@@ -350,7 +355,8 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
 }
 
 absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std::string>& specs,
-                                                          Engine* engine) {
+                                                          Engine* engine,
+                                                          Precision default_precision) {
   std::vector<std::string> loaded;
   for (const std::string& spec : specs) {
     // NAME=DIR, or DIR (a folder whose name holds '=' needs the NAME= form).
@@ -363,8 +369,9 @@ absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std:
             absl::StrCat("--model '", spec, "': expected DIR or NAME=DIR"));
       }
     }
-    INFER_ASSIGN_OR_RETURN(LoadedModel m, LoadModelFolder(dir, engine->context(),
-                                                          engine->device()->info(), name));
+    INFER_ASSIGN_OR_RETURN(
+        LoadedModel m,
+        LoadModelFolder(dir, engine->context(), engine->device()->info(), name, default_precision));
     if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
     }

@@ -397,6 +397,34 @@ TEST_F(RepositoryTest, MissingConfigBackendOrMismatchedName) {
 
 // A Hugging Face folder without a config.pbtxt is served by the transformer
 // backend with the default batching policy; --model's NAME=DIR names it.
+// infer-server --precision: the default for configs that name none and for
+// folders without a config; a config's own precision wins, and a backend
+// that computes one precision only keeps it rather than refusing.
+TEST_F(RepositoryTest, ServerDefaultPrecisionAppliesWhereTheConfigNamesNone) {
+  BertGenOptions gen;
+  gen.config = *BertPreset("tiny");
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "enc").string(), gen), IsOk());
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "named").string(), gen), IsOk());
+  Write("enc", R"(backend: "bert")");
+  Write("named", R"(backend: "bert" precision: "fp32")");
+  Write("pool", R"(backend: "embed_pool")");
+  fs::copy(fs::path(INFER_SOURCE_DIR) / "tests/fixtures/families/qwen3", dir_ / "qwen",
+           fs::copy_options::recursive);
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get(), Precision::kInt8), IsOk());
+  EXPECT_EQ((**(*engine)->GetModelSpec("enc")).precision, "int8");
+  EXPECT_EQ((**(*engine)->GetModelSpec("named")).precision, "fp32");
+  EXPECT_EQ((**(*engine)->GetModelSpec("pool")).precision, "fp32");
+  EXPECT_EQ((**(*engine)->GetModelSpec("qwen")).precision, "int8");
+  ASSERT_THAT(LoadModelFolders({"q2=" + (dir_ / "qwen").string()}, engine->get(), Precision::kFp32),
+              IsOk());
+  EXPECT_EQ((**(*engine)->GetModelSpec("q2")).precision, "fp32");
+  // A default the device cannot compute is refused for the model it reaches.
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelFolders({(dir_ / "qwen").string()}, other->get(), Precision::kFp16),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "fp16"));
+}
+
 TEST_F(RepositoryTest, HuggingFaceFolderWithoutAConfigIsServed) {
   const fs::path fixture = fs::path(INFER_SOURCE_DIR) / "tests/fixtures/families/qwen3";
   fs::copy(fixture, dir_ / "qwen", fs::copy_options::recursive);

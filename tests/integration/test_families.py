@@ -85,7 +85,9 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
         shutil.copy(os.path.join(DENSE, "modules.json"), cls.dense_dir)
         shutil.copytree(os.path.join(DENSE, "2_Dense"), os.path.join(cls.dense_dir, "2_Dense"))
         args += ["--model", f"dense={cls.dense_dir}"]
-        cls.server = InferServer(None, *args)
+        # FP32 on every CPU: the comparisons below are against transformers'
+        # FP32 outputs (auto would pick BF16 on a CPU with native BF16).
+        cls.server = InferServer(None, "--precision", "fp32", *args)
         cls.grpc = grpcclient.InferenceServerClient(cls.server.address)
         cls.openai = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.server.http_port}/v1",
                                    api_key="unused", max_retries=0)

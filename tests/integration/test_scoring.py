@@ -57,8 +57,11 @@ def softmax(v):
 class ScoringTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # FP32 on every CPU: the scores are compared with transformers' FP32
+        # logits within 1e-4 (auto would pick BF16 on a CPU with native BF16).
         cls.server = InferServer(
-            None, "--model", f"reranker={os.path.join(FIXTURES, 'bert-reranker')}",
+            None, "--precision", "fp32",
+            "--model", f"reranker={os.path.join(FIXTURES, 'bert-reranker')}",
             "--model", f"classifier={os.path.join(FIXTURES, 'xlm-roberta-classifier')}")
         base = f"http://127.0.0.1:{cls.server.http_port}"
         cls.base = base

@@ -78,7 +78,8 @@ class TeiEmbeddingTest(unittest.TestCase):
                   encoding="utf-8") as f:
             json.dump({"prompts": PROMPTS, "default_prompt_name": None}, f)
         # One model: POST / and the routes without "model" choose it.
-        cls.server = InferServer(None, "--model", f"embedder={cls.dir}")
+        # FP32 on every CPU: compared with transformers' FP32 within 1e-4.
+        cls.server = InferServer(None, "--precision", "fp32", "--model", f"embedder={cls.dir}")
         cls.base = f"http://127.0.0.1:{cls.server.http_port}"
         cls.http = Http(cls.base)
         cls.hf = InferenceClient(base_url=cls.base)
@@ -300,7 +301,7 @@ class TeiSparseTest(unittest.TestCase):
         args = []
         for name in cls.names:
             args += ["--model", f"{name}={os.path.join(SPARSE, name)}"]
-        cls.server = InferServer(None, *args)
+        cls.server = InferServer(None, "--precision", "fp32", *args)
         cls.base = f"http://127.0.0.1:{cls.server.http_port}"
         cls.http = Http(cls.base)
         cls.ref = {}
@@ -412,9 +413,11 @@ class TeiScoringRootTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.classifier = InferServer(
-            None, "--model", f"classifier={os.path.join(CLASSIFIERS, 'xlm-roberta-classifier')}")
+            None, "--precision", "fp32",
+            "--model", f"classifier={os.path.join(CLASSIFIERS, 'xlm-roberta-classifier')}")
         cls.reranker = InferServer(
-            None, "--model", f"reranker={os.path.join(CLASSIFIERS, 'bert-reranker')}")
+            None, "--precision", "fp32",
+            "--model", f"reranker={os.path.join(CLASSIFIERS, 'bert-reranker')}")
         cls.labels, cls.classified = scoring_reference("xlm-roberta-classifier")
         _, cls.pairs = scoring_reference("bert-reranker")
 
