@@ -151,6 +151,8 @@ def main():
     p.add_argument("--work", help="folder for the ONNX files (kept; default: temporary)")
     p.add_argument("--ort-model", help=argparse.SUPPRESS)  # one ONNX Runtime measurement
     args = p.parse_args()
+    # The export runs in --work: a relative folder must not be read from there.
+    args.checkpoint = os.path.abspath(args.checkpoint)
     if args.ort_model:
         # A process of its own, so that ONNX Runtime's threads (which spin
         # a while after each run) are gone while encoder-bench runs.
