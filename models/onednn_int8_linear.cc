@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::CreateInt8(const dnn
             attr, engine);
         op->scratchpad_bytes_ = std::max(op->scratchpad_bytes_, epd.scratchpad_desc().get_size());
         piece.activation = dnnl::eltwise_forward(epd);
+        piece.activation_scratchpad = epd.scratchpad_desc();
       }
       op->pieces_.push_back(std::move(piece));
     }
@@ -142,9 +143,10 @@ void OnednnLinear::RunInt8Piece(dnnl::stream& stream, const Piece& p, int64_t ro
   d.y = result;
   DequantizeRows(d, threads);
   dnnl::memory result_memory(p.result, engine_, result);
-  p.activation->execute(
-      stream,
-      {{DNNL_ARG_SRC, result_memory}, {DNNL_ARG_DST, result_memory}, {DNNL_ARG_SCRATCHPAD, pad}});
+  dnnl::memory activation_pad(p.activation_scratchpad, engine_, base);
+  p.activation->execute(stream, {{DNNL_ARG_SRC, result_memory},
+                                 {DNNL_ARG_DST, result_memory},
+                                 {DNNL_ARG_SCRATCHPAD, activation_pad}});
   stream.wait();
   if (options_.accumulate) {
     const int64_t n = rows * out;

@@ -115,9 +115,11 @@ class OnednnLinear {
   struct Piece {
     dnnl::matmul primitive;
     dnnl::memory::desc src, dst, scratchpad;
-    // INT8 only: the activation, in place on the FP32 result (or none).
+    // INT8 only: the activation, in place on the FP32 result (or none),
+    // and its own scratchpad's layout (at the front of the scratch, as the
+    // matmul's: they run one after the other).
     std::optional<dnnl::eltwise_forward> activation;
-    dnnl::memory::desc result;
+    dnnl::memory::desc result, activation_scratchpad;
   };
 
   // The INT8 path (onednn_int8_linear.cc).

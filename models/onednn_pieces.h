@@ -104,27 +104,50 @@ inline size_t ScratchpadStride(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // depend on its position in the piece: on AVX2, 4 threads splitting 64
 // rows gave rows 30, 31, 62 and 63 to a tail kernel with its own order of
 // sums.)
+//
+// A oneDNN error in any thread is returned (the first one); no exception
+// leaves the worksharing loop (OpenMP forbids it, and a thread that left
+// would leave the others waiting at its barrier): a thread that failed
+// skips its remaining pieces and still reaches the barrier.
 template <typename Exec>
 absl::Status RunPiecesInParallel(const dnnl::engine& engine, int64_t pieces, size_t stride,
                                  void* scratchpad, const std::string& what, Exec exec) {
   const int team = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), pieces));
   std::mutex mu;
   absl::Status status;
+  const auto record = [&](const dnnl::error& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (status.ok()) status = FromError(e, what);
+  };
 #pragma omp parallel num_threads(team)
   {
     // oneDNN's GEMM sizes its split by the thread's team size when it runs:
     // one thread, whether or not this region is active (a team of one is
     // not, and oneDNN would then split over the outer team).
     const OneThreadScope one_thread(true);
+    std::optional<dnnl::stream> stream;
     try {
-      dnnl::stream stream(engine);
-      void* pad = static_cast<char*>(scratchpad) + stride * omp_get_thread_num();
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < pieces; ++i) exec(stream, i, pad);
-      stream.wait();
+      stream.emplace(engine);
     } catch (const dnnl::error& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (status.ok()) status = FromError(e, what);
+      record(e);
+    }
+    void* pad = static_cast<char*>(scratchpad) + stride * omp_get_thread_num();
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < pieces; ++i) {
+      if (!stream.has_value()) continue;
+      try {
+        exec(*stream, i, pad);
+      } catch (const dnnl::error& e) {
+        record(e);
+        stream.reset();
+      }
+    }
+    if (stream.has_value()) {
+      try {
+        stream->wait();
+      } catch (const dnnl::error& e) {
+        record(e);
+      }
     }
   }
   return status;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "models/transformer/cpu_kernels.h"
@@ -50,7 +51,10 @@ __attribute__((always_inline)) inline void QuantizeRow(const float* __restrict x
     hi = std::max(hi, x[k]);
   }
   float s = (hi - lo) / static_cast<float>(levels);
-  if (!(s > 0.0f)) s = 1.0f;  // a row of zeros (hi == lo == 0)
+  // A row of zeros (hi == lo == 0), or a range so small (subnormal) that
+  // 1 / s would not be finite: codes of zero, the row's values being below
+  // any step that matters.
+  if (!(s >= std::numeric_limits<float>::min())) s = 1.0f;
   const float inv = 1.0f / s;
   // Codes are round(x / s) + z, clamped to [0, levels]; z is an integer, so
   // adding z + 0.5 and truncating a value clamped at 0 rounds half up.

@@ -5,27 +5,20 @@
 #include "models/quantize.h"
 
 #include <cmath>
-#include <random>
 
 #include "models/onednn_ops.h"
+#include "tests/testing/random_data.h"
 #include "tests/testing/status_matchers.h"
 
 namespace infer::cpu {
 namespace {
 
 using ::infer::testing::IsOk;
-
-std::vector<float> Random(size_t n, float sigma, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using ::infer::testing::NormalFloats;
 
 TEST(QuantizeWeightsTest, CodesSpanEachChannelWithinHalfAStep) {
   const int64_t out = 5, in = 33;
-  std::vector<float> w = Random(out * in, 0.3f, 1);
+  std::vector<float> w = NormalFloats(out * in, 1, 0.3f);
   for (int64_t k = 0; k < in; ++k) w[2 * in + k] = 0.0f;  // a channel of zeros
   w[3 * in + 7] = 40.0f;                                  // an outlier owns its channel
   const QuantizedWeights q = QuantizeWeights(w.data(), out, in);
@@ -45,11 +38,14 @@ TEST(QuantizeWeightsTest, CodesSpanEachChannelWithinHalfAStep) {
 }
 
 TEST(QuantizeRowsTest, EachRowItsOwnRangeWithZeroExact) {
-  const int64_t rows = 4, width = 70;
-  std::vector<float> x = Random(rows * width, 1.0f, 2);
+  const int64_t rows = 5, width = 70;
+  std::vector<float> x = NormalFloats(rows * width, 2, 1.0f);
   for (int64_t k = 0; k < width; ++k) {
     x[1 * width + k] = 0.0f;                         // zeros
     x[2 * width + k] = std::fabs(x[2 * width + k]);  // all positive: zero point 0
+    // Subnormal values: a range whose step would have no finite inverse is
+    // quantized as a row of zeros.
+    x[4 * width + k] *= 1e-40f;
   }
   x[3 * width] = 1000.0f;  // an outlier coarsens its own row only
   for (const int levels : {127, 255}) {
@@ -70,6 +66,9 @@ TEST(QuantizeRowsTest, EachRowItsOwnRangeWithZeroExact) {
     EXPECT_EQ(zero[2], 0);
     EXPECT_GT(scale[3], 1000.0f / levels);
     EXPECT_LT(scale[0], 10.0f / levels);
+    EXPECT_EQ(scale[4], 1.0f);
+    EXPECT_EQ(zero[4], 0);
+    for (int64_t k = 0; k < width; ++k) EXPECT_EQ(q[4 * width + k], 0) << k;
   }
 }
 
@@ -104,7 +103,7 @@ TEST(Int8LinearTest, IsTheExactIntegerProductAcrossPieces) {
   // in = 768: long enough that int16 pair sums would saturate if the
   // activations used 8 bits where the CPU multiplies with vpmaddubsw.
   const int64_t in = 768, out = 40;
-  const std::vector<float> w = Random(out * in, 0.05f, 3), b = Random(out, 0.5f, 4);
+  const std::vector<float> w = NormalFloats(out * in, 3, 0.05f), b = NormalFloats(out, 4, 0.5f);
   const QuantizedWeights qw = QuantizeWeights(w.data(), out, in);
   for (const bool gelu : {false, true}) {
     for (const bool accumulate : {false, true}) {
@@ -117,10 +116,10 @@ TEST(Int8LinearTest, IsTheExactIntegerProductAcrossPieces) {
       for (const int64_t rows : {1, 15, 16, 17, 100, 1100}) {
         // Activations as a post-GELU layer sees them: mostly positive, a
         // long positive tail.
-        std::vector<float> x = Random(rows * in, 1.0f, static_cast<uint32_t>(rows));
+        std::vector<float> x = NormalFloats(rows * in, static_cast<uint32_t>(rows), 1.0f);
         for (float& v : x) v = v > 0 ? v * 3.0f : v * 0.1f;
         const std::vector<float> y0 =
-            accumulate ? Random(rows * out, 1.0f, 9) : std::vector<float>{};
+            accumulate ? NormalFloats(rows * out, 9, 1.0f) : std::vector<float>{};
         std::vector<float> y = accumulate ? y0 : std::vector<float>(rows * out, 7.0f);
         // Exactly the bytes the op asks for, then a guard.
         const size_t need = (*op)->ScratchpadBytesFor(rows);
@@ -142,8 +141,8 @@ TEST(Int8LinearTest, StaysWithinTheQuantizationBoundOfFp32) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const int64_t in = 384, out = 64, rows = 50;
-  const std::vector<float> w = Random(out * in, 0.05f, 5), b = Random(out, 0.5f, 6);
-  const std::vector<float> x = Random(rows * in, 1.0f, 7);
+  const std::vector<float> w = NormalFloats(out * in, 5, 0.05f), b = NormalFloats(out, 6, 0.5f);
+  const std::vector<float> x = NormalFloats(rows * in, 7, 1.0f);
   LinearOptions o{.in = in, .out = out};
   auto fp32 = OnednnLinear::Create(engine, o, w.data(), b.data());
   o.int8 = true;
@@ -187,7 +186,7 @@ TEST(Int8LinearTest, BatchInvariantPiecesDoNotDependOnTheirBatch) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const int64_t in = 64, out = 48, fixed = 16;
-  const std::vector<float> w = Random(out * in, 0.1f, 8), b = Random(out, 0.5f, 9);
+  const std::vector<float> w = NormalFloats(out * in, 8, 0.1f), b = NormalFloats(out, 9, 0.5f);
   LinearOptions o{.in = in, .out = out};
   o.int8 = true;
   o.fixed_rows = fixed;
@@ -196,7 +195,7 @@ TEST(Int8LinearTest, BatchInvariantPiecesDoNotDependOnTheirBatch) {
   ASSERT_THAT(op, IsOk());
   EXPECT_EQ((*op)->ScratchpadBytesPerRow(), 0u);
   const int64_t rows = 4 * fixed;
-  const std::vector<float> x = Random(rows * in, 1.0f, 10);
+  const std::vector<float> x = NormalFloats(rows * in, 10, 1.0f);
   std::vector<uint8_t> scratch((*op)->ScratchpadBytesFor(rows, 4));
   std::vector<float> all(rows * out);
   ASSERT_THAT((*op)->Run(stream, x.data(), rows, all.data(), scratch.data()), IsOk());

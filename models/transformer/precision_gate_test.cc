@@ -4,9 +4,9 @@
 #include "models/transformer/precision_gate.h"
 
 #include <cmath>
-#include <random>
 
 #include "models/text/load_tokenizer.h"
+#include "tests/testing/random_data.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
@@ -14,6 +14,7 @@ namespace infer {
 namespace {
 
 using ::infer::testing::IsOk;
+using ::infer::testing::NormalFloats;
 
 TEST(GateSentencesTest, AThousandSentencesInGroupsOfTenLanguages) {
   const std::vector<std::string>& s = GateSentences();
@@ -39,19 +40,11 @@ TEST(SpearmanTest, RanksNotValues) {
   EXPECT_DOUBLE_EQ(Spearman({1, 2, 3}, {1, std::nanf(""), 3}), 0.0);
 }
 
-std::vector<float> Random(int64_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
 TEST(CompareEmbeddingsTest, IdenticalPassesAndNoiseOrShufflingFails) {
   const int64_t n = 200, width = 32;
   // Clusters of 10, as translations make: a centre per group plus a little.
-  const std::vector<float> centres = Random(n / 10 * width, 1);
-  std::vector<float> e = Random(n * width, 2, 0.3f);
+  const std::vector<float> centres = NormalFloats(n / 10 * width, 1);
+  std::vector<float> e = NormalFloats(n * width, 2, 0.3f);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t d = 0; d < width; ++d) e[i * width + d] += centres[(i / 10) * width + d];
   }
@@ -63,7 +56,7 @@ TEST(CompareEmbeddingsTest, IdenticalPassesAndNoiseOrShufflingFails) {
 
   // Small noise: the cosines stay high and the clusters keep their members.
   std::vector<float> near = e;
-  const std::vector<float> noise = Random(n * width, 3, 0.01f);
+  const std::vector<float> noise = NormalFloats(n * width, 3, 0.01f);
   for (size_t i = 0; i < near.size(); ++i) near[i] += noise[i];
   const GateFigures small = CompareEmbeddings(e, near, n, width, 10);
   EXPECT_GT(*small.mean_cosine, 0.999);
