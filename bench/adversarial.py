@@ -34,7 +34,6 @@ import re
 import shutil
 import sys
 import threading
-import time
 import urllib.request
 
 import benchlib

@@ -13,24 +13,16 @@ oneDNN (ONEDNN_MAX_CPU_ISA) to see what a CPU without AVX-512 pays.
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import tempfile
 
-from benchlib import BIN, machine, minilm_dir
+from benchlib import encoder_bench, machine, minilm_dir
 
 
 def run(args, mode, env):
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([os.path.join(BIN, "encoder-bench"), "--checkpoint", args.checkpoint,
-                        "--precision", args.precision, "--batches", args.batches,
-                        "--lengths", args.lengths, "--runs", str(args.runs),
-                        "--batch-invariant", mode, "--json", out.name],
-                       check=True, stdout=subprocess.DEVNULL, env=env)
-        with open(out.name) as f:
-            return json.load(f)
+    return encoder_bench("--checkpoint", args.checkpoint, "--precision", args.precision,
+                         "--batches", args.batches, "--lengths", args.lengths, "--runs", args.runs,
+                         "--batch-invariant", mode, env=env)
 
 
 def main():

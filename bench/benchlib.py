@@ -152,6 +152,16 @@ def infer_bench(address, model, *args, metrics_port=None):
     return result["steps"][0] if len(result["steps"]) == 1 else result
 
 
+def encoder_bench(*args, env=None):
+    """Runs build/bin/encoder-bench with `args`; returns its JSON report
+    ({"implementation", "results": [{"batch", "length", "ms", ...}]})."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([os.path.join(BIN, "encoder-bench"), *map(str, args), "--json", out.name],
+                       check=True, stdout=subprocess.DEVNULL, env=env)
+        with open(out.name) as f:
+            return json.load(f)
+
+
 def interleaved(measure, names, repeats):
     """Runs measure(name) for every name, `repeats` times, alternating the
     order (A B, then B A, ...) so that drift on a shared machine falls on the

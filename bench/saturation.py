@@ -18,12 +18,9 @@ serving stack costs nothing at saturation).
 """
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 
 import benchlib
 
@@ -40,12 +37,8 @@ parameters {{ key: "checkpoint_dir" value {{ string_value: "{checkpoint}" }} }}
 
 
 def in_process(a):
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([os.path.join(benchlib.BIN, "encoder-bench"), "--checkpoint",
-                        a.checkpoint, "--device", a.device, "--batches", str(a.batch),
-                        "--lengths", str(a.length), "--runs", "20", "--json", f.name],
-                       check=True, stdout=subprocess.DEVNULL)
-        out = json.load(open(f.name))
+    out = benchlib.encoder_bench("--checkpoint", a.checkpoint, "--device", a.device, "--batches",
+                                 a.batch, "--lengths", a.length, "--runs", 20)
     ms = out["results"][0]["ms"]
     return a.batch * 1000 / ms, out["implementation"]
 

@@ -72,12 +72,8 @@ absl::Status ParseBoolParam(const ModelParams& params, const std::string& key, b
 
 absl::Status CheckFixedPrecision(absl::string_view backend, const ModelOptions& options,
                                  Precision computed) {
-  const Precision precision = options.precision;
-  if (precision == Precision::kAuto || precision == computed ||
-      options.precision_is_server_default) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(precision),
+  if (!options.PrecisionNamed() || options.precision == computed) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(options.precision),
                                                  "': backend '", backend, "' computes ",
                                                  PrecisionName(computed), " only"));
 }

@@ -56,6 +56,13 @@ struct ModelOptions {
   bool precision_is_server_default = false;
   ModelParams params;
   CudaGraphsConfig cuda_graphs;
+
+  // True when the config itself named `precision` (neither auto nor the
+  // server's default): what a family that computes one precision only must
+  // honour or refuse.
+  bool PrecisionNamed() const {
+    return precision != Precision::kAuto && !precision_is_server_default;
+  }
 };
 
 struct ModelFamily {

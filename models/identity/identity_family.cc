@@ -9,7 +9,7 @@ namespace infer {
 namespace {
 
 absl::StatusOr<std::unique_ptr<Model>> Create(const ModelOptions& options, const DeviceContext&) {
-  if (options.precision != Precision::kAuto && !options.precision_is_server_default) {
+  if (options.PrecisionNamed()) {
     return absl::InvalidArgumentError(absl::StrCat("precision '", PrecisionName(options.precision),
                                                    "': backend 'identity' computes nothing"));
   }

@@ -395,8 +395,6 @@ TEST_F(RepositoryTest, MissingConfigBackendOrMismatchedName) {
               StatusIs(absl::StatusCode::kNotFound, "is not a directory"));
 }
 
-// A Hugging Face folder without a config.pbtxt is served by the transformer
-// backend with the default batching policy; --model's NAME=DIR names it.
 // infer-server --precision: the default for configs that name none and for
 // folders without a config; a config's own precision wins, and a backend
 // that computes one precision only keeps it rather than refusing.
@@ -425,6 +423,8 @@ TEST_F(RepositoryTest, ServerDefaultPrecisionAppliesWhereTheConfigNamesNone) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "fp16"));
 }
 
+// A Hugging Face folder without a config.pbtxt is served by the transformer
+// backend with the default batching policy; --model's NAME=DIR names it.
 TEST_F(RepositoryTest, HuggingFaceFolderWithoutAConfigIsServed) {
   const fs::path fixture = fs::path(INFER_SOURCE_DIR) / "tests/fixtures/families/qwen3";
   fs::copy(fixture, dir_ / "qwen", fs::copy_options::recursive);
