@@ -5,7 +5,7 @@
 //                           [--precision auto|fp32|bf16|int8|fp16] [--threads N]
 //                           [--batches 1,8,32] [--lengths 16,64,256]
 //                           [--sequences FILE] [--runs 5] [--json FILE]
-//                           [--batch-invariant on|off]
+//                           [--batch-invariant on|off] [--cuda-fused-epilogues on|off]
 //
 // DIR holds config.json and model.safetensors (model_repository/minilm after
 // scripts/export-demo-models.sh, or one from infer-model-gen).
@@ -102,7 +102,7 @@ absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder, infer::Dev
 int main(int argc, char** argv) {
   std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
-  std::string graphs = "on", invariant = "off";
+  std::string graphs = "on", invariant = "off", fused_epilogues = "off";
   int64_t graph_max_tokens = infer::EncoderGraphOptions().max_tokens;
   int runs = 5, threads = 0;
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
@@ -127,6 +127,10 @@ int main(int argc, char** argv) {
                  "on or off: each embedding bit-identical whatever its batch (CPU)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--cuda-fused-epilogues", fused_epilogues,
+                 "on or off: the FFN's bias + GELU in cuBLASLt's GEMM epilogue (GPU)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
@@ -149,6 +153,7 @@ int main(int argc, char** argv) {
   options.graphs.enabled = graphs == "on";
   options.graphs.max_tokens = graph_max_tokens;
   options.batch_invariant = invariant == "on";
+  options.cublaslt_epilogues = fused_epilogues == "on";
   auto encoder = infer::LoadEncoder(dir, context, options);
   if (!encoder.ok()) return Fail(encoder.status());
   const infer::TransformerSpec& c = (*encoder)->spec();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
 
 namespace infer {
 namespace {
@@ -29,10 +30,13 @@ class CudaStream final : public Stream {
   }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
+  const GemmWorkspace& workspace() const { return workspace_; }
+  void set_workspace(void* ptr, size_t bytes) { workspace_ = {ptr, bytes}; }
 
  private:
   cudaStream_t stream_;
-  cublasHandle_t cublas_;  // null on a copy stream
+  cublasHandle_t cublas_;    // null on a copy stream
+  GemmWorkspace workspace_;  // what SetGemmWorkspace gave cuBLAS
 };
 
 class CudaEvent final : public Event {
@@ -124,11 +128,15 @@ class CudaDevice final : public Device {
   size_t GemmWorkspaceBytes() const override { return workspace_bytes_; }
 
   absl::Status SetGemmWorkspace(Stream* stream, void* ptr, size_t bytes) override {
-    cublasHandle_t handle = static_cast<CudaStream*>(stream)->cublas();
+    auto* cuda_stream = static_cast<CudaStream*>(stream);
+    cublasHandle_t handle = cuda_stream->cublas();
     if (handle == nullptr) {
       return absl::FailedPreconditionError("a copy stream has no GEMM handle for a workspace");
     }
-    return CublasStatus(cublasSetWorkspace(handle, ptr, bytes), "cublasSetWorkspace");
+    INFER_RETURN_IF_ERROR(
+        CublasStatus(cublasSetWorkspace(handle, ptr, bytes), "cublasSetWorkspace"));
+    cuda_stream->set_workspace(ptr, bytes);
+    return absl::OkStatus();
   }
 
   absl::Status CopyToDevice(void* dst, const void* host, size_t bytes, Stream* stream) override {
@@ -275,6 +283,10 @@ cudaStream_t NativeCudaStream(Stream* stream) { return Native(stream); }
 
 cublasHandle_t NativeCublasHandle(Stream* stream) {
   return static_cast<CudaStream*>(stream)->cublas();
+}
+
+GemmWorkspace NativeGemmWorkspace(Stream* stream) {
+  return static_cast<CudaStream*>(stream)->workspace();
 }
 
 absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {

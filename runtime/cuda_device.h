@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -27,6 +28,15 @@ cudaStream_t NativeCudaStream(Stream* stream);
 // The cuBLAS handle bound to a compute Stream created by a CUDA device (null
 // for a copy stream). Used by one thread at a time, like its stream.
 cublasHandle_t NativeCublasHandle(Stream* stream);
+
+// The workspace a compute Stream's GEMM handle was given
+// (Device::SetGemmWorkspace; runtime/compute_stream.h), for cuBLASLt calls,
+// which take it per call; {nullptr, 0} when it was given none.
+struct GemmWorkspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+GemmWorkspace NativeGemmWorkspace(Stream* stream);
 
 // Converts a cuBLAS status into a Status naming `what`; OK for success.
 absl::Status CublasStatus(cublasStatus_t st, absl::string_view what);

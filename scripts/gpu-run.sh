@@ -14,7 +14,8 @@
 #     (GPU_RUN_TEST_TIMEOUT seconds, default 180);
 #   - the benchmarks on cuda:0: our encoder vs PyTorch FP16 eager and
 #     torch.compile on MiniLM and on a synthetic BERT-base
-#     (bench/encoder_vs_torch.py), packed vs padded on mixed lengths, the
+#     (bench/encoder_vs_torch.py), the cuBLASLt bias + GELU epilogue against
+#     the GELU kernel (encoder-bench --cuda-fused-epilogues), packed vs padded on mixed lengths, the
 #     server at saturation against the in-process forward pass
 #     (bench/saturation.py), and the adversarial run at 2x capacity under a
 #     tight memory budget with a live scrape of the infer_gpu_* metrics
@@ -100,6 +101,16 @@ timeout 240 python3 bench/encoder_vs_torch.py --checkpoint /tmp/bert-base --devi
   --encoder-bench "$D/bin/encoder-bench" --batches 8,128 --lengths 128,512 \
   2>"$LOGS/evt-bert-base.log" | tee "$OUT/encoder-vs-torch-bert-base.txt" \
   || failed+=(encoder-vs-torch-bert-base)
+echo "--- the FFN's bias + GELU in cuBLASLt's epilogue vs the GELU kernel: BERT-base, 3 alternating rounds"
+for round in 1 2 3; do
+  for fused in off on; do
+    echo "round $round, --cuda-fused-epilogues $fused" >> "$OUT/fused-epilogues.txt"
+    timeout 60 "$D/bin/encoder-bench" --checkpoint /tmp/bert-base --device cuda:0 --batches 32,128 \
+      --lengths 128,512 --cuda-fused-epilogues "$fused" >> "$OUT/fused-epilogues.txt" 2>&1 \
+      || failed+=("fused-epilogues-$fused")
+  done
+done
+cat "$OUT/fused-epilogues.txt"
 echo "--- the server at saturation vs the in-process forward pass: MiniLM on cuda:0"
 timeout 120 python3 bench/saturation.py --checkpoint "$D/minilm" --device cuda:0 --duration-s 8 \
   | tee "$OUT/saturation.txt" || failed+=(saturation)

@@ -52,7 +52,8 @@ class Uploader {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
-    const TransformerWeights& w, const DeviceContext& context, const EncoderGraphOptions& graphs) {
+    const TransformerWeights& w, const DeviceContext& context, const EncoderGraphOptions& graphs,
+    bool cublaslt_epilogues) {
   const TransformerSpec& c = w.spec;
   if (!c.IsBertShaped()) {
     return absl::FailedPreconditionError(
@@ -102,6 +103,13 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
     INFER_RETURN_IF_ERROR(linear(src.ffn_out, &dst.ffn_out));
     INFER_RETURN_IF_ERROR(norm(src.attn_norm, &dst.attn_norm));
     INFER_RETURN_IF_ERROR(norm(src.ffn_norm, &dst.ffn_norm));
+    if (cublaslt_epilogues) {
+      INFER_ASSIGN_OR_RETURN(dst.ffn_in_bias_half, up.Half(src.ffn_in.b));
+      // Probed at a typical batch's row count (the heuristic's answer at load).
+      INFER_ASSIGN_OR_RETURN(
+          dst.ffn_in_lt, LtLinear::Create(dst.ffn_in.out, dst.ffn_in.in, dst.ffn_in_bias_half.get(),
+                                          LtLinear::Epilogue::kBiasGelu, /*probe_rows=*/128));
+    }
   }
   // The host copies die with `up`: wait for the uploads.
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(m->weights_stream_.get()));
@@ -124,6 +132,9 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
 
 std::string BertEncoderCuda::Implementation() const {
   std::string s = "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (mma)";
+  if (!layers_.empty() && layers_.front().ffn_in_lt != nullptr) {
+    absl::StrAppend(&s, ", the FFN's bias + GELU in cuBLASLt's GEMM epilogue");
+  }
   if (graphs_ != nullptr) {
     absl::StrAppend(&s, ", CUDA graphs for batches of up to ", graphs_->max_tokens(), " tokens");
   }
@@ -222,9 +233,13 @@ absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView&
                                           l.attn_norm.gamma.as<float>(),
                                           l.attn_norm.beta.as<float>(), eps, tokens, h),
         "residual LayerNorm kernel");
-    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
-    INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
+    if (l.ffn_in_lt != nullptr) {
+      INFER_RETURN_IF_ERROR(l.ffn_in_lt->Run(stream, l.ffn_in.w.get(), xh, tokens, workh));
+    } else {
+      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
+      INFER_RETURN_IF_CUDA_ERROR(
+          cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
+    }
     INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh));
     INFER_RETURN_IF_CUDA_ERROR(
         cuda::LaunchBiasResidualLayerNorm(s, xh, ctxh, l.ffn_out.b.as<float>(),

@@ -19,6 +19,11 @@
 // the call's stream. cuBLAS uses the compute stream's own permanent
 // workspace (runtime/compute_stream.h); Encode needs a compute stream.
 //
+// With cublaslt_epilogues, the FFN input GEMM is a cuBLASLt matmul that
+// adds the bias and applies GELU in its epilogue (models/cuda_lt_linear.h;
+// an FP16 copy of that bias is kept for it), and the bias + GELU kernel
+// does not run.
+//
 // Small batches (up to EncoderGraphOptions::max_tokens real tokens) replay a
 // CUDA graph of the whole pass instead (models/bert/bert_cuda_graphs.h), using
 // buffers held from load (ResidentBytes) rather than per-batch ones.
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "models/bert/bert_cuda_graphs.h"
+#include "models/cuda_lt_linear.h"
 #include "models/transformer/encoder.h"
 #include "models/transformer/transformer_weights.h"
 
@@ -44,10 +50,12 @@ class BertEncoderCuda final : public TransformerEncoder {
   // and 128, hidden sizes over 8192); RESOURCE_EXHAUSTED when the weights do
   // not fit the allocator's budget.
   // With graphs.enabled, also allocates the graphs' buffers and runs one
-  // pass to load the kernels (models/bert/bert_cuda_graphs.h).
+  // pass to load the kernels (models/bert/bert_cuda_graphs.h). With
+  // cublaslt_epilogues, FAILED_PRECONDITION when cuBLASLt has no algorithm
+  // for the fused FFN input GEMM.
   static absl::StatusOr<std::unique_ptr<TransformerEncoder>> Create(
       const TransformerWeights& weights, const DeviceContext& context,
-      const EncoderGraphOptions& graphs = EncoderGraphOptions());
+      const EncoderGraphOptions& graphs = EncoderGraphOptions(), bool cublaslt_epilogues = false);
 
   const TransformerSpec& spec() const override { return spec_; }
   Precision precision() const override { return Precision::kFp16; }
@@ -72,6 +80,9 @@ class BertEncoderCuda final : public TransformerEncoder {
   struct Layer {
     Linear qkv, attn_out, ffn_in, ffn_out;
     Norm attn_norm, ffn_norm;
+    // cublaslt_epilogues: ffn_in's bias in FP16 and the fused matmul using it.
+    DeviceBuffer ffn_in_bias_half;
+    std::unique_ptr<LtLinear> ffn_in_lt;
   };
 
   explicit BertEncoderCuda(const DeviceContext& context) : context_(context) {}

@@ -3,10 +3,12 @@
 // one launching kernel by kernel on the same weights. Covered: ragged batches
 // with empty rows, every class's first batch (eager, then captured) and
 // later ones (replayed with new contents), batches past max_tokens (eager),
-// two streams replaying the shared buffers back to back, and the bytes held.
+// two streams replaying the shared buffers back to back, the bytes held, and
+// the FFN's bias + GELU in cuBLASLt's epilogue against the GELU kernel.
 #include "models/bert/bert_cuda_graphs.h"
 
 #include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -207,6 +209,45 @@ TEST_F(BertCudaGraphsTest, TwoStreamsReplayingBackToBackDoNotShareResults) {
     ExpectSame(Download(graphed[i], 3), Download(e, 3), absl::StrCat("batch ", i));
   }
   EXPECT_GE(graphs().stats().replays, 7);
+}
+
+// The FFN's bias + GELU in cuBLASLt's epilogue (models/cuda_lt_linear.h),
+// kernel by kernel and replayed in graphs, against cublasGemmEx followed by
+// the erf GELU kernel, on the same weights and batches: the epilogue's GELU
+// form is not documented, and the difference must stay within FP16's.
+TEST_F(BertCudaGraphsTest, CublasLtEpiloguesMatchTheGeluKernel) {
+  EncoderOptions o;
+  o.cublaslt_epilogues = true;
+  o.graphs.enabled = false;
+  auto fused = LoadEncoder(dir_, device_->context(), o);
+  ASSERT_THAT(fused, IsOk());
+  EXPECT_THAT((*fused)->Implementation(), ::testing::HasSubstr("cuBLASLt"));
+  // The FP16 copy of each layer's FFN bias is counted with the weights.
+  EXPECT_GT((*fused)->WeightBytes(), eager_->WeightBytes());
+  o.graphs.enabled = true;
+  o.graphs.max_tokens = kMaxTokens;
+  auto fused_graphed = LoadEncoder(dir_, device_->context(), o);
+  ASSERT_THAT(fused_graphed, IsOk());
+  std::mt19937 rng(13);
+  const std::vector<std::vector<int>> shapes = {{1}, {5, 7, 0, 3}, {64, 64, 64, 64}, {200, 100}};
+  for (int round = 0; round < 2; ++round) {  // a capture, then a replay
+    for (const std::vector<int>& lengths : shapes) {
+      DeviceBatch batch(lengths, vocab_, &rng);
+      ASSERT_TRUE(batch.ok());
+      const float* e = Enqueue(*eager_, batch, a_.get());
+      const float* f = Enqueue(**fused, batch, a_.get());
+      const float* g = Enqueue(**fused_graphed, batch, b_.get());
+      const int64_t rows = batch.view().rows;
+      const std::string what = absl::StrCat("round ", round, ", ", batch.view().tokens, " tokens");
+      const std::vector<float> reference = Download(e, rows);
+      ExpectSame(Download(f, rows), reference, "cuBLASLt, " + what);
+      ExpectSame(Download(g, rows), reference, "cuBLASLt in a graph, " + what);
+    }
+  }
+  const BertCudaGraphs* graphs = static_cast<const BertEncoderCuda&>(**fused_graphed).graphs();
+  ASSERT_NE(graphs, nullptr);
+  EXPECT_EQ(graphs->stats().capture_failures, 0);
+  EXPECT_GE(graphs->stats().replays, 3);
 }
 
 TEST_F(BertCudaGraphsTest, TheBuffersAreHeldFromTheAllocatorAndCounted) {

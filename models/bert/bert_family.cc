@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "batch_invariant", &o.batch_invariant));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "precision_gate", &o.precision_gate));
+  INFER_RETURN_IF_ERROR(ParseBoolParam(params, "cuda_fused_epilogues", &o.cublaslt_epilogues));
   INFER_RETURN_IF_ERROR(ParseIntParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "auto_truncate", &o.auto_truncate));
   if (auto it = params.find("prompt_name"); it != params.end()) o.prompt_name = it->second;
@@ -79,12 +80,12 @@ extern const ModelFamily kTransformerFamily;
 const ModelFamily kBertFamily = {
     "bert",
     {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
-     "auto_truncate", "prompt_name", "matryoshka", "precision_gate"},
+     "auto_truncate", "prompt_name", "matryoshka", "precision_gate", "cuda_fused_epilogues"},
     CreateBert};
 const ModelFamily kTransformerFamily = {
     "transformer",
     {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
-     "auto_truncate", "prompt_name", "matryoshka", "precision_gate"},
+     "auto_truncate", "prompt_name", "matryoshka", "precision_gate", "cuda_fused_epilogues"},
     CreateTransformer};
 
 }  // namespace infer

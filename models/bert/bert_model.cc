@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   EncoderOptions encoder_options;
   encoder_options.precision = options.precision;
   encoder_options.graphs = options.graphs;
+  encoder_options.cublaslt_epilogues = options.cublaslt_epilogues;
   encoder_options.batch_invariant = options.batch_invariant;
   encoder_options.masked_lm_head = sparse;
   INFER_ASSIGN_OR_RETURN(m->encoder_,

@@ -123,6 +123,9 @@ struct BertModelOptions {
   Precision precision = Precision::kAuto;
   // CUDA Graphs for small batches on a GPU (models/bert/bert_cuda_graphs.h).
   EncoderGraphOptions graphs;
+  // The FFN's bias + GELU in cuBLASLt's GEMM epilogue on a GPU
+  // (EncoderOptions::cublaslt_epilogues; the parameter cuda_fused_epilogues).
+  bool cublaslt_epilogues = false;
   // Each embedding bit-identical whatever it is batched with (CPU only;
   // models/transformer/encoder_cpu.h).
   bool batch_invariant = false;

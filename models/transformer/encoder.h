@@ -69,6 +69,10 @@ struct EncoderOptions {
   // Resolved for the device by LoadEncoder (models/precision.h).
   Precision precision = Precision::kAuto;
   EncoderGraphOptions graphs;
+  // The CUDA encoder's FFN input GEMM adds its bias and applies GELU in
+  // cuBLASLt's epilogue (models/cuda_lt_linear.h) instead of a kernel of
+  // its own after cublasGemmEx. Ignored on the CPU.
+  bool cublaslt_epilogues = false;
   // A sequence's embedding is bit-identical whatever it is batched with
   // (models/transformer/encoder_cpu.h). The CPU encoder only: refused on CUDA.
   bool batch_invariant = false;

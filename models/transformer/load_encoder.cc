@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::strin
             "' runs on the CPU for now"));
       }
 #if INFER_WITH_CUDA
-      return BertEncoderCuda::Create(weights, context, options.graphs);
+      return BertEncoderCuda::Create(weights, context, options.graphs, options.cublaslt_epilogues);
 #else
       break;
 #endif

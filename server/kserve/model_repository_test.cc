@@ -134,6 +134,31 @@ TEST_F(RepositoryTest, BatchInvariantIsAParameterOfTheBertBackend) {
                        "parameter 'batch_invariant' = 'yes' is not true or false"));
 }
 
+// A CUDA option: a CPU server loads the model without it (as it does CUDA
+// Graphs' fields), and a value that is not a boolean is refused anywhere.
+TEST_F(RepositoryTest, CudaFusedEpiloguesIsABertParameterTheCpuIgnores) {
+  BertGenOptions gen;
+  gen.config = *BertPreset("tiny");
+  ASSERT_THAT(GenerateBertCheckpoint((dir_ / "lt").string(), gen), IsOk());
+  Write("lt", R"(
+    backend: "bert"
+    parameters { key: "cuda_fused_epilogues" value { string_value: "true" } }
+  )");
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get()), IsOk());
+  auto spec = (*engine)->GetModelSpec("lt");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ((*spec)->implementation.find("cuBLASLt"), std::string::npos);
+  Write("lt", R"(
+    backend: "bert"
+    parameters { key: "cuda_fused_epilogues" value { string_value: "on" } }
+  )");
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelRepository(dir_.string(), other->get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "parameter 'cuda_fused_epilogues' = 'on' is not true or false"));
+}
+
 TEST_F(RepositoryTest, BatchingPolicyFields) {
   Write("m", R"(
     backend: "embed_pool"
