@@ -56,8 +56,13 @@ class InferStreams::StreamReactor final : public InferStreams::Reactor {
       if (finish) Finish(FinishStatus());  // may delete this
       return;
     }
-    const std::string id = request_.id();
-    const std::string model = request_.model_name();
+    // The message moves (swapped, not copied) to this call, so that the
+    // next read can start while this request is decoded and submitted;
+    // nothing of `this` is touched after Submit, which may answer at once.
+    // The swap happens under the lock, before reading_ is seen false:
+    // from then on another thread (OnWriteDone) may start the next read
+    // into request_.
+    inference::ModelInferRequest message;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reading_ = false;
@@ -66,16 +71,11 @@ class InferStreams::StreamReactor final : public InferStreams::Reactor {
         return;
       }
       ++pending_;
-    }
-    // The message moves (swapped, not copied) to this call, so that the
-    // next read can start while this request is decoded and submitted;
-    // nothing of `this` is touched after Submit, which may answer at once.
-    inference::ModelInferRequest message;
-    message.Swap(&request_);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
+      message.Swap(&request_);
       ReadMoreLocked();  // read ahead while this one runs
     }
+    const std::string id = message.id();
+    const std::string model = message.model_name();
     ProtoRequestSource source(&message);
     if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) {
       source.set_deadline(absl::FromChrono(ctx_->deadline()));
