@@ -3,7 +3,9 @@
 // models/transformer/transformer_spec.h lists, model.safetensors, and
 // tokenizer.json or vocab.txt) served as a sentence encoder.
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_model.h"
@@ -77,15 +79,12 @@ absl::StatusOr<std::unique_ptr<Model>> CreateTransformer(const ModelOptions& opt
 // it served other families.
 extern const ModelFamily kBertFamily;
 extern const ModelFamily kTransformerFamily;
-const ModelFamily kBertFamily = {
-    "bert",
-    {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
-     "auto_truncate", "prompt_name", "matryoshka", "precision_gate", "cuda_fused_epilogues"},
-    CreateBert};
-const ModelFamily kTransformerFamily = {
-    "transformer",
-    {"checkpoint_dir", "normalize", "max_sequence_length", "pooling", "batch_invariant",
-     "auto_truncate", "prompt_name", "matryoshka", "precision_gate", "cuda_fused_epilogues"},
-    CreateTransformer};
+// The parameters Create reads: one list for both names.
+static const std::vector<std::string> kParameters = {
+    "checkpoint_dir",  "normalize",           "max_sequence_length", "pooling",
+    "batch_invariant", "auto_truncate",       "prompt_name",         "matryoshka",
+    "precision_gate",  "cuda_fused_epilogues"};
+const ModelFamily kBertFamily = {"bert", kParameters, CreateBert};
+const ModelFamily kTransformerFamily = {"transformer", kParameters, CreateTransformer};
 
 }  // namespace infer
