@@ -121,29 +121,37 @@ def minilm_dir():
         check=True, capture_output=True, text=True).stdout.strip()
 
 
-def start_infer_server(repo, *extra, binary=None):
-    """infer-server (build/bin's, or `binary`) serving `repo` on free ports."""
+def pinned(argv, cpus):
+    """argv run on the CPUs `cpus` ("0", "1-3"; None: anywhere) by taskset, so
+    that a server and its load generator can be kept off each other's cores."""
+    return ["taskset", "-c", cpus, *argv] if cpus else list(argv)
+
+
+def start_infer_server(repo, *extra, binary=None, cpus=None):
+    """infer-server (build/bin's, or `binary`) serving `repo` on free ports,
+    on the CPUs `cpus` if given (see pinned)."""
     log = tempfile.mktemp(prefix="infer_server_", suffix=".log")
-    return Process([binary or os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
+    return Process(pinned([binary or os.path.join(BIN, "infer-server"), "--grpc-address", "127.0.0.1:0",
                     "--metrics-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--log-summary-interval-s", "0",
-                    "--drain-grace-s", "0", "--model-repository", repo, *extra],
+                    "--drain-grace-s", "0", "--model-repository", repo, *extra], cpus),
                    "infer-server listening", log)
 
 
-def start_echo_server():
+def start_echo_server(cpus=None):
     log = tempfile.mktemp(prefix="echo_server_", suffix=".log")
-    return Process([os.path.join(BIN, "echo-server"), "--grpc-address", "127.0.0.1:0"],
+    return Process(pinned([os.path.join(BIN, "echo-server"), "--grpc-address", "127.0.0.1:0"], cpus),
                    "echo-server listening", log)
 
 
-def infer_bench(address, model, *args, metrics_port=None):
-    """Runs infer-bench; returns its first step's JSON (or all steps for sweeps)."""
+def infer_bench(address, model, *args, metrics_port=None, cpus=None):
+    """Runs infer-bench (on the CPUs `cpus` if given, see pinned); returns its
+    first step's JSON (or all steps for sweeps)."""
     out = tempfile.mktemp(prefix="infer_bench_", suffix=".json")
     argv = [os.path.join(BIN, "infer-bench"), "-u", address, "-m", model, "--no-progress",
             "--json", out, *map(str, args)]
     if metrics_port:
         argv += ["--metrics-url", f"127.0.0.1:{metrics_port}"]
-    r = subprocess.run(argv, capture_output=True, text=True)
+    r = subprocess.run(pinned(argv, cpus), capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"infer-bench failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     with open(out) as f:

@@ -16,6 +16,12 @@ of what the server itself costs.
 
   python3 bench/frontend_overhead.py [--duration-s 5] [--repeats 3] [--length 128]
                                     [--baseline-binary OLD/infer-server]
+                                    [--server-cpus 0 --client-cpus 1]
+
+--server-cpus / --client-cpus pin every server to some CPUs and the load
+generator to others (taskset), so that the throughput ratio measures the
+servers rather than how the scheduler shares cores between them and the
+client. On a 2-core machine: --server-cpus 0 --client-cpus 1.
 
 --baseline-binary adds another build of infer-server (e.g. the previous
 commit's) to the same alternating rounds, so that a change is measured
@@ -39,7 +45,8 @@ def measure(server, concurrency, a):
     over the whole run (warm-up included, at the same load)."""
     cpu0 = server.cpu_seconds()
     r = benchlib.infer_bench(server.address, "identity", "--concurrency", concurrency,
-                             "--lengths", a.length, "--duration-s", a.duration_s, "--warmup-s", 1)
+                             "--lengths", a.length, "--duration-s", a.duration_s, "--warmup-s", 1,
+                             cpus=a.client_cpus)
     requests = r["ok"] * (a.duration_s + 1) / a.duration_s
     r["server_cpu_us"] = (server.cpu_seconds() - cpu0) / max(requests, 1) * 1e6
     return r
@@ -52,21 +59,26 @@ def main():
     ap.add_argument("--length", type=int, default=128, help="tokens per request (INT64 ids)")
     ap.add_argument("--concurrency", default="1,64")
     ap.add_argument("--baseline-binary", help="another infer-server build to measure alongside")
+    ap.add_argument("--server-cpus", help="taskset CPU list for the servers (e.g. 0)")
+    ap.add_argument("--client-cpus", help="taskset CPU list for the load generator (e.g. 1)")
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
     print(f"front-end overhead on {benchlib.machine()}")
     print(f"payload: INT64 [1, {a.length}] in and out ({8 * a.length} bytes each way); "
           f"{a.duration_s:g} s per point after 1 s warm-up, {a.repeats} alternating rounds; "
-          f"client and server share this machine")
+          + (f"servers on CPUs {a.server_cpus}, client on CPUs {a.client_cpus}"
+           if a.server_cpus or a.client_cpus else "client and server share this machine"))
     repo = benchlib.write_repository({"identity": IDENTITY})
     servers = {}
     results = {}
     try:
-        servers["infer-server"] = benchlib.start_infer_server(repo, "--device", "cpu")
-        servers["echo-server"] = benchlib.start_echo_server()
+        servers["infer-server"] = benchlib.start_infer_server(repo, "--device", "cpu",
+                                                              cpus=a.server_cpus)
+        servers["echo-server"] = benchlib.start_echo_server(cpus=a.server_cpus)
         if a.baseline_binary:
             servers["baseline"] = benchlib.start_infer_server(repo, "--device", "cpu",
-                                                              binary=a.baseline_binary)
+                                                              binary=a.baseline_binary,
+                                                              cpus=a.server_cpus)
         names = list(servers)
         for c in levels:
             results[c] = benchlib.interleaved(lambda name: measure(servers[name], c, a), names,
