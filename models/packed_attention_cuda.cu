@@ -109,11 +109,22 @@ struct Config {
   static_assert(kK % 128 == 0 && kTileBytes % 128 == 0, "aligned regions");
 };
 
-template <int kD, int kMTiles>
-__global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTiles>::kMinBlocks)
+// kMasked: the general variant (causal and window masks, a relative position
+// bias; AttentionMask). Scores are then mapped to the log2 domain as they
+// are computed (s · scale · log2 e + bias · log2 e, or -inf when masked), a
+// row may see tiles with no key it may attend to (its running max is then
+// -inf, and 0 stands in for it in the exponents), and the key tiles run
+// only over the range the masks leave the block. kMasked == false is the
+// plain kernel, unchanged.
+// The general variant at head size 64 keeps 3 blocks per SM resident, not 4:
+// its per-score masks spill at 128 registers (ptxas -v), not at 168.
+template <int kD, int kMTiles, bool kMasked>
+__global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads,
+                                  kMasked&& kD == 64 ? 3 : Config<kD, kMTiles>::kMinBlocks)
     PackedAttentionKernel(const __half* __restrict__ qkv, const float* __restrict__ bias,
-                          const int32_t* __restrict__ offsets, int heads, float scale_log2,
-                          float q_sign, __half* __restrict__ ctx) {
+                          const int32_t* __restrict__ offsets, int heads, int kv_width_arg,
+                          int group, float scale_log2, float q_sign, AttentionMask mask,
+                          __half* __restrict__ ctx) {
   using C = Config<kD, kMTiles>;
   constexpr int kKeyTile = C::kKeyTile;
   constexpr int kKSteps = kD / 16;          // k-steps of Q·K^T
@@ -130,16 +141,39 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int hidden = heads * kD;  // < 2^23: heads <= 65535
-  const int stride = 3 * hidden;
+  const int hidden = heads * kD;  // query width, < 2^23: heads <= 65535
+  // The key (and value) width: kv_width_arg in the general variant, which
+  // alone takes grouped KV heads (`group` query heads per key head).
+  const int kv_width = kMasked ? kv_width_arg : hidden;
+  const int stride = hidden + 2 * kv_width;
   const int col = head * kD;  // this head's query columns
+  // Its key and value columns, relative to the row's key part.
+  const int kv_col = kMasked ? (head / group) * kD : col;
   const __half* tokens = qkv + static_cast<int64_t>(begin) * stride;
   const uint32_t smem_base = SharedAddress(smem);
-  const int num_tiles = (len + kKeyTile - 1) / kKeyTile;
+  // Key tiles [first_tile, end_tile): all of them, or the range the masks
+  // leave the block's queries q0 .. q_last.
+  int first_tile = 0, end_tile = (len + kKeyTile - 1) / kKeyTile;
+  if constexpr (kMasked) {
+    const int q_last = min(len, q0 + C::kQueryTile) - 1;
+    int lo = 0, hi = len;  // keys [lo, hi)
+    if (mask.window > 0) {
+      lo = max(0, q0 - mask.window);
+      hi = min(hi, q_last + mask.window + 1);
+    }
+    if (mask.causal) hi = min(hi, q_last + 1);
+    first_tile = lo / kKeyTile;
+    end_tile = (hi + kKeyTile - 1) / kKeyTile;
+  }
+  // The masked variant's scores are in the log2 domain already.
+  const float sl = kMasked ? 1.0f : scale_log2;
 
-  // Key tile 0 into stage 0, in flight while Q is staged.
-  CopyKeyTile<C>(tokens + hidden + col, stride, hidden, min(len, kKeyTile), smem_base + C::kK,
-                 smem_base + C::kV);
+  // The first key tile into stage 0, in flight while Q is staged.
+  {
+    const int t0 = first_tile * kKeyTile;
+    CopyKeyTile<C>(tokens + static_cast<int64_t>(t0) * stride + hidden + kv_col, stride, kv_width,
+                   min(len - t0, kKeyTile), smem_base + C::kK, smem_base + C::kV);
+  }
   CommitCopies();
 
   // Q + bias (FP32), times q_sign, rounded once to FP16; zero past the end.
@@ -214,8 +248,8 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
   // branches inside, so the independent mma chains interleave (per-step
   // guards there cut them into serial chains of dependent mma, measured 25%
   // slower).
-  auto TileStep = [&](auto partial, uint32_t ks, uint32_t vs, int count) {
-    constexpr bool kPartial = decltype(partial)::value;
+  auto TileStep = [&](auto partial, uint32_t ks, uint32_t vs, int count, int t0) {
+    constexpr bool kPartial = decltype(partial)::value && !kMasked;
     constexpr int kHalfTiles = kKeyTiles / 2;             // S n-tiles per 32-key half
     const int halves = kPartial ? (count + 31) >> 5 : 2;  // halves holding a key inside
 
@@ -256,6 +290,33 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
         }
       }
     }
+    if constexpr (kMasked) {
+      // Element e of s[mt][n]: query warp_q0 + 16 mt + g + 8 (e >> 1), key
+      // t0 + 8 n + 2 t + (e & 1), both indices within the sequence.
+      const float* rel = mask.relative_bias == nullptr
+                             ? nullptr
+                             : mask.relative_bias +
+                                   static_cast<int64_t>(head) * (2 * mask.relative_span - 1) +
+                                   (mask.relative_span - 1);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int query = warp_q0 + 16 * mt + g + 8 * (e >> 1);
+            const int key = t0 + 8 * n + 2 * t + (e & 1);
+            const int d = key - query;
+            bool keep = key < len && query < len;
+            if (mask.causal) keep = keep && d <= 0;
+            if (mask.window > 0) keep = keep && d <= mask.window && -d <= mask.window;
+            float v = s[mt][n][e] * scale_log2;
+            if (rel != nullptr && keep) v = fmaf(__ldg(rel + d), kLog2e, v);
+            s[mt][n][e] = keep ? v : -INFINITY;
+          }
+        }
+      }
+    }
 
     // Online softmax; P as A fragments of P·V.
     uint32_t pf[kMTiles][kKeySteps][4];
@@ -281,24 +342,27 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
       mx1 = fmaxf(mx1, __shfl_xor_sync(kFullMask, mx1, 1));
       mx0 = fmaxf(mx0, __shfl_xor_sync(kFullMask, mx0, 2));
       mx1 = fmaxf(mx1, __shfl_xor_sync(kFullMask, mx1, 2));
-      // Finite: key t0 is inside the sequence. alpha is 0 on the first tile.
-      const float m0 = fmaxf(m[mt][0], mx0 * scale_log2);
-      const float m1 = fmaxf(m[mt][1], mx1 * scale_log2);
-      const float alpha0 = Exp2(m[mt][0] - m0), alpha1 = Exp2(m[mt][1] - m1);
+      // Unmasked: finite, since key t0 is inside the sequence; alpha is 0 on
+      // the first tile. Masked: -inf while a row has met no key it may
+      // attend to; 0 stands in for it, so alpha and P are 0, not NaN.
+      float m0 = fmaxf(m[mt][0], mx0 * sl);
+      float m1 = fmaxf(m[mt][1], mx1 * sl);
+      const float old0 = m[mt][0], old1 = m[mt][1];
       m[mt][0] = m0;
       m[mt][1] = m1;
+      if constexpr (kMasked) {
+        if (m0 == -INFINITY) m0 = 0.0f;
+        if (m1 == -INFINITY) m1 = 0.0f;
+      }
+      const float alpha0 = Exp2(old0 - m0), alpha1 = Exp2(old1 - m1);
 #pragma unroll
       for (int j = 0; j < kKeySteps; ++j) {
         const float* lo = s[mt][2 * j];
         const float* hi = s[mt][2 * j + 1];
-        pf[mt][j][0] =
-            PackHalf2(Exp2(fmaf(lo[0], scale_log2, -m0)), Exp2(fmaf(lo[1], scale_log2, -m0)));
-        pf[mt][j][1] =
-            PackHalf2(Exp2(fmaf(lo[2], scale_log2, -m1)), Exp2(fmaf(lo[3], scale_log2, -m1)));
-        pf[mt][j][2] =
-            PackHalf2(Exp2(fmaf(hi[0], scale_log2, -m0)), Exp2(fmaf(hi[1], scale_log2, -m0)));
-        pf[mt][j][3] =
-            PackHalf2(Exp2(fmaf(hi[2], scale_log2, -m1)), Exp2(fmaf(hi[3], scale_log2, -m1)));
+        pf[mt][j][0] = PackHalf2(Exp2(fmaf(lo[0], sl, -m0)), Exp2(fmaf(lo[1], sl, -m0)));
+        pf[mt][j][1] = PackHalf2(Exp2(fmaf(lo[2], sl, -m1)), Exp2(fmaf(lo[3], sl, -m1)));
+        pf[mt][j][2] = PackHalf2(Exp2(fmaf(hi[0], sl, -m0)), Exp2(fmaf(hi[1], sl, -m0)));
+        pf[mt][j][3] = PackHalf2(Exp2(fmaf(hi[2], sl, -m1)), Exp2(fmaf(hi[3], sl, -m1)));
       }
 #pragma unroll
       for (int n = 0; n < kDTiles; ++n) {
@@ -336,28 +400,29 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
     }
   };
 
-  for (int it = 0; it < num_tiles; ++it) {
+  for (int it = first_tile; it < end_tile; ++it) {
+    const int step = it - first_tile;  // its stage is step & 1
     const int t0 = it * kKeyTile;
-    if (it > 0) {
+    if (step > 0) {
       WaitCopies();
       __syncthreads();  // tile it landed; every warp is done with tile it - 1
     }
     const int t1 = t0 + kKeyTile;
-    if (t1 < len) {  // the next tile, into the stage tile it - 1 used
-      const uint32_t stage = static_cast<uint32_t>(((it + 1) & 1) * C::kTileBytes);
-      CopyKeyTile<C>(tokens + static_cast<int64_t>(t1) * stride + hidden + col, stride, hidden,
+    if (it + 1 < end_tile) {  // the next tile, into the stage tile it - 1 used
+      const uint32_t stage = static_cast<uint32_t>(((step + 1) & 1) * C::kTileBytes);
+      CopyKeyTile<C>(tokens + static_cast<int64_t>(t1) * stride + hidden + kv_col, stride, kv_width,
                      min(len - t1, kKeyTile), smem_base + C::kK + stage, smem_base + C::kV + stage);
       CommitCopies();
     }
     if (!active) continue;
 
-    const uint32_t stage = static_cast<uint32_t>((it & 1) * C::kTileBytes);
+    const uint32_t stage = static_cast<uint32_t>((step & 1) * C::kTileBytes);
     const uint32_t ks = smem_base + C::kK + stage, vs = smem_base + C::kV + stage;
     const int count = min(len - t0, kKeyTile);  // keys of this tile inside the sequence
     if (count == kKeyTile) {
-      TileStep(std::false_type{}, ks, vs, count);
+      TileStep(std::false_type{}, ks, vs, count, t0);
     } else {  // block-uniform: the sequence's last, partial tile
-      TileStep(std::true_type{}, ks, vs, count);
+      TileStep(std::true_type{}, ks, vs, count, t0);
     }
   }
   if (!active) return;
@@ -368,7 +433,7 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
   // which made ptxas spill it).
   __half* out = ctx + (static_cast<int64_t>(LoadVolatile(offsets + seq)) + warp_q0) * hidden + col;
   __half* staged = reinterpret_cast<__half*>(smem + C::kQ) + warp * C::kWarpRows * C::kLd;
-  const float* bv = bias + 2 * hidden + col;
+  const float* bv = bias + hidden + kv_width + kv_col;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     const float inv0 = 1.0f / l[mt][0], inv1 = 1.0f / l[mt][2];
@@ -399,7 +464,7 @@ __global__ void __launch_bounds__(Config<kD, kMTiles>::kThreads, Config<kD, kMTi
 // Raises the kernel's dynamic shared memory limit past the default 48 KiB,
 // once per device (the attribute belongs to the device's context). Not a
 // stream operation: legal during graph capture too.
-template <int kD, int kMTiles>
+template <int kD, int kMTiles, bool kMasked>
 cudaError_t AllowSharedMemory() {
   constexpr size_t kBytes = Config<kD, kMTiles>::kBytes;
   if (kBytes <= 48 * 1024) return cudaSuccess;
@@ -409,26 +474,39 @@ cudaError_t AllowSharedMemory() {
   if (e != cudaSuccess) return e;
   const bool cached = device >= 0 && device < kMaxDevices;
   if (cached && done[device].load(std::memory_order_acquire)) return cudaSuccess;
-  e = cudaFuncSetAttribute(PackedAttentionKernel<kD, kMTiles>,
+  e = cudaFuncSetAttribute(PackedAttentionKernel<kD, kMTiles, kMasked>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
   if (e == cudaSuccess && cached) done[device].store(true, std::memory_order_release);
   return e;
 }
 
-template <int kD, int kMTiles>
-cudaError_t Launch(cudaStream_t stream, int64_t rows, int64_t max_len, int heads, const __half* qkv,
-                   const float* bias, const int32_t* offsets, float scale, __half* ctx) {
+// What every launch passes on, past the head size.
+struct LaunchArgs {
+  cudaStream_t stream;
+  int64_t rows, max_len;
+  int heads, kv_heads;
+  const __half* qkv;
+  const float* bias;
+  const int32_t* offsets;
+  float scale;
+  AttentionMask mask;
+  __half* ctx;
+};
+
+template <int kD, int kMTiles, bool kMasked>
+cudaError_t Launch(const LaunchArgs& a) {
   using C = Config<kD, kMTiles>;
-  const cudaError_t e = AllowSharedMemory<kD, kMTiles>();
+  const cudaError_t e = AllowSharedMemory<kD, kMTiles, kMasked>();
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>((max_len + C::kQueryTile - 1) / C::kQueryTile),
-                  static_cast<unsigned>(heads), static_cast<unsigned>(rows));
+  const dim3 grid(static_cast<unsigned>((a.max_len + C::kQueryTile - 1) / C::kQueryTile),
+                  static_cast<unsigned>(a.heads), static_cast<unsigned>(a.rows));
   // The exponent scale must be positive (see the design notes): the sign goes
   // into Q, and 0 becomes FLT_MIN.
-  const float scale_log2 = std::fmax(std::fabs(scale) * kLog2e, FLT_MIN);
-  const float q_sign = scale < 0.0f ? -1.0f : 1.0f;
-  PackedAttentionKernel<kD, kMTiles><<<grid, C::kThreads, C::kBytes, stream>>>(
-      qkv, bias, offsets, heads, scale_log2, q_sign, ctx);
+  const float scale_log2 = std::fmax(std::fabs(a.scale) * kLog2e, FLT_MIN);
+  const float q_sign = a.scale < 0.0f ? -1.0f : 1.0f;
+  PackedAttentionKernel<kD, kMTiles, kMasked><<<grid, C::kThreads, C::kBytes, a.stream>>>(
+      a.qkv, a.bias, a.offsets, a.heads, a.kv_heads * kD, a.heads / a.kv_heads, scale_log2, q_sign,
+      a.mask, a.ctx);
   return cudaGetLastError();
 }
 
@@ -437,17 +515,15 @@ cudaError_t Launch(cudaStream_t stream, int64_t rows, int64_t max_len, int heads
 // the second m-tile halves the K/V fragment loads per mma, which pays once
 // sequences are long; for 64 and 128 it costs occupancy (registers) and wins
 // nothing, and short sentences waste less work past their end in 64-query
-// blocks.
+// blocks. The masked variant always takes 64-query blocks (a causal or
+// windowed block's key range grows with its query range).
 template <int kD>
-cudaError_t LaunchHeadDim(cudaStream_t stream, int64_t rows, int64_t max_len, int heads,
-                          const __half* qkv, const float* bias, const int32_t* offsets, float scale,
-                          __half* ctx) {
+cudaError_t LaunchHeadDim(const LaunchArgs& a, bool masked) {
+  if (masked) return Launch<kD, 1, true>(a);
   if constexpr (kD == 32) {
-    if (max_len > 128) {
-      return Launch<kD, 2>(stream, rows, max_len, heads, qkv, bias, offsets, scale, ctx);
-    }
+    if (a.max_len > 128) return Launch<kD, 2, false>(a);
   }
-  return Launch<kD, 1>(stream, rows, max_len, heads, qkv, bias, offsets, scale, ctx);
+  return Launch<kD, 1, false>(a);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -461,21 +537,43 @@ bool PackedAttentionSupports(int64_t head_dim) {
 cudaError_t LaunchPackedAttention(cudaStream_t stream, const __half* qkv, const float* bias,
                                   const int32_t* offsets, int64_t rows, int64_t max_len,
                                   int64_t heads, int64_t head_dim, float scale, __half* ctx) {
-  if (!PackedAttentionSupports(head_dim) || rows < 0 || max_len < 0 || heads < 1) {
+  return LaunchPackedAttentionMasked(stream, qkv, bias, offsets, rows, max_len, heads, heads,
+                                     head_dim, scale, AttentionMask(), ctx);
+}
+
+cudaError_t LaunchPackedAttentionMasked(cudaStream_t stream, const __half* qkv, const float* bias,
+                                        const int32_t* offsets, int64_t rows, int64_t max_len,
+                                        int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                        float scale, const AttentionMask& mask, __half* ctx) {
+  if (!PackedAttentionSupports(head_dim) || rows < 0 || max_len < 0 || heads < 1 || kv_heads < 1 ||
+      heads % kv_heads != 0 || mask.window < 0 ||
+      (mask.relative_bias != nullptr && (mask.relative_span < 1 || mask.relative_span < max_len))) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0 || max_len == 0) return cudaSuccess;
   // Token indices are int32 (offsets); grid y and z are at most 65535.
   if (max_len > INT_MAX || heads > 65535 || rows > 65535) return cudaErrorInvalidValue;
   if (!Aligned16(qkv) || !Aligned16(bias) || !Aligned16(ctx)) return cudaErrorInvalidValue;
-  const int h = static_cast<int>(heads);
+  const bool masked =
+      mask.causal || mask.window > 0 || mask.relative_bias != nullptr || kv_heads != heads;
+  const LaunchArgs a{stream,
+                     rows,
+                     max_len,
+                     static_cast<int>(heads),
+                     static_cast<int>(kv_heads),
+                     qkv,
+                     bias,
+                     offsets,
+                     scale,
+                     mask,
+                     ctx};
   switch (head_dim) {
     case 32:
-      return LaunchHeadDim<32>(stream, rows, max_len, h, qkv, bias, offsets, scale, ctx);
+      return LaunchHeadDim<32>(a, masked);
     case 64:
-      return LaunchHeadDim<64>(stream, rows, max_len, h, qkv, bias, offsets, scale, ctx);
+      return LaunchHeadDim<64>(a, masked);
     default:
-      return LaunchHeadDim<128>(stream, rows, max_len, h, qkv, bias, offsets, scale, ctx);
+      return LaunchHeadDim<128>(a, masked);
   }
 }
 

@@ -59,6 +59,33 @@ cudaError_t LaunchPackedAttention(cudaStream_t stream, const __half* qkv, const 
                                   const int32_t* offsets, int64_t rows, int64_t max_len,
                                   int64_t heads, int64_t head_dim, float scale, __half* ctx);
 
+// The general attention's masks and bias, by index within the sequence.
+struct AttentionMask {
+  bool causal = false;  // keys k <= q only
+  int window = 0;       // > 0: keys with |k - q| <= window only
+  // Not null: FP32 [heads, 2 * relative_span - 1] in device memory, the bias
+  // of key k for query q at [head][k - q + relative_span - 1], added to the
+  // scaled score (MPNet). relative_span >= max_len.
+  const float* relative_bias = nullptr;
+  int relative_span = 0;
+};
+
+// LaunchPackedAttention generalised: grouped KV heads and AttentionMask.
+//  - qkv rows are query | key | value of widths heads · head_dim, kv_heads ·
+//    head_dim, kv_heads · head_dim; bias likewise. Query head h uses key and
+//    value head h / (heads / kv_heads); heads % kv_heads must be 0.
+//  - ctx: [tokens, heads · head_dim].
+//  - With no mask and no bias this is the plain kernel; otherwise a variant
+//    that masks per score and visits only the key tiles the masks leave a
+//    block. Every query keeps at least itself, so no row is empty.
+// Everything else (alignment, biases, capture, errors) as LaunchPackedAttention;
+// also cudaErrorInvalidValue for a negative window or a relative span below
+// max_len.
+cudaError_t LaunchPackedAttentionMasked(cudaStream_t stream, const __half* qkv, const float* bias,
+                                        const int32_t* offsets, int64_t rows, int64_t max_len,
+                                        int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                        float scale, const AttentionMask& mask, __half* ctx);
+
 // True for the head sizes the kernel handles: 32, 64, 128.
 bool PackedAttentionSupports(int64_t head_dim);
 

@@ -4,7 +4,10 @@
 // 128 for head size 32 when max_len > 128), every supported head size, a
 // sharp softmax whose maximum moves between key tiles, negative and zero
 // scales, and replay from a captured CUDA graph with the offsets changed in
-// place. The argument checks run without a GPU.
+// place. LaunchPackedAttentionMasked likewise: grouped KV heads (down to one),
+// causal and sliding-window masks (windows shorter and longer than a key
+// tile, alone and with causality), MPNet-style relative biases. The argument
+// checks run without a GPU.
 #include "models/packed_attention_cuda.cuh"
 
 #include <cuda_runtime_api.h>
@@ -31,15 +34,19 @@ constexpr double kTolerance = 2e-3;     // absolute, for outputs of magnitude ~1
 // One packed batch: inputs in host memory.
 struct Batch {
   std::vector<int32_t> lengths;  // per row; 0 for an empty row
-  int64_t heads = 0, head_dim = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0.0f;
   std::vector<int32_t> offsets;  // [rows + 1]
-  std::vector<uint16_t> qkv;     // FP16 bits, [tokens, 3 * hidden]
-  std::vector<float> bias;       // [3 * hidden]
+  std::vector<uint16_t> qkv;     // FP16 bits, [tokens, hidden + 2 * kv_width]
+  std::vector<float> bias;       // [hidden + 2 * kv_width]
+  cuda::AttentionMask mask;      // its relative_bias points into `relative`
+  std::vector<float> relative;   // [heads, 2 * relative_span - 1], or empty
 
   int64_t rows() const { return static_cast<int64_t>(lengths.size()); }
   int64_t tokens() const { return offsets.back(); }
   int64_t hidden() const { return heads * head_dim; }
+  int64_t kv_width() const { return kv_heads * head_dim; }
+  int64_t stride() const { return hidden() + 2 * kv_width(); }
   int64_t longest() const { return *std::max_element(lengths.begin(), lengths.end()); }
 };
 
@@ -50,19 +57,21 @@ std::vector<int32_t> Offsets(const std::vector<int32_t>& lengths) {
 }
 
 // Random qkv in [-1, 1] and bias in [-0.5, 0.5]; scale = sharpness / sqrt(D).
+// kv_heads 0: as many as heads.
 Batch MakeBatch(std::vector<int32_t> lengths, int64_t heads, int64_t head_dim, float sharpness,
-                uint32_t seed) {
+                uint32_t seed, int64_t kv_heads = 0) {
   Batch b;
   b.lengths = std::move(lengths);
   b.heads = heads;
+  b.kv_heads = kv_heads > 0 ? kv_heads : heads;
   b.head_dim = head_dim;
   b.scale = sharpness / std::sqrt(static_cast<float>(head_dim));
   b.offsets = Offsets(b.lengths);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  b.qkv.resize(b.tokens() * 3 * b.hidden());
+  b.qkv.resize(b.tokens() * b.stride());
   for (uint16_t& x : b.qkv) x = FloatToHalf(unit(rng));
-  b.bias.resize(3 * b.hidden());
+  b.bias.resize(b.stride());
   for (float& x : b.bias) x = 0.5f * unit(rng);
   return b;
 }
@@ -72,10 +81,13 @@ Batch MakeBatch(std::vector<int32_t> lengths, int64_t heads, int64_t head_dim, f
 // values plus their bias exactly (the kernel drops the key bias, which shifts
 // a query row's logits by one constant, and adds the value bias after the
 // weighted sum).
+// With b.mask: masked keys get weight 0, and the relative bias of key j for
+// query i is added to the scaled score.
 std::vector<double> Reference(const Batch& b) {
-  const int64_t hidden = b.hidden(), dh = b.head_dim;
+  const int64_t hidden = b.hidden(), dh = b.head_dim, group = b.heads / b.kv_heads;
+  const cuda::AttentionMask& m = b.mask;
   auto operand = [&](int64_t token, int64_t col) {
-    const float x = HalfToFloat(b.qkv[token * 3 * hidden + col]);
+    const float x = HalfToFloat(b.qkv[token * b.stride() + col]);
     if (col >= hidden) return static_cast<double>(x) + b.bias[col];
     return static_cast<double>(HalfToFloat(FloatToHalf(x + b.bias[col])));
   };
@@ -83,16 +95,25 @@ std::vector<double> Reference(const Batch& b) {
   for (int64_t r = 0; r < b.rows(); ++r) {
     const int64_t begin = b.offsets[r], n = b.lengths[r];
     for (int64_t head = 0; head < b.heads; ++head) {
-      const int64_t qc = head * dh, kc = hidden + head * dh, vc = 2 * hidden + head * dh;
+      const int64_t kvh = head / group;
+      const int64_t qc = head * dh, kc = hidden + kvh * dh, vc = hidden + b.kv_width() + kvh * dh;
       for (int64_t i = 0; i < n; ++i) {
         std::vector<double> s(n);
         double mx = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
+          const bool keep = (!m.causal || j <= i) && (m.window == 0 || std::abs(j - i) <= m.window);
+          if (!keep) {
+            s[j] = -INFINITY;
+            continue;
+          }
           double dot = 0.0;
           for (int64_t d = 0; d < dh; ++d) {
             dot += operand(begin + i, qc + d) * operand(begin + j, kc + d);
           }
           s[j] = dot * b.scale;
+          if (!b.relative.empty()) {
+            s[j] += b.relative[head * (2 * m.relative_span - 1) + j - i + m.relative_span - 1];
+          }
           mx = std::max(mx, s[j]);
         }
         double sum = 0.0;
@@ -148,7 +169,7 @@ struct Inputs {
 // Runs the kernel on `b` (grid sized from max_len, at least the longest row)
 // and checks ctx against the reference, and that the guard row after the
 // last token is untouched.
-void RunAndCheck(const Batch& b, int64_t max_len) {
+void RunAndCheck(const Batch& b, int64_t max_len, bool masked_entry = false) {
   const int64_t hidden = b.hidden(), tokens = b.tokens();
   Inputs in(b);
   DeviceArray<uint16_t> ctx((tokens + 1) * hidden);
@@ -156,9 +177,18 @@ void RunAndCheck(const Batch& b, int64_t max_len) {
   INFER_ASSERT_CUDA(ctx.status());
   auto& [qkv, bias, offsets] = in;
   INFER_ASSERT_CUDA(cudaMemset(ctx.get(), 0xFF, (tokens + 1) * hidden * sizeof(uint16_t)));
-  INFER_ASSERT_CUDA(cuda::LaunchPackedAttention(
-      nullptr, reinterpret_cast<const __half*>(qkv.get()), bias.get(), offsets.get(), b.rows(),
-      max_len, b.heads, b.head_dim, b.scale, reinterpret_cast<__half*>(ctx.get())));
+  DeviceArray<float> relative(std::max<size_t>(b.relative.size(), 1));
+  INFER_ASSERT_CUDA(relative.Upload(b.relative));
+  cuda::AttentionMask mask = b.mask;
+  mask.relative_bias = b.relative.empty() ? nullptr : relative.get();
+  const auto* q = reinterpret_cast<const __half*>(qkv.get());
+  auto* out = reinterpret_cast<__half*>(ctx.get());
+  INFER_ASSERT_CUDA(
+      masked_entry ? cuda::LaunchPackedAttentionMasked(nullptr, q, bias.get(), offsets.get(),
+                                                       b.rows(), max_len, b.heads, b.kv_heads,
+                                                       b.head_dim, b.scale, mask, out)
+                   : cuda::LaunchPackedAttention(nullptr, q, bias.get(), offsets.get(), b.rows(),
+                                                 max_len, b.heads, b.head_dim, b.scale, out));
   INFER_ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<uint16_t> got;
   INFER_ASSERT_CUDA(ctx.Download(&got));
@@ -274,6 +304,74 @@ TEST(PackedAttentionTest, SharpSoftmaxAcrossKeyTiles) {
     const Batch b = MakeBatch({300, 129, 2}, 2, head_dim, 12.0f, seed++);
     RunAndCheck(b, b.longest());
   }
+}
+
+// The general entry point: grouped KV heads, then masks and biases, on
+// ragged batches reaching over several key tiles, every head size.
+TEST(PackedAttentionMaskedTest, GroupedKvHeadsMatchTheReference) {
+  INFER_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> lengths = {1, 7, 64, 65, 0, 200, 0};
+  uint32_t seed = 61;
+  for (int64_t head_dim : {32, 64, 128}) {
+    for (int64_t kv_heads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << ", kv_heads " << kv_heads);
+      RunAndCheck(MakeBatch(lengths, 4, head_dim, 2.5f, seed++, kv_heads), 200, true);
+    }
+  }
+}
+
+TEST(PackedAttentionMaskedTest, CausalAndWindowMasksMatchTheReference) {
+  INFER_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> lengths = {1, 2, 63, 64, 65, 0, 130, 257, 0};
+  struct Case {
+    bool causal;
+    int window;
+  };
+  uint32_t seed = 71;
+  for (int64_t head_dim : {32, 64, 128}) {
+    for (const Case& c : {Case{true, 0}, Case{false, 8}, Case{false, 64}, Case{false, 100},
+                          Case{true, 5}, Case{true, 70}}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << ", causal " << c.causal
+                                        << ", window " << c.window);
+      Batch b = MakeBatch(lengths, 4, head_dim, 6.0f, seed++, 2);
+      b.mask.causal = c.causal;
+      b.mask.window = c.window;
+      RunAndCheck(b, b.longest(), true);
+    }
+  }
+}
+
+TEST(PackedAttentionMaskedTest, RelativeBiasMatchesTheReference) {
+  INFER_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> lengths = {1, 30, 0, 64, 129};
+  uint32_t seed = 81;
+  for (int64_t head_dim : {32, 64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim);
+    Batch b = MakeBatch(lengths, 3, head_dim, 2.5f, seed++);
+    b.mask.relative_span = 130;
+    b.relative.resize(b.heads * (2 * b.mask.relative_span - 1));
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> bias(-2.0f, 2.0f);
+    for (float& x : b.relative) x = bias(rng);
+    RunAndCheck(b, b.longest(), true);
+  }
+}
+
+TEST(PackedAttentionMaskedTest, RejectsBadArgumentsWithoutLaunching) {
+  auto launch = [](int64_t heads, int64_t kv_heads, const cuda::AttentionMask& mask) {
+    return cuda::LaunchPackedAttentionMasked(nullptr, nullptr, nullptr, nullptr, 1, 16, heads,
+                                             kv_heads, 64, 0.125f, mask, nullptr);
+  };
+  EXPECT_EQ(launch(4, 3, {}), cudaErrorInvalidValue);  // heads not a multiple of kv_heads
+  EXPECT_EQ(launch(4, 0, {}), cudaErrorInvalidValue);
+  cuda::AttentionMask negative;
+  negative.window = -1;
+  EXPECT_EQ(launch(4, 4, negative), cudaErrorInvalidValue);
+  static const float kTable[1] = {};
+  cuda::AttentionMask short_span;
+  short_span.relative_bias = kTable;
+  short_span.relative_span = 15;  // below max_len 16
+  EXPECT_EQ(launch(4, 4, short_span), cudaErrorInvalidValue);
 }
 
 // Captured once, replayed with the offsets rewritten in place (same tokens,

@@ -72,7 +72,7 @@ else
 fi
 # The binaries with GPU tests (the rest are CPU-only and run in CI).
 GPU_TESTS="cuda_runtime_test device_lost_test packed_attention_cuda_test bert_cuda_kernels_test
-  bert_cuda_graphs_test bert_model_test embed_pool_test caching_allocator_test device_lock_test
+  bert_cuda_graphs_test encoder_cuda_families_test bert_model_test embed_pool_test caching_allocator_test device_lock_test
   device_test nvml_telemetry_test model_repository_test proto_codec_test metrics_test
   grpc_server_test device_lost_grpc_test"
 tests="${GPU_RUN_TESTS:-$GPU_TESTS}"
@@ -111,6 +111,18 @@ for round in 1 2 3; do
   done
 done
 cat "$OUT/fused-epilogues.txt"
+echo "--- the other families on CUDA vs PyTorch FP16 SDPA: synthetic XLM-R, ModernBERT, Qwen3-0.6B"
+for fam in xlm-roberta-base:0 modernbert-base:0 qwen3-0.6b:8; do
+  name=${fam%%:*}; layers=${fam##*:}
+  timeout 300 python3 bench/encoder_vs_torch.py --synthetic "$name" --layers "$layers" --device cuda:0 \
+    --precision fp16 --encoder-bench "$D/bin/encoder-bench" --batches 32,128 --lengths 128,512 \
+    --rounds 2 2>"$LOGS/evt-$name.log" | tee "$OUT/encoder-vs-torch-$name.txt" \
+    || failed+=("encoder-vs-torch-$name")
+done
+timeout 240 python3 bench/encoder_vs_torch.py --synthetic qwen3-0.6b --layers 8 --device cuda:0 \
+  --precision fp16 --encoder-bench "$D/bin/encoder-bench" --mixed 512 --rounds 2 \
+  2>"$LOGS/evt-qwen3-mixed.log" | tee "$OUT/encoder-vs-torch-qwen3-mixed.txt" \
+  || failed+=(encoder-vs-torch-qwen3-mixed)
 echo "--- the server at saturation vs the in-process forward pass: MiniLM on cuda:0"
 timeout 120 python3 bench/saturation.py --checkpoint "$D/minilm" --device cuda:0 --duration-s 8 \
   | tee "$OUT/saturation.txt" || failed+=(saturation)

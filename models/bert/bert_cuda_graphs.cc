@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
   };
   const Want wants[] = {{&g->input_, static_cast<int64_t>(layout.bytes())},
                         {&g->x_, t * shape.hidden * half},
-                        {&g->ctx_, t * shape.hidden * half},
+                        {&g->ctx_, t * std::max(shape.ctx_cols, shape.hidden) * half},
                         {&g->work_, t * shape.work_cols * half},
                         {&g->output_, t * shape.hidden * static_cast<int64_t>(sizeof(float))}};
   for (const Want& w : wants) {

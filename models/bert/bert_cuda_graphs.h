@@ -60,8 +60,8 @@ int64_t GraphClass(int64_t n, int64_t min, int64_t max);
 
 class BertCudaGraphs {
  public:
-  // The activation buffers a forward pass writes ([tokens, hidden] FP16 x
-  // and ctx, [tokens, work_cols] FP16 work).
+  // The activation buffers a forward pass writes ([tokens, hidden] FP16 x,
+  // [tokens, max(hidden, ctx_cols)] FP16 ctx, [tokens, work_cols] FP16 work).
   struct Scratch {
     void* x = nullptr;
     void* ctx = nullptr;
@@ -76,6 +76,7 @@ class BertCudaGraphs {
   struct Shape {
     int64_t hidden = 0;
     int64_t work_cols = 0;      // columns of the work buffer
+    int64_t ctx_cols = 0;       // columns of the ctx buffer; 0: hidden
     int64_t max_positions = 0;  // the model's longest sequence
   };
   struct Stats {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "models/bert/bert_cuda.h"
 #include "models/bert/bert_gen.h"
+#include "models/transformer/encoder_cuda.h"
 #include "models/transformer/load_encoder.h"
 #include "runtime/compute_stream.h"
 #include "tests/testing/cuda_arrays.h"
@@ -116,7 +116,7 @@ class BertCudaGraphsTest : public ::testing::Test {
   }
 
   const BertCudaGraphs& graphs() const {
-    return *static_cast<const BertEncoderCuda&>(*graphed_).graphs();
+    return *static_cast<const TransformerEncoderCuda&>(*graphed_).graphs();
   }
 
   // Enqueues `batch` on `stream` through `encoder` into a new output buffer.
@@ -244,7 +244,8 @@ TEST_F(BertCudaGraphsTest, CublasLtEpiloguesMatchTheGeluKernel) {
       ExpectSame(Download(g, rows), reference, "cuBLASLt in a graph, " + what);
     }
   }
-  const BertCudaGraphs* graphs = static_cast<const BertEncoderCuda&>(**fused_graphed).graphs();
+  const BertCudaGraphs* graphs =
+      static_cast<const TransformerEncoderCuda&>(**fused_graphed).graphs();
   ASSERT_NE(graphs, nullptr);
   EXPECT_EQ(graphs->stats().capture_failures, 0);
   EXPECT_GE(graphs->stats().replays, 3);

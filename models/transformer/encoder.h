@@ -22,8 +22,9 @@
 //
 // Two implementations: FP32 or BF16 on the CPU with oneDNN, every block of
 // the spec (models/transformer/encoder_cpu.h), and FP16 storage / FP32
-// accumulation on CUDA with cuBLAS and fused kernels, for BERT-shaped specs
-// (TransformerSpec::IsBertShaped: BERT, RoBERTa, XLM-R; models/bert/bert_cuda.h).
+// accumulation on CUDA with cuBLAS and fused kernels, every block of the
+// spec too (a tuned path for BERT-shaped specs, TransformerSpec::IsBertShaped;
+// models/transformer/encoder_cuda.h).
 // Both take their activations from the device context's caching allocator
 // on the stream they are given, so PeakBytes can be checked against the
 // allocator's measured peak.

@@ -41,23 +41,6 @@ class Scratch {
   std::vector<std::vector<float>> heap_;
 };
 
-// MPNet's bucket of a relative position (key - query), as transformers'
-// MPNetEncoder.relative_position_bucket computes it (always 32 buckets and a
-// maximum distance of 128, in FP32): exact below 8 positions, then
-// logarithmic, with separate halves for keys before and after the query.
-int64_t RelativeBucket(int64_t relative) {
-  constexpr int64_t kBuckets = 32 / 2, kMaxExact = kBuckets / 2, kMaxDistance = 128;
-  int64_t bucket = 0;
-  int64_t n = -relative;
-  if (n < 0) bucket += kBuckets;
-  n = n < 0 ? -n : n;
-  if (n < kMaxExact) return bucket + n;
-  const float scaled = std::log(static_cast<float>(n) / kMaxExact) /
-                       static_cast<float>(std::log(double{kMaxDistance} / kMaxExact)) *
-                       static_cast<float>(kBuckets - kMaxExact);
-  return bucket + std::min<int64_t>(kMaxExact + static_cast<int64_t>(scaled), kBuckets - 1);
-}
-
 cpu::GateActivation GateOf(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kGelu:
@@ -164,12 +147,7 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
     if (index < 0) {
       RopeTable table;
       table.theta = theta;
-      std::vector<float> inv_freq(half);
-      for (int64_t j = 0; j < half; ++j) {
-        const float exponent = static_cast<float>(2 * j) / static_cast<float>(c.head_dim);
-        inv_freq[j] = 1.0f / std::pow(static_cast<float>(theta), exponent) /
-                      static_cast<float>(c.rope_linear_factor);
-      }
+      const std::vector<float> inv_freq = RopeInverseFrequencies(c, theta);
       const int64_t positions = c.MaxSequenceLength();
       table.cos.resize(positions * half);
       table.sin.resize(positions * half);
@@ -186,17 +164,8 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
     }
     rope_of_layer[i] = index;
   }
-  if (c.relative_buckets > 0) {
-    const int64_t span = c.max_position_embeddings, width = 2 * span - 1;
-    m->relative_bias_.resize(c.num_heads * width);
-    for (int64_t head = 0; head < c.num_heads; ++head) {
-      for (int64_t d = -(span - 1); d < span; ++d) {
-        m->relative_bias_[head * width + d + span - 1] =
-            w.relative_bias[RelativeBucket(d) * c.num_heads + head];
-      }
-    }
-    bytes += static_cast<int64_t>(m->relative_bias_.size()) * f;
-  }
+  m->relative_bias_ = RelativeBiasByDistance(w);
+  bytes += static_cast<int64_t>(m->relative_bias_.size()) * f;
   m->layers_.resize(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {
     TransformerWeights::Layer& src = w.layers[i];

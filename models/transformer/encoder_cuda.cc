@@ -1,4 +1,4 @@
-#include "models/bert/bert_cuda.h"
+#include "models/transformer/encoder_cuda.h"
 
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -12,64 +12,36 @@
 #include "models/bert/bert_cuda_kernels.cuh"
 #include "models/half.h"
 #include "models/packed_attention_cuda.cuh"
+#include "models/transformer/transformer_cuda_kernels.cuh"
 #include "runtime/cuda_device.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
-namespace {
 
-// Host copies that must stay alive until the weights stream has passed them.
-class Uploader {
- public:
-  Uploader(const DeviceContext& context, Stream* stream) : context_(context), stream_(stream) {}
-
-  absl::StatusOr<DeviceBuffer> Half(const std::vector<float>& v) {
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = FloatToHalf(v[i]);
-    halves_.push_back(std::move(h));
-    return Copy(halves_.back().data(), halves_.back().size() * sizeof(uint16_t));
-  }
-  absl::StatusOr<DeviceBuffer> Float(const std::vector<float>& v) {
-    return Copy(v.data(), v.size() * sizeof(float));
-  }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  absl::StatusOr<DeviceBuffer> Copy(const void* host, size_t bytes) {
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer b,
-                           DeviceBuffer::Allocate(context_.allocator, bytes, stream_));
-    INFER_RETURN_IF_ERROR(context_.device->CopyToDevice(b.get(), host, bytes, stream_));
-    bytes_ += CachingAllocator::BlockBytes(static_cast<int64_t>(bytes));
-    return b;
-  }
-
-  const DeviceContext& context_;
-  Stream* const stream_;
-  std::vector<std::vector<uint16_t>> halves_;
-  int64_t bytes_ = 0;
-};
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
+absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Create(
     const TransformerWeights& w, const DeviceContext& context, const EncoderGraphOptions& graphs,
     bool cublaslt_epilogues) {
   const TransformerSpec& c = w.spec;
-  if (!c.IsBertShaped()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the CUDA encoder computes BERT-shaped models; not ", c.Describe()));
-  }
+  const bool general = !c.IsBertShaped();
   const int64_t head_dim = c.head_dim;
-  if (!cuda::PackedAttentionSupports(head_dim) || c.hidden_size > cuda::kMaxLayerNormHidden) {
+  const int64_t max_hidden = general ? cuda::kMaxRowHidden : cuda::kMaxLayerNormHidden;
+  if (!cuda::PackedAttentionSupports(head_dim) || c.hidden_size > max_hidden) {
     return absl::FailedPreconditionError(
         absl::StrCat("the CUDA encoder handles head sizes 32, 64 and 128 and hidden sizes up to ",
-                     cuda::kMaxLayerNormHidden, "; this model has head size ", head_dim,
+                     max_hidden, " for ", c.model_type, "; this model has head size ", head_dim,
                      " and hidden size ", c.hidden_size));
   }
-  std::unique_ptr<BertEncoderCuda> m(new BertEncoderCuda(context));
+  if (general && cublaslt_epilogues) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda_fused_epilogues applies to BERT-shaped models (bias + erf GELU after the "
+        "FFN's input GEMM); not to ",
+        c.model_type));
+  }
+  std::unique_ptr<TransformerEncoderCuda> m(new TransformerEncoderCuda(context));
   m->spec_ = c;
+  m->general_ = general;
   INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream(StreamKind::kCopy));
-  Uploader up(context, m->weights_stream_.get());
+  CudaUploader up(context, m->weights_stream_.get());
   auto linear = [&](const TransformerWeights::Linear& l, Linear* out) -> absl::Status {
     out->out = l.out;
     out->in = l.in;
@@ -85,19 +57,18 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
   INFER_ASSIGN_OR_RETURN(m->word_, up.Half(w.word));
   // The table from the first position past the offset (RoBERTa's
   // pad_token_id + 1), so that row p is position p.
-  INFER_ASSIGN_OR_RETURN(
-      m->position_, up.Half(std::vector<float>(
-                        w.position.begin() + c.position_offset * c.hidden_size, w.position.end())));
+  if (!w.position.empty()) {
+    INFER_ASSIGN_OR_RETURN(m->position_, up.Half(std::vector<float>(
+                                             w.position.begin() + c.position_offset * c.hidden_size,
+                                             w.position.end())));
+  }
   INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type));
   INFER_RETURN_IF_ERROR(norm(w.embed_norm, &m->embed_norm_));
   m->layers_.resize(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const TransformerWeights::Layer& src = w.layers[i];
     Layer& dst = m->layers_[i];
-    dst.qkv.out = 3 * c.hidden_size;
-    dst.qkv.in = c.hidden_size;
-    INFER_ASSIGN_OR_RETURN(dst.qkv.w, up.Half(src.qkv.w));
-    INFER_ASSIGN_OR_RETURN(dst.qkv.b, up.Float(src.qkv.b));
+    INFER_RETURN_IF_ERROR(linear(src.qkv, &dst.qkv));
     INFER_RETURN_IF_ERROR(linear(src.attn_out, &dst.attn_out));
     INFER_RETURN_IF_ERROR(linear(src.ffn_in, &dst.ffn_in));
     INFER_RETURN_IF_ERROR(linear(src.ffn_out, &dst.ffn_out));
@@ -111,13 +82,16 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
                                           LtLinear::Epilogue::kBiasGelu, /*probe_rows=*/128));
     }
   }
+  if (general) INFER_RETURN_IF_ERROR(m->UploadGeneral(w, up));
   // The host copies die with `up`: wait for the uploads.
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(m->weights_stream_.get()));
   m->weight_bytes_ = up.bytes();
   if (graphs.enabled) {
-    const BertCudaGraphs::Shape shape{
-        c.hidden_size, std::max(3 * c.hidden_size, c.intermediate_size), c.MaxSequenceLength()};
-    const BertEncoderCuda* self = m.get();  // the graphs die first (declared last)
+    const BertCudaGraphs::Shape shape{.hidden = c.hidden_size,
+                                      .work_cols = m->WorkCols(),
+                                      .ctx_cols = m->CtxCols(),
+                                      .max_positions = c.MaxSequenceLength()};
+    const TransformerEncoderCuda* self = m.get();  // the graphs die first (declared last)
     INFER_ASSIGN_OR_RETURN(
         m->graphs_, BertCudaGraphs::Create(context, graphs, shape,
                                            [self](Stream* stream, const PackedSequencesView& batch,
@@ -130,8 +104,9 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> BertEncoderCuda::Create(
   return std::unique_ptr<TransformerEncoder>(std::move(m));
 }
 
-std::string BertEncoderCuda::Implementation() const {
+std::string TransformerEncoderCuda::Implementation() const {
   std::string s = "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (mma)";
+  if (general_) absl::StrAppend(&s, ", general blocks (", spec_.model_type, ")");
   if (!layers_.empty() && layers_.front().ffn_in_lt != nullptr) {
     absl::StrAppend(&s, ", the FFN's bias + GELU in cuBLASLt's GEMM epilogue");
   }
@@ -141,40 +116,55 @@ std::string BertEncoderCuda::Implementation() const {
   return s;
 }
 
-int64_t BertEncoderCuda::ResidentBytes() const { return graphs_ != nullptr ? graphs_->Bytes() : 0; }
+int64_t TransformerEncoderCuda::ResidentBytes() const {
+  return graphs_ != nullptr ? graphs_->Bytes() : 0;
+}
+
+int64_t TransformerEncoderCuda::CtxCols() const {
+  return std::max(spec_.hidden_size, spec_.q_width());
+}
+
+int64_t TransformerEncoderCuda::WorkCols() const {
+  const TransformerSpec& c = spec_;
+  if (!general_) return std::max(3 * c.hidden_size, c.intermediate_size);
+  return std::max(
+      {c.q_width() + 2 * c.kv_width(), (c.gated ? 2 : 1) * c.intermediate_size, c.hidden_size});
+}
 
 // Encode's scratch, by allocator block, over the batch's real tokens (none
-// for a batch a graph replays): x and
-// ctx ([tokens, hidden] FP16) and the work buffer (the fused QKV projection,
-// then the FFN intermediate: [tokens, max(3 * hidden, intermediate)] FP16).
+// for a batch a graph replays): x ([tokens, hidden] FP16), ctx ([tokens,
+// CtxCols()]: the attention's output, and on the general path the normed
+// input of each block) and the work buffer (the fused QKV projection, then
+// the attention's projection and the FFN intermediate: [tokens, WorkCols()]).
 // The packed ids, positions and offsets are the batch's upload (BertModel
 // counts them); the cuBLAS workspace belongs to the compute stream
 // (runtime/compute_stream.h), outside every batch.
-int64_t BertEncoderCuda::PeakBytes(const BatchShape& shape) const {
+int64_t TransformerEncoderCuda::PeakBytes(const BatchShape& shape) const {
   const int64_t tokens = shape.tokens, half = 2;
   if (tokens == 0) return 0;
   // A batch a graph replays computes in the graphs' resident buffers.
   if (graphs_ != nullptr && graphs_->Covers(shape.rows, tokens)) return 0;
-  const int64_t work_cols = std::max(3 * spec_.hidden_size, spec_.intermediate_size);
-  return 2 * CachingAllocator::BlockBytes(tokens * spec_.hidden_size * half) +
-         CachingAllocator::BlockBytes(tokens * work_cols * half);
+  return CachingAllocator::BlockBytes(tokens * spec_.hidden_size * half) +
+         CachingAllocator::BlockBytes(tokens * CtxCols() * half) +
+         CachingAllocator::BlockBytes(tokens * WorkCols() * half);
 }
 
 // y[rows, out] = x[rows, in] · W^T (row-major FP16; W stored [out, in]). In
 // cuBLAS's column-major terms: y^T = W · x^T, i.e. op(A) = W^T-as-stored.
-absl::Status BertEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l,
-                                   void* y) const {
+absl::Status TransformerEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows,
+                                          const Linear& l, void* y, int64_t ld) const {
   const float alpha = 1.0f, beta = 0.0f;
   return CublasStatus(
       cublasGemmEx(NativeCublasHandle(stream), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out),
                    static_cast<int>(rows), static_cast<int>(l.in), &alpha, l.w.get(), CUDA_R_16F,
-                   static_cast<int>(l.in), x, CUDA_R_16F, static_cast<int>(l.in), &beta, y,
-                   CUDA_R_16F, static_cast<int>(l.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   static_cast<int>(l.in), x, CUDA_R_16F, static_cast<int>(ld > 0 ? ld : l.in),
+                   &beta, y, CUDA_R_16F, static_cast<int>(l.out), CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx (FP16)");
 }
 
-absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
-                                     Pooling pooling, bool normalize, float* out) const {
+absl::Status TransformerEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
+                                            Pooling pooling, bool normalize, float* out) const {
   const TransformerSpec& c = spec_;
   const int64_t rows = packed.rows, tokens = packed.tokens, h = c.hidden_size;
   if (rows == 0) return absl::OkStatus();
@@ -190,21 +180,23 @@ absl::Status BertEncoderCuda::Encode(Stream* stream, const PackedSequencesView& 
   if (graphs_ != nullptr && graphs_->Covers(rows, tokens)) {
     return graphs_->Run(stream, packed, pooling, normalize, out);
   }
-  const int64_t work_cols = std::max(3 * h, c.intermediate_size);
+  const int64_t work_cols = WorkCols();
   if (tokens > (int64_t{1} << 31) / work_cols) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
   }
   CachingAllocator* alloc = context_.allocator;
   INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx,
+                         DeviceBuffer::Allocate(alloc, tokens * CtxCols() * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer work,
                          DeviceBuffer::Allocate(alloc, tokens * work_cols * 2, stream));
   return Forward(stream, packed, {x.get(), ctx.get(), work.get()}, pooling, normalize, out);
 }
 
-absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
-                                      const BertCudaGraphs::Scratch& scratch, Pooling pooling,
-                                      bool normalize, float* out) const {
+absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
+                                             const BertCudaGraphs::Scratch& scratch,
+                                             Pooling pooling, bool normalize, float* out) const {
+  if (general_) return ForwardGeneral(stream, packed, scratch, pooling, normalize, out);
   const TransformerSpec& c = spec_;
   const int64_t rows = packed.rows, tokens = packed.tokens;
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
@@ -246,6 +238,12 @@ absl::Status BertEncoderCuda::Forward(Stream* stream, const PackedSequencesView&
                                           l.ffn_norm.gamma.as<float>(), l.ffn_norm.beta.as<float>(),
                                           eps, tokens, h),
         "residual LayerNorm kernel");
+  }
+  if (pooling == Pooling::kLastToken) {
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchLastTokenPool(s, xh, packed.offsets, rows, h, normalize, out),
+        "pooling kernel");
+    return absl::OkStatus();
   }
   INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, xh, packed.offsets, rows, h,
                                                     pooling == Pooling::kCls, normalize, out),

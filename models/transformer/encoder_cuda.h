@@ -1,54 +1,59 @@
-// BertEncoderCuda: the transformer encoder (models/transformer/encoder.h) on
-// a CUDA GPU, for BERT-shaped specs (TransformerSpec::IsBertShaped: bert,
-// roberta, xlm-roberta, camembert). The other families' blocks (rotary
-// positions, pre-norm, RMSNorm, gated FFNs, grouped KV heads, masks) run on
-// the CPU encoder only for now.
-// Weights are stored in FP16 (Q, K and V fused into one [3*hidden, hidden]
-// matrix; biases and LayerNorm parameters in FP32); GEMMs run on tensor cores
+// TransformerEncoderCuda: the transformer encoder (models/transformer/encoder.h)
+// on a CUDA GPU, for every family TransformerSpec describes. BERT-shaped specs
+// (TransformerSpec::IsBertShaped: bert, roberta, xlm-roberta, camembert) take
+// the tuned post-norm path below; the others (MPNet's relative position bias,
+// ModernBERT's and the decoders' rotary positions, pre-norm, RMSNorm or
+// LayerNorm without β, gated FFNs, grouped KV heads, causal and sliding-window
+// masks, Q/K norms, last-token pooling) take the general path
+// (encoder_cuda_general.cc, models/transformer/transformer_cuda_kernels.cuh).
+// Weights are stored in FP16 (Q, K and V fused into one [q + 2 kv, hidden]
+// matrix; biases and norm parameters in FP32); GEMMs run on tensor cores
 // through cublasGemmEx (FP16 inputs and outputs, FP32 accumulation).
 //
 // Packed batches run packed: every GEMM and row kernel runs over the batch's
 // real tokens only, and attention is a flash-style tensor-core kernel over
-// each sequence's own tokens (models/packed_attention_cuda.cuh), so a batch
-// costs its real tokens, not rows × longest. Bias + GELU, bias + residual +
-// LayerNorm, the embedding sum + LayerNorm and pooling are fused kernels
-// (models/bert/bert_cuda_layer_norm.cu, bert_cuda_gelu_pool.cu).
+// each sequence's own tokens (models/packed_attention_cuda.cuh; its masked
+// variant for causal, windowed and relative-bias attention), so a batch
+// costs its real tokens, not rows × longest. On the BERT path bias + GELU,
+// bias + residual + LayerNorm, the embedding sum + LayerNorm and pooling are
+// fused kernels (models/bert/bert_cuda_layer_norm.cu, bert_cuda_gelu_pool.cu).
 //
 // Every byte it touches on the GPU comes from the context's caching
 // allocator: the weights at load, and per Encode three activation buffers on
 // the call's stream. cuBLAS uses the compute stream's own permanent
 // workspace (runtime/compute_stream.h); Encode needs a compute stream.
 //
-// With cublaslt_epilogues, the FFN input GEMM is a cuBLASLt matmul that
-// adds the bias and applies GELU in its epilogue (models/cuda_lt_linear.h;
-// an FP16 copy of that bias is kept for it), and the bias + GELU kernel
-// does not run.
+// With cublaslt_epilogues (BERT path only), the FFN input GEMM is a cuBLASLt
+// matmul that adds the bias and applies GELU in its epilogue
+// (models/cuda_lt_linear.h; an FP16 copy of that bias is kept for it), and
+// the bias + GELU kernel does not run.
 //
 // Small batches (up to EncoderGraphOptions::max_tokens real tokens) replay a
 // CUDA graph of the whole pass instead (models/bert/bert_cuda_graphs.h), using
 // buffers held from load (ResidentBytes) rather than per-batch ones.
 //
 // Only built with CUDA (INFER_WITH_CUDA). Thread-safety: see TransformerEncoder.
-#ifndef INFER_MODELS_BERT_BERT_CUDA_H_
-#define INFER_MODELS_BERT_BERT_CUDA_H_
+#ifndef INFER_MODELS_TRANSFORMER_ENCODER_CUDA_H_
+#define INFER_MODELS_TRANSFORMER_ENCODER_CUDA_H_
 
 #include <memory>
 #include <vector>
 
 #include "models/bert/bert_cuda_graphs.h"
 #include "models/cuda_lt_linear.h"
+#include "models/transformer/cuda_uploader.h"
 #include "models/transformer/encoder.h"
 #include "models/transformer/transformer_weights.h"
 
 namespace infer {
 
-class BertEncoderCuda final : public TransformerEncoder {
+class TransformerEncoderCuda final : public TransformerEncoder {
  public:
-  // Converts `weights` to FP16 and uploads them. FAILED_PRECONDITION for a
-  // spec that is not BERT-shaped, or when a dimension is one the kernels do
-  // not handle (head sizes other than 32, 64
-  // and 128, hidden sizes over 8192); RESOURCE_EXHAUSTED when the weights do
-  // not fit the allocator's budget.
+  // Converts `weights` to FP16 and uploads them. FAILED_PRECONDITION when a
+  // dimension is one the kernels do not handle (head sizes other than 32, 64
+  // and 128; hidden sizes over 8192 on the BERT path, 12256 on the general
+  // one), or for cublaslt_epilogues on a model that is not BERT-shaped;
+  // RESOURCE_EXHAUSTED when the weights do not fit the allocator's budget.
   // With graphs.enabled, also allocates the graphs' buffers and runs one
   // pass to load the kernels (models/bert/bert_cuda_graphs.h). With
   // cublaslt_epilogues, FAILED_PRECONDITION when cuBLASLt has no algorithm
@@ -71,11 +76,11 @@ class BertEncoderCuda final : public TransformerEncoder {
  private:
   struct Linear {
     DeviceBuffer w;  // FP16 [out, in]
-    DeviceBuffer b;  // FP32 [out]
+    DeviceBuffer b;  // FP32 [out]; empty when the model has none (general path)
     int64_t out = 0, in = 0;
   };
   struct Norm {
-    DeviceBuffer gamma, beta;  // FP32 [hidden]
+    DeviceBuffer gamma, beta;  // FP32 [hidden]; empty when absent (general path)
   };
   struct Layer {
     Linear qkv, attn_out, ffn_in, ffn_out;
@@ -83,25 +88,45 @@ class BertEncoderCuda final : public TransformerEncoder {
     // cublaslt_epilogues: ffn_in's bias in FP16 and the fused matmul using it.
     DeviceBuffer ffn_in_bias_half;
     std::unique_ptr<LtLinear> ffn_in_lt;
+    // General path. The bias the attention kernel gets (FP32 [q + 2 kv]):
+    // qkv's own, or, when the q/k transform runs (it adds the q and k
+    // biases itself), zeros but for the value bias; zeros when qkv has none.
+    DeviceBuffer attention_bias;
+    Norm q_norm, k_norm;              // [head_dim] gammas (Qwen3)
+    const float* inv_freq = nullptr;  // this layer's rotary table, or none
+    int window = 0;
   };
 
-  explicit BertEncoderCuda(const DeviceContext& context) : context_(context) {}
-  absl::Status Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l, void* y) const;
+  explicit TransformerEncoderCuda(const DeviceContext& context) : context_(context) {}
+  // ld: the leading dimension of x (0: l.in).
+  absl::Status Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l, void* y,
+                    int64_t ld = 0) const;
+  // The general path's weights, after the BERT-path ones (encoder_cuda_general.cc).
+  absl::Status UploadGeneral(const TransformerWeights& weights, CudaUploader& up);
   // Enqueues the pass over `packed` with the given activation buffers.
   absl::Status Forward(Stream* stream, const PackedSequencesView& packed,
                        const BertCudaGraphs::Scratch& scratch, Pooling pooling, bool normalize,
                        float* out) const;
+  absl::Status ForwardGeneral(Stream* stream, const PackedSequencesView& packed,
+                              const BertCudaGraphs::Scratch& scratch, Pooling pooling,
+                              bool normalize, float* out) const;
+  // Columns of the ctx and work buffers.
+  int64_t CtxCols() const;
+  int64_t WorkCols() const;
 
   TransformerSpec spec_;
+  bool general_ = false;  // !spec_.IsBertShaped()
   DeviceContext context_;
   std::unique_ptr<Stream> weights_stream_;
-  DeviceBuffer word_, position_, token_type_;  // FP16
-  Norm embed_norm_;
+  DeviceBuffer word_, position_, token_type_;  // FP16; position, token_type may be empty
+  Norm embed_norm_, final_norm_;
   std::vector<Layer> layers_;
+  std::vector<DeviceBuffer> inv_freqs_;  // FP32 [head_dim / 2] per distinct θ
+  DeviceBuffer relative_bias_;           // FP32 [heads, 2 P - 1] (MPNet), or empty
   int64_t weight_bytes_ = 0;
   std::unique_ptr<BertCudaGraphs> graphs_;  // last: destroyed before what its passes use
 };
 
 }  // namespace infer
 
-#endif  // INFER_MODELS_BERT_BERT_CUDA_H_
+#endif  // INFER_MODELS_TRANSFORMER_ENCODER_CUDA_H_

@@ -7,7 +7,7 @@
 #include "runtime/build_config.h"
 #include "runtime/status_macros.h"
 #if INFER_WITH_CUDA
-#include "models/bert/bert_cuda.h"
+#include "models/transformer/encoder_cuda.h"
 #endif
 
 namespace infer {
@@ -70,14 +70,9 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::strin
         return absl::FailedPreconditionError(
             "batch_invariant is a CPU mode; the CUDA encoder does not offer it");
       }
-      if (!weights.spec.IsBertShaped()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the CUDA encoder computes BERT-shaped models (bert, roberta, xlm-roberta, camembert ",
-            "with absolute positions and GELU); '", weights.spec.model_type,
-            "' runs on the CPU for now"));
-      }
 #if INFER_WITH_CUDA
-      return BertEncoderCuda::Create(weights, context, options.graphs, options.cublaslt_epilogues);
+      return TransformerEncoderCuda::Create(weights, context, options.graphs,
+                                            options.cublaslt_epilogues);
 #else
       break;
 #endif

@@ -1,6 +1,6 @@
 // Choosing and loading a transformer encoder for a device: the CPU encoder
 // (models/transformer/encoder_cpu.h) or, in a build with CUDA, the CUDA one
-// (models/bert/bert_cuda.h), behind the TransformerEncoder interface
+// (models/transformer/encoder_cuda.h), behind the TransformerEncoder interface
 // (models/transformer/encoder.h), which knows neither.
 #ifndef INFER_MODELS_TRANSFORMER_LOAD_ENCODER_H_
 #define INFER_MODELS_TRANSFORMER_LOAD_ENCODER_H_
@@ -27,8 +27,8 @@ absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Dev
 // device: the CPU encoder, or the CUDA one when the build has CUDA, in the
 // resolved precision. INVALID_ARGUMENT naming the file and tensor when one is
 // missing or has the wrong shape, or naming an unsupported model_type;
-// FAILED_PRECONDITION for a family the CUDA encoder does not compute yet
-// (anything not TransformerSpec::IsBertShaped).
+// FAILED_PRECONDITION for dimensions the CUDA encoder's kernels do not take
+// (models/transformer/encoder_cuda.h).
 absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(
     const std::string& dir, const DeviceContext& context,
     const EncoderOptions& options = EncoderOptions());

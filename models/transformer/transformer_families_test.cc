@@ -25,6 +25,7 @@
 #include "models/checkpoint.h"
 #include "models/transformer/encoder_cpu.h"
 #include "models/transformer/transformer_weights.h"
+#include "tests/testing/family_reference.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 
@@ -32,35 +33,8 @@ namespace infer {
 namespace {
 
 using ::infer::testing::IsOk;
-
-struct Reference {
-  std::string dir;
-  Pooling pooling = Pooling::kMean;
-  std::vector<std::vector<int64_t>> ids;
-  std::vector<std::vector<int64_t>> types;  // per input; empty: all type 0
-  std::vector<std::vector<float>> hidden, embedding;
-};
-
-Reference ReadReference(const std::string& family) {
-  Reference r;
-  r.dir = testing::FixturePath("families/" + family);
-  auto text = ReadCheckpointFile(r.dir + "/reference.json");
-  EXPECT_THAT(text, IsOk());
-  const nlohmann::json j = nlohmann::json::parse(*text);
-  const std::string pooling = j["pooling"];
-  r.pooling = pooling == "cls"         ? Pooling::kCls
-              : pooling == "lasttoken" ? Pooling::kLastToken
-                                       : Pooling::kMean;
-  auto tensors = ReadSafetensors(r.dir + "/reference.safetensors");
-  EXPECT_THAT(tensors, IsOk());
-  for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    r.ids.push_back(j["inputs"][i]["ids"].get<std::vector<int64_t>>());
-    r.types.push_back(j["inputs"][i].value("types", std::vector<int64_t>()));
-    r.hidden.push_back((*tensors)["hidden_" + std::to_string(i)].values);
-    r.embedding.push_back((*tensors)["embedding_" + std::to_string(i)].values);
-  }
-  return r;
-}
+using ::infer::testing::ReadReference;
+using ::infer::testing::Reference;
 
 double MaxAbsDiff(const float* a, const float* b, int64_t n) {
   double worst = 0;

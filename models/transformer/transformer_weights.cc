@@ -1,5 +1,7 @@
 #include "models/transformer/transformer_weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -248,6 +250,23 @@ absl::Status LoadMaskedLm(Tensors& t, bool tied, W* w) {
   return t.Take(bias, {s.vocab_size}, &m.decoder.b);
 }
 
+// MPNet's bucket of a relative position (key - query), as transformers'
+// MPNetEncoder.relative_position_bucket computes it (always 32 buckets and a
+// maximum distance of 128, in FP32): exact below 8 positions, then
+// logarithmic, with separate halves for keys before and after the query.
+int64_t RelativeBucket(int64_t relative) {
+  constexpr int64_t kBuckets = 32 / 2, kMaxExact = kBuckets / 2, kMaxDistance = 128;
+  int64_t bucket = 0;
+  int64_t n = -relative;
+  if (n < 0) bucket += kBuckets;
+  n = n < 0 ? -n : n;
+  if (n < kMaxExact) return bucket + n;
+  const float scaled = std::log(static_cast<float>(n) / kMaxExact) /
+                       static_cast<float>(std::log(double{kMaxDistance} / kMaxExact)) *
+                       static_cast<float>(kBuckets - kMaxExact);
+  return bucket + std::min<int64_t>(kMaxExact + static_cast<int64_t>(scaled), kBuckets - 1);
+}
+
 }  // namespace
 
 int64_t TransformerWeights::ParameterCount() const {
@@ -303,6 +322,30 @@ absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
   }
   return w;
+}
+
+std::vector<float> RopeInverseFrequencies(const TransformerSpec& spec, double theta) {
+  const int64_t half = spec.head_dim / 2;
+  std::vector<float> inv_freq(half);
+  for (int64_t j = 0; j < half; ++j) {
+    const float exponent = static_cast<float>(2 * j) / static_cast<float>(spec.head_dim);
+    inv_freq[j] = 1.0f / std::pow(static_cast<float>(theta), exponent) /
+                  static_cast<float>(spec.rope_linear_factor);
+  }
+  return inv_freq;
+}
+
+std::vector<float> RelativeBiasByDistance(const TransformerWeights& w) {
+  const TransformerSpec& c = w.spec;
+  if (c.relative_buckets <= 0 || w.relative_bias.empty()) return {};
+  const int64_t span = c.max_position_embeddings, width = 2 * span - 1;
+  std::vector<float> out(c.num_heads * width);
+  for (int64_t head = 0; head < c.num_heads; ++head) {
+    for (int64_t d = -(span - 1); d < span; ++d) {
+      out[head * width + d + span - 1] = w.relative_bias[RelativeBucket(d) * c.num_heads + head];
+    }
+  }
+  return out;
 }
 
 }  // namespace infer

@@ -72,6 +72,18 @@ struct TransformerWeights {
   int64_t ParameterCount() const;
 };
 
+// Derived tables both encoders use, computed once at load as transformers
+// computes them (FP32).
+// Rotary inverse frequencies for θ: inv_freq[i] = 1 / θ^(2i / head_dim)
+// / rope_linear_factor, for i < head_dim / 2; the angle of position p is
+// p · inv_freq[i].
+std::vector<float> RopeInverseFrequencies(const TransformerSpec& spec, double theta);
+// MPNet's relative bias by distance: [heads, 2 P - 1] with P =
+// max_position_embeddings, the bias of key k for query q at [head][k - q +
+// P - 1] (w.relative_bias looked up by transformers' bucket of k - q).
+// Empty when the model has none.
+std::vector<float> RelativeBiasByDistance(const TransformerWeights& w);
+
 // Reads `dir`/config.json and `dir`/model.safetensors (or, when the folder has
 // none, the shards `dir`/model.safetensors.index.json lists). Tensor names may carry
 // the prefix the family's task heads add ("bert.", "roberta.", "mpnet.",
