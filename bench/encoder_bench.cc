@@ -2,7 +2,7 @@
 // FP32, BF16 or INT8) or a GPU (FP16, cuBLAS + fused kernels).
 //
 //   build/bin/encoder-bench --checkpoint DIR [--device cpu|cuda:0]
-//                           [--precision auto|fp32|bf16|int8|fp16] [--threads N]
+//                           [--precision auto|fp32|bf16|int8|fp16|fp8] [--threads N]
 //                           [--batches 1,8,32] [--lengths 16,64,256]
 //                           [--sequences FILE] [--runs 5] [--json FILE]
 //                           [--batch-invariant on|off] [--cuda-fused-epilogues on|off]
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
   app.add_option("--checkpoint", dir, "folder with config.json and model.safetensors")->required();
   app.add_option("--device", device_spec, "cpu or cuda:N")->capture_default_str();
-  app.add_option("--precision", precision_name, "auto, fp32, bf16, int8 (CPU) or fp16 (GPU)")
+  app.add_option("--precision", precision_name, "auto, fp32, bf16, int8 (CPU), fp16 or fp8 (GPU)")
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU compute threads (0: one per usable core)")
       ->capture_default_str();

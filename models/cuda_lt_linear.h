@@ -24,6 +24,14 @@
 // caches heuristic answers by shape, so a repeated shape costs a lookup.
 // Calls are capturable into CUDA graphs (the workspace is fixed per stream).
 //
+// LtFp8Linear: the same product with FP8 (E4M3) inputs, for precision fp8
+// on compute capability 8.9 or later: W's codes [out, in] with one FP32
+// scale per output channel (quantized at load), x's codes [rows, in] with
+// one scale per row (per token; models/fp8_quantize_cuda.cuh), FP32
+// accumulation, each sum times both scales (cuBLASLt's outer-vector scale
+// mode), FP16 out, no epilogue (the encoder's kernels add the biases, as
+// they do for cublasGemmEx's output).
+//
 // Thread-safety: Run is const and may be called from several threads at
 // once, each with its own stream. Only built with CUDA (INFER_WITH_CUDA).
 #ifndef INFER_MODELS_CUDA_LT_LINEAR_H_
@@ -65,6 +73,30 @@ class LtLinear {
 
   const int64_t out_, in_;
   std::unique_ptr<Desc> desc_;
+};
+
+class LtFp8Linear {
+ public:
+  // FAILED_PRECONDITION when cuBLASLt offers no FP8 algorithm with
+  // per-channel and per-token scales for this layer at `probe_rows` rows
+  // (an older GPU or library), or `in` is not a multiple of 16 (cuBLASLt's
+  // FP8 leading-dimension rule).
+  static absl::StatusOr<std::unique_ptr<LtFp8Linear>> Create(int64_t out, int64_t in,
+                                                             int64_t probe_rows);
+
+  // Enqueues y[rows, out] (FP16) = (x_codes · w_codes^T) scaled by
+  // x_scales[row] · w_scales[col], on `stream` (a compute stream). w_codes
+  // [out, in] and x_codes [rows, in] are E4M3 bytes; w_scales [out] and
+  // x_scales [rows] FP32; all device memory, codes 16-byte aligned.
+  absl::Status Run(Stream* stream, const void* w_codes, const float* w_scales, const void* x_codes,
+                   const float* x_scales, int64_t rows, void* y) const;
+
+  int64_t out() const { return out_; }
+  int64_t in() const { return in_; }
+
+ private:
+  LtFp8Linear(int64_t out, int64_t in) : out_(out), in_(in) {}
+  const int64_t out_, in_;
 };
 
 }  // namespace infer

@@ -12,8 +12,9 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view text) {
   if (text == "bf16") return Precision::kBf16;
   if (text == "fp16") return Precision::kFp16;
   if (text == "int8") return Precision::kInt8;
+  if (text == "fp8") return Precision::kFp8;
   return absl::InvalidArgumentError(
-      absl::StrCat("precision '", text, "' is not one of auto, fp32, bf16, fp16, int8"));
+      absl::StrCat("precision '", text, "' is not one of auto, fp32, bf16, fp16, int8, fp8"));
 }
 
 const char* PrecisionName(Precision precision) {
@@ -28,6 +29,8 @@ const char* PrecisionName(Precision precision) {
       return "fp16";
     case Precision::kInt8:
       return "int8";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "?";
 }

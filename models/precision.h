@@ -9,9 +9,13 @@
 //         activations u8 per token, quantized dynamically, int32 sums; the
 //         residual stream, norms, attention and pooling stay FP32 (the CPU
 //         encoder; models/quantize.h). Approximate: the user opts in.
+//   fp8   the encoder's linear layers in FP8 (E4M3) on tensor cores: weights
+//         per output channel, activations per token, scaled dynamically, FP32
+//         accumulation; everything else as fp16 (the CUDA encoder on compute
+//         capability 8.9 or later: Ada, Hopper). Approximate: the user opts in.
 //   auto  what the device does best: on a CPU, bf16 where it has native BF16
 //         dot products (AVX512_BF16 or AMX, as oneDNN sees it), else fp32; on
-//         a GPU, fp16. Never int8.
+//         a GPU, fp16. Never int8 or fp8.
 //
 // Thread-safety: pure functions.
 #ifndef INFER_MODELS_PRECISION_H_
@@ -22,10 +26,10 @@
 
 namespace infer {
 
-enum class Precision { kAuto, kFp32, kBf16, kFp16, kInt8 };
+enum class Precision { kAuto, kFp32, kBf16, kFp16, kInt8, kFp8 };
 
-// "auto", "fp32", "bf16", "fp16" or "int8"; INVALID_ARGUMENT naming the accepted
-// values otherwise.
+// "auto", "fp32", "bf16", "fp16", "int8" or "fp8"; INVALID_ARGUMENT naming the
+// accepted values otherwise.
 absl::StatusOr<Precision> ParsePrecision(absl::string_view text);
 const char* PrecisionName(Precision precision);
 

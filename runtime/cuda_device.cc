@@ -274,6 +274,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal) {
   info.name = prop.name;
   info.uuid = UuidString(prop.uuid);
   info.total_memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  info.compute_capability = prop.major * 10 + prop.minor;
   // cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before.
   const size_t workspace = static_cast<size_t>(prop.major >= 9 ? 32 : 4) << 20;
   return std::unique_ptr<Device>(new CudaDevice(std::move(info), workspace));

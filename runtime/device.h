@@ -43,6 +43,8 @@ struct DeviceInfo {
   std::string name;                // e.g. "NVIDIA H100 80GB HBM3" or "cpu"
   std::string uuid;                // "GPU-..." for CUDA; empty for the CPU
   int64_t total_memory_bytes = 0;  // device memory (host RAM for the CPU)
+  // CUDA: major * 10 + minor (90 for an H100's sm_90); 0 for the CPU.
+  int compute_capability = 0;
   // CPU: the threads compute kernels run on (the OpenMP team oneDNN and the
   // CPU encoder's own kernels share). 0 for a GPU.
   int compute_threads = 0;

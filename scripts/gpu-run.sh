@@ -111,6 +111,15 @@ for round in 1 2 3; do
   done
 done
 cat "$OUT/fused-epilogues.txt"
+echo "--- FP8 (E4M3 GEMMs, per-channel x per-token scales) vs FP16: BERT-base, 3 alternating rounds"
+for round in 1 2 3; do
+  for precision in fp16 fp8; do
+    echo "round $round, --precision $precision" >> "$OUT/fp8.txt"
+    timeout 60 "$D/bin/encoder-bench" --checkpoint /tmp/bert-base --device cuda:0 --batches 32,128 \
+      --lengths 128,512 --precision "$precision" >> "$OUT/fp8.txt" 2>&1 || failed+=("fp8-$precision")
+  done
+done
+cat "$OUT/fp8.txt"
 echo "--- the other families on CUDA vs PyTorch FP16 SDPA: synthetic XLM-R, ModernBERT, Qwen3-0.6B"
 for fam in xlm-roberta-base:0 modernbert-base:0 qwen3-0.6b:8; do
   name=${fam%%:*}; layers=${fam##*:}

@@ -160,7 +160,7 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine, const NvmlTelemetr
     if (absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(model); spec.ok()) {
       f.Gauge("infer_model_info",
               "1 per loaded model, labelled with its backend, the precision it computes in "
-              "(fp32, bf16, fp16, int8; empty for a model that computes nothing) and its device",
+              "(fp32, bf16, fp16, int8, fp8; empty for a model that computes nothing) and its device",
               {{"model", model},
                {"backend", (*spec)->backend},
                {"precision", (*spec)->precision},

@@ -35,10 +35,11 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app->add_option("--precision", flags->precision,
                   "precision of every model whose config.pbtxt names none, and of Hugging Face "
-                  "folders served without one (TEI's --dtype): auto, fp32, bf16, fp16 (GPU) or "
-                  "int8 (CPU); a backend that computes in one precision only keeps its own")
+                  "folders served without one (TEI's --dtype): auto, fp32, bf16, fp16 (GPU), "
+                  "int8 (CPU) or fp8 (GPU, compute capability 8.9+); a backend that computes in "
+                  "one precision only keeps its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "int8"}));
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "int8", "fp8"}));
   app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
                   "largest request accepted: a larger gRPC message gets RESOURCE_EXHAUSTED, a "
                   "larger HTTP body 413 (before it is read)")

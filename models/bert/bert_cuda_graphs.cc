@@ -51,13 +51,18 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
     int64_t bytes;
   };
   const Want wants[] = {{&g->input_, static_cast<int64_t>(layout.bytes())},
-                        {&g->x_, t * shape.hidden * half},
+                        {&g->x_, t * std::max(shape.x_cols, shape.hidden) * half},
                         {&g->ctx_, t * std::max(shape.ctx_cols, shape.hidden) * half},
                         {&g->work_, t * shape.work_cols * half},
                         {&g->output_, t * shape.hidden * static_cast<int64_t>(sizeof(float))}};
   for (const Want& w : wants) {
     INFER_ASSIGN_OR_RETURN(*w.buffer, DeviceBuffer::Allocate(context.allocator, w.bytes, p));
     g->bytes_ += CachingAllocator::BlockBytes(w.bytes);
+  }
+  if (shape.quant_cols > 0) {
+    const int64_t bytes = t * shape.quant_cols + 256;
+    INFER_ASSIGN_OR_RETURN(g->quant_, DeviceBuffer::Allocate(context.allocator, bytes, p));
+    g->bytes_ += CachingAllocator::BlockBytes(bytes);
   }
   g->bytes_ += g->capture_stream_.workspace_bytes();
   INFER_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&g->last_, cudaEventDisableTiming),
@@ -66,7 +71,8 @@ absl::StatusOr<std::unique_ptr<BertCudaGraphs>> BertCudaGraphs::Create(
   const PackedSequencesView warm = g->View(1, kMinTokenClass);
   INFER_RETURN_IF_CUDA_ERROR(
       cudaMemsetAsync(g->input_.get(), 0, layout.bytes(), NativeCudaStream(p)), "cudaMemsetAsync");
-  INFER_RETURN_IF_ERROR(g->forward_(p, warm, {g->x_.get(), g->ctx_.get(), g->work_.get()},
+  INFER_RETURN_IF_ERROR(g->forward_(p, warm,
+                                    {g->x_.get(), g->ctx_.get(), g->work_.get(), g->quant_.get()},
                                     Pooling::kMean, true, g->output_.as<float>()));
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(p));
   return g;
@@ -101,8 +107,9 @@ absl::Status BertCudaGraphs::Capture(const Key& key) {
   cudaStream_t s = NativeCudaStream(p);
   INFER_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                              "cudaStreamBeginCapture");
-  const absl::Status enqueued = forward_(p, View(rows, tokens), {x_.get(), ctx_.get(), work_.get()},
-                                         pooling, normalize, output_.as<float>());
+  const absl::Status enqueued =
+      forward_(p, View(rows, tokens), {x_.get(), ctx_.get(), work_.get(), quant_.get()}, pooling,
+               normalize, output_.as<float>());
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(s, &graph);  // always leave capture mode
   cudaGraphExec_t exec = nullptr;
@@ -145,7 +152,8 @@ absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batc
   auto it = graphs_.find(key);
   const bool first = it == graphs_.end();
   if (first) {  // eager over the padded shape: the class's first batch, or one that failed capture
-    INFER_RETURN_IF_ERROR(forward_(stream, padded, {x_.get(), ctx_.get(), work_.get()}, pooling,
+    INFER_RETURN_IF_ERROR(forward_(stream, padded,
+                                   {x_.get(), ctx_.get(), work_.get(), quant_.get()}, pooling,
                                    normalize, output_.as<float>()));
     ++stats_.eager;
   } else {

@@ -60,12 +60,16 @@ int64_t GraphClass(int64_t n, int64_t min, int64_t max);
 
 class BertCudaGraphs {
  public:
-  // The activation buffers a forward pass writes ([tokens, hidden] FP16 x,
-  // [tokens, max(hidden, ctx_cols)] FP16 ctx, [tokens, work_cols] FP16 work).
+  // The activation buffers a forward pass writes ([tokens, max(hidden,
+  // x_cols)] FP16 x,
+  // [tokens, max(hidden, ctx_cols)] FP16 ctx, [tokens, work_cols] FP16 work,
+  // and for FP8 linears tokens * quant_cols + 256 bytes of quantized
+  // activations; null without).
   struct Scratch {
     void* x = nullptr;
     void* ctx = nullptr;
     void* work = nullptr;
+    void* quant = nullptr;
   };
   // Enqueues the forward pass of `batch` on `stream` with `scratch`, writing
   // [batch.rows, hidden] FP32 to `out`; only stream operations, so it can be
@@ -75,8 +79,10 @@ class BertCudaGraphs {
                                              bool normalize, float* out)>;
   struct Shape {
     int64_t hidden = 0;
+    int64_t x_cols = 0;         // FP16 columns of the x buffer; 0: hidden
     int64_t work_cols = 0;      // columns of the work buffer
     int64_t ctx_cols = 0;       // columns of the ctx buffer; 0: hidden
+    int64_t quant_cols = 0;     // bytes per token of the quant buffer; 0: none
     int64_t max_positions = 0;  // the model's longest sequence
   };
   struct Stats {
@@ -128,6 +134,7 @@ class BertCudaGraphs {
   int64_t max_tokens_ = 0;
   ComputeStream capture_stream_;
   DeviceBuffer input_, x_, ctx_, work_, output_;  // the largest class's
+  DeviceBuffer quant_;                            // empty without FP8
   int64_t bytes_ = 0;
 
   mutable std::mutex mu_;

@@ -11,6 +11,7 @@
 #include "models/bert/sentence_transformers_files.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/encode_on_device.h"
 #include "models/transformer/encoder_cpu.h"
 #include "models/transformer/load_encoder.h"
 #include "models/transformer/precision_gate.h"
@@ -25,32 +26,45 @@ struct PrecisionCheck {
   bool use_fp32 = false;    // auto's choice failed: load the FP32 encoder instead
 };
 
-// The quality gate for a reduced precision on the CPU
-// (models/transformer/precision_gate.h). A precision the config named that
-// fails is refused (FAILED_PRECONDITION with the figures); one `auto` chose
-// falls back to FP32, saying so.
+// The quality gate for a reduced precision (models/transformer/precision_gate.h):
+// BF16 and INT8 on the CPU, FP8 on CUDA, each against the CPU encoder's
+// FP32. A precision the config named that fails is refused
+// (FAILED_PRECONDITION with the figures); one `auto` chose falls back to
+// FP32, saying so.
 absl::StatusOr<PrecisionCheck> CheckPrecision(const BertModelOptions& options,
                                               const TransformerEncoder& encoder,
+                                              const DeviceContext& context,
                                               const Tokenizer& tokenizer, int64_t max_length,
                                               Pooling pooling) {
   const Precision precision = encoder.precision();
-  if (precision != Precision::kBf16 && precision != Precision::kInt8) return PrecisionCheck();
+  if (precision != Precision::kBf16 && precision != Precision::kInt8 &&
+      precision != Precision::kFp8) {
+    return PrecisionCheck();
+  }
   const char* name = PrecisionName(precision);
   if (!options.precision_gate) {
     return PrecisionCheck{
         absl::StrCat("; ", name, " not checked against fp32 (precision_gate false)")};
   }
-  const auto* candidate = dynamic_cast<const TransformerEncoderCpu*>(&encoder);
-  if (candidate == nullptr) {
-    return absl::InternalError(absl::StrCat("precision ", name, " on a non-CPU encoder"));
-  }
+  const auto* cpu = dynamic_cast<const TransformerEncoderCpu*>(&encoder);
   EncoderCpuOptions fp32;
   fp32.precision = Precision::kFp32;
-  fp32.threads = candidate->threads();
+  fp32.threads = cpu != nullptr ? cpu->threads() : 0;  // 0: every core, for a GPU's gate
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<TransformerEncoderCpu> reference,
                          TransformerEncoderCpu::Load(options.checkpoint_dir, fp32));
-  INFER_ASSIGN_OR_RETURN(const GateFigures figures,
-                         MeasureGate(*reference, *candidate, tokenizer, max_length, pooling));
+  GateFigures figures;
+  if (cpu != nullptr) {
+    INFER_ASSIGN_OR_RETURN(figures, MeasureGate(*reference, *cpu, tokenizer, max_length, pooling));
+  } else {
+    const GateEmbedder on_device =
+        [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
+            const std::vector<int64_t>& types, int64_t batch, int64_t seq) {
+          return EncodeOnDevice(encoder, context, ids, mask, types, batch, seq, pooling,
+                                /*normalize=*/true);
+        };
+    INFER_ASSIGN_OR_RETURN(figures,
+                           MeasureGate(*reference, on_device, tokenizer, max_length, pooling));
+  }
   if (const std::string missed = GateFailure(figures); !missed.empty()) {
     if (options.precision == Precision::kAuto) {
       return PrecisionCheck{
@@ -153,7 +167,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   }
   INFER_ASSIGN_OR_RETURN(
       const PrecisionCheck gate,
-      CheckPrecision(options, *m->encoder_, *m->tokenizer_, m->max_length_, m->pooling_));
+      CheckPrecision(options, *m->encoder_, context, *m->tokenizer_, m->max_length_, m->pooling_));
   if (gate.use_fp32) {
     encoder_options.precision = Precision::kFp32;
     INFER_ASSIGN_OR_RETURN(m->encoder_,

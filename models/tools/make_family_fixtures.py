@@ -7,7 +7,7 @@ folder with a tokenizer.json and sentence-transformers' pooling files, and
 `transformers`' outputs on a fixed multilingual input set.
 
   python3 models/tools/make_family_fixtures.py [--out tests/fixtures/families]
-                                              [--families bert,qwen3]
+                                              [--families bert,qwen3] [--head-dim 32]
                                               [--dense-head tests/fixtures/dense_head]
 
                                               [--classifiers tests/fixtures/classifiers]
@@ -46,6 +46,12 @@ Qwen2 has q/k/v biases and 2 KV heads, Llama 1 KV head and θ 500000, and
 Mistral a sliding window (16) shorter than its long inputs.
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
+
+--head-dim 32 --out tests/fixtures/families-cuda writes the same families
+with heads of 32 (the smallest the CUDA encoder's attention takes; the
+defaults are 16 and 8): hidden 64 with 2 heads, Qwen3 with 4 query heads
+of 32 over one KV head (its query width, 128, past the hidden size), the
+small decoders at hidden 64 with 2 heads (Llama's over one KV head).
 """
 
 import argparse
@@ -131,8 +137,9 @@ def bytelevel_tokenizer(specials, single, pair):
     return tok, ids
 
 
-def families():
-    """name -> (make model, tokenizer, pooling, max tokens)."""
+def families(head_dim=None):
+    """name -> (make model, tokenizer, pooling, max tokens); head_dim: see
+    --head-dim."""
     import transformers as tf
     def eager(cls, config, **kwargs):
         config._attn_implementation = "eager"
@@ -142,6 +149,9 @@ def families():
     # keep every character of the corpus.)
     common = dict(hidden_size=64, num_attention_heads=4, intermediate_size=128,
                   initializer_range=0.2)
+    qwen3_heads = dict(num_attention_heads=4, head_dim=head_dim or 16)
+    if head_dim:
+        common["num_attention_heads"] = 64 // head_dim
 
     def xlmr():
         tok, ids = unigram_tokenizer(64)
@@ -170,11 +180,12 @@ def families():
     def qwen3():
         tok, ids = bytelevel_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                                        "$A <|endoftext|>", "$A <|endoftext|> $B <|endoftext|>")
-        config = tf.Qwen3Config(vocab_size=tok.get_vocab_size(), num_hidden_layers=2, num_key_value_heads=1, head_dim=16,
+        config = tf.Qwen3Config(vocab_size=tok.get_vocab_size(), num_hidden_layers=2, num_key_value_heads=1,
                                 max_position_embeddings=128, rope_theta=1000000.0,
                                 rms_norm_eps=1e-6, tie_word_embeddings=True,
                                 pad_token_id=ids["<|endoftext|>"],
-                                eos_token_id=ids["<|endoftext|>"], **common)
+                                eos_token_id=ids["<|endoftext|>"],
+                                **{**common, **qwen3_heads})
         return eager(tf.Qwen3Model, config), tok, "lasttoken", 128
 
     def bert():
@@ -197,6 +208,9 @@ def families():
     small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
                  initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=96,
                  rms_norm_eps=1e-6)
+    if head_dim:
+        small.update(hidden_size=64, num_attention_heads=64 // head_dim, intermediate_size=128)
+    kv2 = min(2, small["num_attention_heads"])
 
     def decoder_tokenizer():
         return bytelevel_tokenizer(["<|endoftext|>", "<s>", "</s>"],
@@ -204,7 +218,7 @@ def families():
 
     def qwen2():
         tok, ids = decoder_tokenizer()
-        config = tf.Qwen2Config(vocab_size=tok.get_vocab_size(), num_key_value_heads=2,
+        config = tf.Qwen2Config(vocab_size=tok.get_vocab_size(), num_key_value_heads=kv2,
                                 rope_theta=1000000.0, tie_word_embeddings=True,
                                 pad_token_id=ids["<|endoftext|>"],
                                 eos_token_id=ids["<|endoftext|>"], **small)
@@ -220,7 +234,7 @@ def families():
 
     def mistral():
         tok, ids = decoder_tokenizer()
-        config = tf.MistralConfig(vocab_size=tok.get_vocab_size(), num_key_value_heads=2,
+        config = tf.MistralConfig(vocab_size=tok.get_vocab_size(), num_key_value_heads=kv2,
                                   sliding_window=16, rope_theta=10000.0,
                                   pad_token_id=ids["<|endoftext|>"], bos_token_id=ids["<s>"],
                                   eos_token_id=ids["<|endoftext|>"], **small)
@@ -252,6 +266,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "tests", "fixtures", "families"))
     ap.add_argument("--families", help="comma-separated names to write (default: all)")
+    ap.add_argument("--head-dim", type=int, help="every family's head size (32: the CUDA "
+                    "encoder's fixtures, tests/fixtures/families-cuda)")
     ap.add_argument("--dense-head", help="also write the Dense-module fixture here "
                     "(tests/fixtures/dense_head; needs sentence-transformers)")
     ap.add_argument("--classifiers", help="also write the sequence-classification fixtures "
@@ -269,7 +285,7 @@ def main():
         return
     import torch
     from safetensors.torch import save_file
-    for name, make in families().items():
+    for name, make in families(a.head_dim).items():
         if a.families and name not in a.families.split(","):
             continue
         torch.manual_seed(0)

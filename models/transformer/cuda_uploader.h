@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/fp8_quantize_cuda.cuh"
 #include "models/half.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/device_context.h"
@@ -40,6 +41,19 @@ class CudaUploader {
     floats_.push_back(std::move(v));
     return Float(floats_.back());
   }
+  // A [rows, cols] weight as E4M3 codes with one FP32 scale per row
+  // (models/fp8_quantize_cuda.cuh: QuantizeRowsFp8Host).
+  absl::Status Fp8Rows(const std::vector<float>& w, int64_t rows, int64_t cols, DeviceBuffer* codes,
+                       DeviceBuffer* scales) {
+    std::vector<uint8_t> q;
+    std::vector<float> s;
+    cuda::QuantizeRowsFp8Host(w, rows, cols, &q, &s);
+    bytes_vectors_.push_back(std::move(q));
+    INFER_ASSIGN_OR_RETURN(*codes,
+                           Copy(bytes_vectors_.back().data(), bytes_vectors_.back().size()));
+    INFER_ASSIGN_OR_RETURN(*scales, FloatCopy(std::move(s)));
+    return absl::OkStatus();
+  }
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -55,6 +69,7 @@ class CudaUploader {
   Stream* const stream_;
   std::vector<std::vector<uint16_t>> halves_;
   std::vector<std::vector<float>> floats_;
+  std::vector<std::vector<uint8_t>> bytes_vectors_;
   int64_t bytes_ = 0;
 };
 

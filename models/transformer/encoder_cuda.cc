@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_cuda_graphs.h"
 #include "models/bert/bert_cuda_kernels.cuh"
+#include "models/fp8_quantize_cuda.cuh"
 #include "models/half.h"
 #include "models/packed_attention_cuda.cuh"
 #include "models/transformer/transformer_cuda_kernels.cuh"
@@ -20,8 +21,17 @@ namespace infer {
 
 absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Create(
     const TransformerWeights& w, const DeviceContext& context, const EncoderGraphOptions& graphs,
-    bool cublaslt_epilogues) {
+    bool cublaslt_epilogues, Precision precision) {
   const TransformerSpec& c = w.spec;
+  if (precision != Precision::kFp16 && precision != Precision::kFp8) {
+    return absl::FailedPreconditionError(absl::StrCat("precision ", PrecisionName(precision),
+                                                      ": the CUDA encoder computes fp16 or fp8"));
+  }
+  const bool fp8 = precision == Precision::kFp8;
+  if (fp8 && cublaslt_epilogues) {
+    return absl::FailedPreconditionError(
+        "cuda_fused_epilogues applies to fp16 (the FP8 GEMMs leave the biases to the kernels)");
+  }
   const bool general = !c.IsBertShaped();
   const int64_t head_dim = c.head_dim;
   const int64_t max_hidden = general ? cuda::kMaxRowHidden : cuda::kMaxLayerNormHidden;
@@ -40,12 +50,18 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
   std::unique_ptr<TransformerEncoderCuda> m(new TransformerEncoderCuda(context));
   m->spec_ = c;
   m->general_ = general;
+  m->precision_ = precision;
   INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream(StreamKind::kCopy));
   CudaUploader up(context, m->weights_stream_.get());
   auto linear = [&](const TransformerWeights::Linear& l, Linear* out) -> absl::Status {
     out->out = l.out;
     out->in = l.in;
-    INFER_ASSIGN_OR_RETURN(out->w, up.Half(l.w));
+    if (fp8) {
+      INFER_ASSIGN_OR_RETURN(out->fp8, LtFp8Linear::Create(l.out, l.in, /*probe_rows=*/128));
+      INFER_RETURN_IF_ERROR(up.Fp8Rows(l.w, l.out, l.in, &out->w8, &out->w_scales));
+    } else {
+      INFER_ASSIGN_OR_RETURN(out->w, up.Half(l.w));
+    }
     INFER_ASSIGN_OR_RETURN(out->b, up.Float(l.b));
     return absl::OkStatus();
   };
@@ -88,8 +104,10 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
   m->weight_bytes_ = up.bytes();
   if (graphs.enabled) {
     const BertCudaGraphs::Shape shape{.hidden = c.hidden_size,
+                                      .x_cols = m->XCols(),
                                       .work_cols = m->WorkCols(),
                                       .ctx_cols = m->CtxCols(),
+                                      .quant_cols = m->QuantCols(),
                                       .max_positions = c.MaxSequenceLength()};
     const TransformerEncoderCuda* self = m.get();  // the graphs die first (declared last)
     INFER_ASSIGN_OR_RETURN(
@@ -105,7 +123,10 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
 }
 
 std::string TransformerEncoderCuda::Implementation() const {
-  std::string s = "cuBLAS FP16 tensor-core GEMMs over packed tokens, flash attention (mma)";
+  std::string s = precision_ == Precision::kFp8
+                      ? "cuBLASLt FP8 (E4M3, per-channel x per-token scales) tensor-core GEMMs"
+                      : "cuBLAS FP16 tensor-core GEMMs";
+  absl::StrAppend(&s, " over packed tokens, flash attention (mma)");
   if (general_) absl::StrAppend(&s, ", general blocks (", spec_.model_type, ")");
   if (!layers_.empty() && layers_.front().ffn_in_lt != nullptr) {
     absl::StrAppend(&s, ", the FFN's bias + GELU in cuBLASLt's GEMM epilogue");
@@ -120,8 +141,20 @@ int64_t TransformerEncoderCuda::ResidentBytes() const {
   return graphs_ != nullptr ? graphs_->Bytes() : 0;
 }
 
+int64_t TransformerEncoderCuda::XCols() const {
+  // The general path keeps a pre-norm family's residual stream in FP32.
+  return general_ && spec_.pre_norm ? 2 * spec_.hidden_size : spec_.hidden_size;
+}
+
 int64_t TransformerEncoderCuda::CtxCols() const {
   return std::max(spec_.hidden_size, spec_.q_width());
+}
+
+int64_t TransformerEncoderCuda::QuantCols() const {
+  if (precision_ != Precision::kFp8) return 0;
+  const TransformerSpec& c = spec_;
+  return std::max({c.hidden_size, c.q_width(), c.intermediate_size}) +
+         static_cast<int64_t>(sizeof(float));
 }
 
 int64_t TransformerEncoderCuda::WorkCols() const {
@@ -144,15 +177,28 @@ int64_t TransformerEncoderCuda::PeakBytes(const BatchShape& shape) const {
   if (tokens == 0) return 0;
   // A batch a graph replays computes in the graphs' resident buffers.
   if (graphs_ != nullptr && graphs_->Covers(shape.rows, tokens)) return 0;
-  return CachingAllocator::BlockBytes(tokens * spec_.hidden_size * half) +
+  const int64_t quant =
+      QuantCols() > 0 ? CachingAllocator::BlockBytes(tokens * QuantCols() + 256) : 0;
+  return CachingAllocator::BlockBytes(tokens * XCols() * half) +
          CachingAllocator::BlockBytes(tokens * CtxCols() * half) +
-         CachingAllocator::BlockBytes(tokens * WorkCols() * half);
+         CachingAllocator::BlockBytes(tokens * WorkCols() * half) + quant;
 }
 
 // y[rows, out] = x[rows, in] · W^T (row-major FP16; W stored [out, in]). In
 // cuBLAS's column-major terms: y^T = W · x^T, i.e. op(A) = W^T-as-stored.
 absl::Status TransformerEncoderCuda::Gemm(Stream* stream, const void* x, int64_t rows,
-                                          const Linear& l, void* y, int64_t ld) const {
+                                          const Linear& l, void* y, void* quant, int64_t ld) const {
+  if (l.fp8 != nullptr) {
+    // Codes [rows, in] at the buffer's start, the row scales after them at
+    // the next 256-byte boundary (QuantCols sizes both).
+    auto* codes = static_cast<uint8_t*>(quant);
+    auto* scales = reinterpret_cast<float*>(codes + (rows * l.in + 255) / 256 * 256);
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchQuantizeRowsFp8(NativeCudaStream(stream), static_cast<const __half*>(x), rows,
+                                    l.in, ld > 0 ? ld : l.in, codes, scales),
+        "FP8 quantize kernel");
+    return l.fp8->Run(stream, l.w8.get(), l.w_scales.as<float>(), codes, scales, rows, y);
+  }
   const float alpha = 1.0f, beta = 0.0f;
   return CublasStatus(
       cublasGemmEx(NativeCublasHandle(stream), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out),
@@ -185,12 +231,19 @@ absl::Status TransformerEncoderCuda::Encode(Stream* stream, const PackedSequence
     return absl::InvalidArgumentError(absl::StrCat("batch of ", tokens, " tokens is too large"));
   }
   CachingAllocator* alloc = context_.allocator;
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(alloc, tokens * h * 2, stream));
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer x,
+                         DeviceBuffer::Allocate(alloc, tokens * XCols() * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer ctx,
                          DeviceBuffer::Allocate(alloc, tokens * CtxCols() * 2, stream));
   INFER_ASSIGN_OR_RETURN(DeviceBuffer work,
                          DeviceBuffer::Allocate(alloc, tokens * work_cols * 2, stream));
-  return Forward(stream, packed, {x.get(), ctx.get(), work.get()}, pooling, normalize, out);
+  DeviceBuffer quant;
+  if (QuantCols() > 0) {
+    INFER_ASSIGN_OR_RETURN(quant,
+                           DeviceBuffer::Allocate(alloc, tokens * QuantCols() + 256, stream));
+  }
+  return Forward(stream, packed, {x.get(), ctx.get(), work.get(), quant.get()}, pooling, normalize,
+                 out);
 }
 
 absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
@@ -214,12 +267,12 @@ absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequenc
       "embedding kernel");
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   for (const Layer& l : layers_) {
-    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.qkv, workh));
+    INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.qkv, workh, scratch.quant));
     INFER_RETURN_IF_CUDA_ERROR(
         cuda::LaunchPackedAttention(s, workh, l.qkv.b.as<float>(), packed.offsets, rows,
                                     packed.longest, heads, dh, scale, ctxh),
         "attention kernel");
-    INFER_RETURN_IF_ERROR(Gemm(stream, ctxh, tokens, l.attn_out, workh));
+    INFER_RETURN_IF_ERROR(Gemm(stream, ctxh, tokens, l.attn_out, workh, scratch.quant));
     INFER_RETURN_IF_CUDA_ERROR(
         cuda::LaunchBiasResidualLayerNorm(s, xh, workh, l.attn_out.b.as<float>(),
                                           l.attn_norm.gamma.as<float>(),
@@ -228,11 +281,11 @@ absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequenc
     if (l.ffn_in_lt != nullptr) {
       INFER_RETURN_IF_ERROR(l.ffn_in_lt->Run(stream, l.ffn_in.w.get(), xh, tokens, workh));
     } else {
-      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh));
+      INFER_RETURN_IF_ERROR(Gemm(stream, xh, tokens, l.ffn_in, workh, scratch.quant));
       INFER_RETURN_IF_CUDA_ERROR(
           cuda::LaunchBiasGelu(s, workh, l.ffn_in.b.as<float>(), tokens, inter), "GELU kernel");
     }
-    INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh));
+    INFER_RETURN_IF_ERROR(Gemm(stream, workh, tokens, l.ffn_out, ctxh, scratch.quant));
     INFER_RETURN_IF_CUDA_ERROR(
         cuda::LaunchBiasResidualLayerNorm(s, xh, ctxh, l.ffn_out.b.as<float>(),
                                           l.ffn_norm.gamma.as<float>(), l.ffn_norm.beta.as<float>(),

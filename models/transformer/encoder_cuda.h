@@ -49,21 +49,25 @@ namespace infer {
 
 class TransformerEncoderCuda final : public TransformerEncoder {
  public:
-  // Converts `weights` to FP16 and uploads them. FAILED_PRECONDITION when a
-  // dimension is one the kernels do not handle (head sizes other than 32, 64
-  // and 128; hidden sizes over 8192 on the BERT path, 12256 on the general
-  // one), or for cublaslt_epilogues on a model that is not BERT-shaped;
-  // RESOURCE_EXHAUSTED when the weights do not fit the allocator's budget.
+  // Converts `weights` to FP16 (precision kFp16) or the linear layers' to
+  // E4M3 with per-channel scales (kFp8; LtFp8Linear) and uploads them.
+  // FAILED_PRECONDITION when a dimension is one the kernels do not handle
+  // (head sizes other than 32, 64 and 128; hidden sizes over 8192 on the BERT
+  // path, 12256 on the general one; for FP8, widths cuBLASLt's FP8 GEMMs do
+  // not take), for cublaslt_epilogues on a model that is not BERT-shaped or
+  // with FP8, or for another precision; RESOURCE_EXHAUSTED when the weights
+  // do not fit the allocator's budget.
   // With graphs.enabled, also allocates the graphs' buffers and runs one
   // pass to load the kernels (models/bert/bert_cuda_graphs.h). With
   // cublaslt_epilogues, FAILED_PRECONDITION when cuBLASLt has no algorithm
   // for the fused FFN input GEMM.
   static absl::StatusOr<std::unique_ptr<TransformerEncoder>> Create(
       const TransformerWeights& weights, const DeviceContext& context,
-      const EncoderGraphOptions& graphs = EncoderGraphOptions(), bool cublaslt_epilogues = false);
+      const EncoderGraphOptions& graphs = EncoderGraphOptions(), bool cublaslt_epilogues = false,
+      Precision precision = Precision::kFp16);
 
   const TransformerSpec& spec() const override { return spec_; }
-  Precision precision() const override { return Precision::kFp16; }
+  Precision precision() const override { return precision_; }
   std::string Implementation() const override;
   int64_t WeightBytes() const override { return weight_bytes_; }
   int64_t ResidentBytes() const override;
@@ -75,9 +79,12 @@ class TransformerEncoderCuda final : public TransformerEncoder {
 
  private:
   struct Linear {
-    DeviceBuffer w;  // FP16 [out, in]
+    DeviceBuffer w;  // FP16 [out, in]; empty with FP8
     DeviceBuffer b;  // FP32 [out]; empty when the model has none (general path)
     int64_t out = 0, in = 0;
+    // FP8: E4M3 codes [out, in], FP32 scales [out], and the GEMM.
+    DeviceBuffer w8, w_scales;
+    std::unique_ptr<LtFp8Linear> fp8;
   };
   struct Norm {
     DeviceBuffer gamma, beta;  // FP32 [hidden]; empty when absent (general path)
@@ -98,9 +105,11 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   };
 
   explicit TransformerEncoderCuda(const DeviceContext& context) : context_(context) {}
-  // ld: the leading dimension of x (0: l.in).
+  // y = x · W^T: cublasGemmEx, or with FP8 x quantized per token into
+  // `quant` (the scratch's) and LtFp8Linear. ld: the leading dimension of x
+  // (0: l.in).
   absl::Status Gemm(Stream* stream, const void* x, int64_t rows, const Linear& l, void* y,
-                    int64_t ld = 0) const;
+                    void* quant, int64_t ld = 0) const;
   // The general path's weights, after the BERT-path ones (encoder_cuda_general.cc).
   absl::Status UploadGeneral(const TransformerWeights& weights, CudaUploader& up);
   // Enqueues the pass over `packed` with the given activation buffers.
@@ -110,12 +119,17 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   absl::Status ForwardGeneral(Stream* stream, const PackedSequencesView& packed,
                               const BertCudaGraphs::Scratch& scratch, Pooling pooling,
                               bool normalize, float* out) const;
-  // Columns of the ctx and work buffers.
+  // FP16 columns of the x, ctx and work buffers (x: twice the hidden size
+  // when it holds an FP32 residual stream); bytes per token of the quant
+  // buffer (0 without FP8): the widest linear input's codes and a scale.
+  int64_t XCols() const;
   int64_t CtxCols() const;
   int64_t WorkCols() const;
+  int64_t QuantCols() const;
 
   TransformerSpec spec_;
   bool general_ = false;  // !spec_.IsBertShaped()
+  Precision precision_ = Precision::kFp16;
   DeviceContext context_;
   std::unique_ptr<Stream> weights_stream_;
   DeviceBuffer word_, position_, token_type_;  // FP16; position, token_type may be empty

@@ -3,17 +3,19 @@
 // computes them (encoder_cpu.cc), over packed tokens in FP16 with FP32
 // arithmetic inside every kernel.
 //
-// Buffers: x [tokens, hidden] holds the residual stream; ctx [tokens,
-// CtxCols()] the normed input of a block, then the attention's output; work
-// [tokens, WorkCols()] the fused QKV projection, then the attention's output
+// Buffers: x [tokens, hidden] holds the residual stream (FP32 for pre-norm
+// families, FP16 for post-norm ones, as BERT); ctx [tokens, CtxCols()] the
+// normed input of a block, then the attention's output; work [tokens,
+// WorkCols()] the fused QKV projection, then the attention's output
 // projection, then the FFN's intermediate. A layer:
-//   pre-norm:  ctx = attn_norm(x)          (layer 0 without one reads x)
+//   pre-norm:  ctx = attn_norm(x)          (x rounded where there is none:
+//                                           ModernBERT's layer 0)
 //              work = ctx · Wqkv; q/k transform in work; ctx = attention(work)
 //              work = ctx · Wo; x += work + bo; ctx = ffn_norm(x)
 //              work = act(ctx · Win); ctx = work · Wout
 //              x += ctx + bout; ctx = the next layer's attn_norm(x), or the
-//              final norm after the last layer (pooled from ctx; from x
-//              when the model has no final norm)
+//              final norm after the last layer (x rounded without one);
+//              pooled from ctx
 //   post-norm: work = x · Wqkv; attention; work = ctx · Wo;
 //              x = attn_norm(x + work + bo); work = act(x · Win);
 //              ctx = work · Wout; x = ffn_norm(x + ctx + bout)
@@ -78,7 +80,9 @@ absl::Status TransformerEncoderCuda::UploadGeneral(const TransformerWeights& w, 
     Layer& dst = layers_[i];
     INFER_ASSIGN_OR_RETURN(dst.q_norm.gamma, up.Float(src.q_norm.gamma));
     INFER_ASSIGN_OR_RETURN(dst.k_norm.gamma, up.Float(src.k_norm.gamma));
-    dst.window = i < c.window.size() ? static_cast<int>(c.window[i]) : 0;
+    // A window past the longest sequence is no window (and fits an int).
+    const int64_t window = i < c.window.size() ? c.window[i] : 0;
+    dst.window = window < c.MaxSequenceLength() ? static_cast<int>(window) : 0;
     const bool transform = dst.inv_freq != nullptr || !src.q_norm.gamma.empty();
     std::vector<float> bias(qkv_width, 0.0f);
     if (!src.qkv.b.empty()) {
@@ -101,7 +105,6 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
   const int64_t rows = packed.rows, tokens = packed.tokens, h = c.hidden_size;
   const int64_t inter = c.intermediate_size;
   cudaStream_t s = NativeCudaStream(stream);
-  auto* x = static_cast<__half*>(scratch.x);
   auto* ctx = static_cast<__half*>(scratch.ctx);
   auto* work = static_cast<__half*>(scratch.work);
   const auto eps = static_cast<float>(c.norm_eps);
@@ -109,13 +112,7 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
   auto row_norm = [&](const Norm& n) {
     return cuda::RowNorm{n.gamma.as<float>(), n.beta.as<float>(), eps, rms};
   };
-  const cuda::RowNorm none;
-
-  INFER_RETURN_IF_CUDA_ERROR(
-      cuda::LaunchEmbed(s, packed.ids, packed.positions, packed.types, word_.as<__half>(),
-                        position_.as<__half>(), token_type_.as<__half>(), row_norm(embed_norm_),
-                        tokens, h, x),
-      "embedding kernel");
+  const cuda::EmbedPositions where{packed.positions, packed.offsets, rows, c.position_offset > 0};
   cuda::AttentionMask mask;
   mask.causal = c.causal;
   if (relative_bias_.get() != nullptr) {
@@ -124,19 +121,9 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const cuda::Activation act = ActivationOf(c.activation);
-  // Pre-norm: the first block's input.
-  const __half* in = x;
-  if (c.pre_norm && !layers_.empty() && layers_.front().attn_norm.gamma.get() != nullptr) {
-    INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchAddNorm(s, x, nullptr, nullptr, row_norm(layers_.front().attn_norm), tokens, h,
-                            ctx),
-        "norm kernel");
-    in = ctx;
-  }
-  const __half* last = x;  // what pooling reads
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& l = layers_[i];
-    INFER_RETURN_IF_ERROR(Gemm(stream, in, tokens, l.qkv, work));
+  // in -> q/k/v (work) -> attention (ctx) -> the output projection (work).
+  auto attention = [&](const Layer& l, const __half* in) -> absl::Status {
+    INFER_RETURN_IF_ERROR(Gemm(stream, in, tokens, l.qkv, work, scratch.quant));
     if (l.inv_freq != nullptr || l.q_norm.gamma.get() != nullptr) {
       INFER_RETURN_IF_CUDA_ERROR(
           cuda::LaunchQkTransform(s, work, l.qkv.b.as<float>(), l.q_norm.gamma.as<float>(),
@@ -150,53 +137,78 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
                                           rows, packed.longest, c.num_heads, c.num_kv_heads,
                                           c.head_dim, scale, mask, ctx),
         "attention kernel");
-    INFER_RETURN_IF_ERROR(Gemm(stream, ctx, tokens, l.attn_out, work));
-    const __half* ffn_in = x;
-    if (c.pre_norm) {
-      INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAddNorm(s, x, work, l.attn_out.b.as<float>(),
-                                                     row_norm(l.ffn_norm), tokens, h, ctx),
-                                 "residual norm kernel");
-      ffn_in = ctx;
-    } else {
-      INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAddNorm(s, x, work, l.attn_out.b.as<float>(),
-                                                     row_norm(l.attn_norm), tokens, h, x),
-                                 "residual norm kernel");
-    }
-    INFER_RETURN_IF_ERROR(Gemm(stream, ffn_in, tokens, l.ffn_in, work));
+    return Gemm(stream, ctx, tokens, l.attn_out, work, scratch.quant);
+  };
+  // in -> the FFN (work) -> its output projection (ctx).
+  auto ffn = [&](const Layer& l, const __half* in) -> absl::Status {
+    INFER_RETURN_IF_ERROR(Gemm(stream, in, tokens, l.ffn_in, work, scratch.quant));
     INFER_RETURN_IF_CUDA_ERROR(
         cuda::LaunchActivation(s, work, l.ffn_in.b.as<float>(), tokens, inter, act, c.gated),
         "activation kernel");
-    INFER_RETURN_IF_ERROR(Gemm(stream, work, tokens, l.ffn_out, ctx, c.gated ? 2 * inter : inter));
-    if (c.pre_norm) {
-      // x += ctx + b, and the next block's input (in place in ctx).
-      const bool next = i + 1 < layers_.size();
-      const Norm& n = next ? layers_[i + 1].attn_norm : final_norm_;
-      const bool normed = n.gamma.get() != nullptr;
+    return Gemm(stream, work, tokens, l.ffn_out, ctx, scratch.quant, c.gated ? 2 * inter : inter);
+  };
+  const __half* pooled = ctx;  // what pooling reads
+  if (c.pre_norm) {
+    // The residual stream in FP32 (decoders' hidden states can reach the
+    // thousands, where FP16's step is 2 or more); each block's input is its
+    // norm of it, in FP16, in ctx.
+    auto* x = static_cast<float*>(scratch.x);
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchEmbed(s, packed.ids, where, packed.types, word_.as<__half>(),
+                          position_.as<__half>(), token_type_.as<__half>(), row_norm(embed_norm_),
+                          tokens, h, x),
+        "embedding kernel");
+    // The first block's input: its norm (none in ModernBERT's layer 0), or
+    // with no layers the final norm.
+    const Norm& first = layers_.empty() ? final_norm_ : layers_.front().attn_norm;
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchAddNorm(s, x, nullptr, nullptr, row_norm(first), tokens, h, ctx),
+        "norm kernel");
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      INFER_RETURN_IF_ERROR(attention(l, ctx));
+      INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAddNorm(s, x, work, l.attn_out.b.as<float>(),
+                                                     row_norm(l.ffn_norm), tokens, h, ctx),
+                                 "residual norm kernel");
+      INFER_RETURN_IF_ERROR(ffn(l, ctx));
+      // x += ctx + b, and the next block's input (the final norm's output
+      // after the last), in place in ctx.
+      const Norm& next = i + 1 < layers_.size() ? layers_[i + 1].attn_norm : final_norm_;
       INFER_RETURN_IF_CUDA_ERROR(
-          cuda::LaunchAddNorm(s, x, ctx, l.ffn_out.b.as<float>(), normed ? row_norm(n) : none,
-                              tokens, h, normed ? ctx : x),
+          cuda::LaunchAddNorm(s, x, ctx, l.ffn_out.b.as<float>(), row_norm(next), tokens, h, ctx),
           "residual norm kernel");
-      in = normed ? ctx : x;
-      last = in;
-    } else {
+    }
+  } else {
+    // Post-norm (MPNet): BERT's order, the residual stream in FP16.
+    auto* x = static_cast<__half*>(scratch.x);
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchEmbed(s, packed.ids, where, packed.types, word_.as<__half>(),
+                          position_.as<__half>(), token_type_.as<__half>(), row_norm(embed_norm_),
+                          tokens, h, x),
+        "embedding kernel");
+    for (const Layer& l : layers_) {
+      INFER_RETURN_IF_ERROR(attention(l, x));
+      INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAddNorm(s, x, work, l.attn_out.b.as<float>(),
+                                                     row_norm(l.attn_norm), tokens, h, x),
+                                 "residual norm kernel");
+      INFER_RETURN_IF_ERROR(ffn(l, x));
       INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAddNorm(s, x, ctx, l.ffn_out.b.as<float>(),
                                                      row_norm(l.ffn_norm), tokens, h, x),
                                  "residual norm kernel");
-      in = x;
-      last = x;
     }
-  }
-  if (!c.pre_norm && final_norm_.gamma.get() != nullptr) {
-    INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchAddNorm(s, x, nullptr, nullptr, row_norm(final_norm_), tokens, h, x),
-        "norm kernel");
+    if (final_norm_.gamma.get() != nullptr) {
+      INFER_RETURN_IF_CUDA_ERROR(
+          cuda::LaunchAddNorm(s, x, nullptr, nullptr, row_norm(final_norm_), tokens, h, x),
+          "norm kernel");
+    }
+    pooled = x;
   }
   if (pooling == Pooling::kLastToken) {
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchLastTokenPool(s, last, packed.offsets, rows, h, normalize, out),
+        cuda::LaunchLastTokenPool(s, pooled, packed.offsets, rows, h, normalize, out),
         "pooling kernel");
   } else {
-    INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, last, packed.offsets, rows, h,
+    INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, pooled, packed.offsets, rows, h,
                                                       pooling == Pooling::kCls, normalize, out),
                                "pooling kernel");
   }

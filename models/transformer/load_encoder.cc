@@ -34,8 +34,15 @@ absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Dev
           "precision ", PrecisionName(requested), ": the CPU encoder computes fp32, bf16 or int8"));
     case DeviceKind::kCuda:
       if (requested == Precision::kAuto || requested == Precision::kFp16) return Precision::kFp16;
-      return absl::FailedPreconditionError(
-          absl::StrCat("precision ", PrecisionName(requested), ": the CUDA encoder computes fp16"));
+      if (requested == Precision::kFp8) {
+        const int cc = device.info().compute_capability;
+        if (cc >= kMinFp8ComputeCapability) return Precision::kFp8;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "precision fp8 needs FP8 tensor cores (compute capability 8.9 or later: Ada, Hopper); ",
+            device.info().name, " has ", cc / 10, ".", cc % 10));
+      }
+      return absl::FailedPreconditionError(absl::StrCat("precision ", PrecisionName(requested),
+                                                        ": the CUDA encoder computes fp16 or fp8"));
   }
   return absl::FailedPreconditionError("unknown device kind");
 }
@@ -72,7 +79,7 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::strin
       }
 #if INFER_WITH_CUDA
       return TransformerEncoderCuda::Create(weights, context, options.graphs,
-                                            options.cublaslt_epilogues);
+                                            options.cublaslt_epilogues, precision);
 #else
       break;
 #endif

@@ -16,8 +16,12 @@
 
 namespace infer {
 
+// The CUDA compute capability FP8 tensor cores start at (Ada: 8.9).
+inline constexpr int kMinFp8ComputeCapability = 89;
+
 // The precision `requested` resolves to on `device`: auto becomes bf16 or
-// fp32 on a CPU (bf16 where it has native BF16) and fp16 on CUDA.
+// fp32 on a CPU (bf16 where it has native BF16) and fp16 on CUDA; fp8 is
+// taken on CUDA devices of kMinFp8ComputeCapability or later.
 // FAILED_PRECONDITION naming what the device's encoder computes when it
 // cannot compute the requested one.
 absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Device& device);

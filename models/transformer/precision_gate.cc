@@ -46,20 +46,47 @@ absl::Status ForEachChunk(const Tokenized& t, int64_t pad, Fn fn) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> Embed(const TransformerEncoderCpu& encoder, const Tokenized& t,
-                                         int64_t pad, Pooling pooling) {
+absl::StatusOr<std::vector<float>> Embed(const GateEmbedder& embed, const Tokenized& t,
+                                         int64_t pad) {
   std::vector<float> out;
   INFER_RETURN_IF_ERROR(ForEachChunk(
       t, pad,
       [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
           const std::vector<int64_t>& types, int64_t batch, int64_t seq) -> absl::Status {
-        INFER_ASSIGN_OR_RETURN(
-            std::vector<float> e,
-            encoder.Encode(ids, mask, batch, seq, /*normalize=*/true, pooling, types));
+        INFER_ASSIGN_OR_RETURN(std::vector<float> e, embed(ids, mask, types, batch, seq));
         out.insert(out.end(), e.begin(), e.end());
         return absl::OkStatus();
       }));
   return out;
+}
+
+GateEmbedder CpuEmbedder(const TransformerEncoderCpu& encoder, Pooling pooling) {
+  return [&encoder, pooling](const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
+                             const std::vector<int64_t>& types, int64_t batch, int64_t seq) {
+    return encoder.Encode(ids, mask, batch, seq, /*normalize=*/true, pooling, types);
+  };
+}
+
+// The gate's sentences tokenized: each alone, or for a classifier the pairs
+// (sentence i, sentence i + 1) with their segment ids.
+absl::StatusOr<Tokenized> TokenizeGate(const Tokenizer& tokenizer, int64_t max_length, bool pairs) {
+  const std::vector<std::string>& sentences = GateSentences();
+  const text::Truncation cut{static_cast<size_t>(max_length)};
+  Tokenized t;
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    if (pairs) {
+      const std::string& second = sentences[(i + 1) % sentences.size()];
+      INFER_ASSIGN_OR_RETURN(std::vector<text::PairIds> pair,
+                             tokenizer.EncodePairIds(sentences[i], {second}, cut));
+      t.ids.emplace_back(pair[0].ids.begin(), pair[0].ids.end());
+      t.types.emplace_back(pair[0].type_ids.begin(), pair[0].type_ids.end());
+    } else {
+      INFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.EncodeIds(sentences[i], cut));
+      t.ids.emplace_back(ids.begin(), ids.end());
+      t.types.emplace_back();
+    }
+  }
+  return t;
 }
 
 absl::StatusOr<std::vector<float>> Scores(const TransformerEncoderCpu& encoder, const Tokenized& t,
@@ -192,43 +219,44 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         const TransformerEncoderCpu& candidate,
                                         const Tokenizer& tokenizer, int64_t max_length,
                                         Pooling pooling, const GateLimits& limits) {
-  const std::vector<std::string>& sentences = GateSentences();
-  const text::Truncation cut{static_cast<size_t>(max_length)};
   const auto labels = static_cast<int64_t>(reference.spec().labels.size());
-  Tokenized t;
-  for (size_t i = 0; i < sentences.size(); ++i) {
-    if (labels > 0) {
-      const std::string& second = sentences[(i + 1) % sentences.size()];
-      INFER_ASSIGN_OR_RETURN(std::vector<text::PairIds> pair,
-                             tokenizer.EncodePairIds(sentences[i], {second}, cut));
-      t.ids.emplace_back(pair[0].ids.begin(), pair[0].ids.end());
-      t.types.emplace_back(pair[0].type_ids.begin(), pair[0].type_ids.end());
-    } else {
-      INFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.EncodeIds(sentences[i], cut));
-      t.ids.emplace_back(ids.begin(), ids.end());
-      t.types.emplace_back();
-    }
+  if (labels == 0) {
+    return MeasureGate(reference, CpuEmbedder(candidate, pooling), tokenizer, max_length, pooling,
+                       limits);
   }
-  const int64_t n = static_cast<int64_t>(sentences.size()), pad = tokenizer.pad_id();
-  if (labels > 0) {
-    INFER_ASSIGN_OR_RETURN(std::vector<float> a, Scores(reference, t, pad));
-    INFER_ASSIGN_OR_RETURN(std::vector<float> b, Scores(candidate, t, pad));
-    GateFigures f;
-    f.texts = n;
-    double lowest = 1;
-    for (int64_t l = 0; l < labels; ++l) {
-      std::vector<float> la(n), lb(n);
-      for (int64_t i = 0; i < n; ++i) {
-        la[i] = a[i * labels + l];
-        lb[i] = b[i * labels + l];
-      }
-      lowest = std::min(lowest, Spearman(la, lb));
+  INFER_ASSIGN_OR_RETURN(const Tokenized t, TokenizeGate(tokenizer, max_length, /*pairs=*/true));
+  const auto n = static_cast<int64_t>(t.ids.size());
+  const int64_t pad = tokenizer.pad_id();
+  INFER_ASSIGN_OR_RETURN(std::vector<float> a, Scores(reference, t, pad));
+  INFER_ASSIGN_OR_RETURN(std::vector<float> b, Scores(candidate, t, pad));
+  GateFigures f;
+  f.texts = n;
+  double lowest = 1;
+  for (int64_t l = 0; l < labels; ++l) {
+    std::vector<float> la(n), lb(n);
+    for (int64_t i = 0; i < n; ++i) {
+      la[i] = a[i * labels + l];
+      lb[i] = b[i * labels + l];
     }
-    f.spearman = lowest;
-    return f;
+    lowest = std::min(lowest, Spearman(la, lb));
   }
-  INFER_ASSIGN_OR_RETURN(std::vector<float> a, Embed(reference, t, pad, pooling));
-  INFER_ASSIGN_OR_RETURN(std::vector<float> b, Embed(candidate, t, pad, pooling));
+  f.spearman = lowest;
+  return f;
+}
+
+absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
+                                        const GateEmbedder& candidate, const Tokenizer& tokenizer,
+                                        int64_t max_length, Pooling pooling,
+                                        const GateLimits& limits) {
+  if (!reference.spec().labels.empty()) {
+    return absl::InvalidArgumentError(
+        "the gate measures a classifier's scores on the CPU encoder only");
+  }
+  INFER_ASSIGN_OR_RETURN(const Tokenized t, TokenizeGate(tokenizer, max_length, /*pairs=*/false));
+  const auto n = static_cast<int64_t>(t.ids.size());
+  const int64_t pad = tokenizer.pad_id();
+  INFER_ASSIGN_OR_RETURN(std::vector<float> a, Embed(CpuEmbedder(reference, pooling), t, pad));
+  INFER_ASSIGN_OR_RETURN(std::vector<float> b, Embed(candidate, t, pad));
   return CompareEmbeddings(a, b, n, reference.spec().hidden_size, limits.neighbours);
 }
 

@@ -30,6 +30,7 @@
 #define INFER_MODELS_TRANSFORMER_PRECISION_GATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,20 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         const TransformerEncoderCpu& candidate,
                                         const Tokenizer& tokenizer, int64_t max_length,
                                         Pooling pooling, const GateLimits& limits = GateLimits());
+
+// Embeds one chunk of right-padded texts: ids, mask and types [batch, seq]
+// -> [batch, hidden] normalised embeddings pooled as the gate asks.
+using GateEmbedder = std::function<absl::StatusOr<std::vector<float>>(
+    const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
+    const std::vector<int64_t>& types, int64_t batch, int64_t seq)>;
+
+// The same for a candidate on any device (the CUDA encoder's FP8: see
+// models/transformer/encode_on_device.h), embeddings only: INVALID_ARGUMENT
+// for a reference with a classification head.
+absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
+                                        const GateEmbedder& candidate, const Tokenizer& tokenizer,
+                                        int64_t max_length, Pooling pooling,
+                                        const GateLimits& limits = GateLimits());
 
 // The figures in one line, e.g. "1000 texts: cosine mean 0.9961, min
 // 0.9812; top-10 neighbours 0.951".

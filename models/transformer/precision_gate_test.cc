@@ -6,15 +6,18 @@
 #include <cmath>
 
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/encode_on_device.h"
 #include "tests/testing/random_data.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_device.h"
 
 namespace infer {
 namespace {
 
 using ::infer::testing::IsOk;
 using ::infer::testing::NormalFloats;
+using ::infer::testing::TestDevice;
 
 TEST(GateSentencesTest, AThousandSentencesInGroupsOfTenLanguages) {
   const std::vector<std::string>& s = GateSentences();
@@ -137,6 +140,76 @@ TEST(MeasureGateTest, RerankerInt8IsJudgedByItsScores) {
   auto self = MeasureGate(**fp32, **fp32, *tokenizer->tokenizer, longest, Pooling::kCls);
   ASSERT_THAT(self, IsOk());
   EXPECT_DOUBLE_EQ(*self->spearman, 1.0);
+}
+
+// The gate through the device interface (the FP8 path's: any encoder, any
+// device, via EncodeOnDevice), run here with the CPU encoder on a CPU
+// device: the same figures as the CPU overload, bit for bit; and
+// EncodeOnDevice equals the CPU encoder's host entry point.
+TEST(MeasureGateTest, AnEncoderOnADeviceGivesTheCpuFigures) {
+  const std::string dir = testing::FixturePath("families/xlm-roberta");
+  auto device = TestDevice::Create("cpu");
+  ASSERT_THAT(device, IsOk());
+  auto fp32 = TransformerEncoderCpu::Load(dir);
+  EncoderCpuOptions o;
+  o.precision = Precision::kInt8;
+  auto int8 = TransformerEncoderCpu::Load(dir, o, (*device)->allocator.get());
+  auto tokenizer = text::LoadFolderTokenizer(dir);
+  ASSERT_THAT(fp32, IsOk());
+  ASSERT_THAT(int8, IsOk());
+  ASSERT_THAT(tokenizer, IsOk());
+  const int64_t longest = (*fp32)->spec().MaxSequenceLength();
+  const TransformerEncoder& candidate = **int8;
+  const DeviceContext context = (*device)->context();
+  int64_t calls = 0;
+  const GateEmbedder on_device = [&](const std::vector<int64_t>& ids,
+                                     const std::vector<int64_t>& mask,
+                                     const std::vector<int64_t>& types, int64_t batch,
+                                     int64_t seq) -> absl::StatusOr<std::vector<float>> {
+    ++calls;
+    auto got = EncodeOnDevice(candidate, context, ids, mask, types, batch, seq, Pooling::kMean,
+                              /*normalize=*/true);
+    auto want = (*int8)->Encode(ids, mask, batch, seq, /*normalize=*/true, Pooling::kMean, types);
+    EXPECT_THAT(got, IsOk());
+    EXPECT_THAT(want, IsOk());
+    if (got.ok() && want.ok()) EXPECT_EQ(*got, *want);
+    return got;
+  };
+  auto via_device = MeasureGate(**fp32, on_device, *tokenizer->tokenizer, longest, Pooling::kMean);
+  auto direct = MeasureGate(**fp32, **int8, *tokenizer->tokenizer, longest, Pooling::kMean);
+  ASSERT_THAT(via_device, IsOk());
+  ASSERT_THAT(direct, IsOk());
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(via_device->texts, 1000);
+  EXPECT_EQ(*via_device->mean_cosine, *direct->mean_cosine);
+  EXPECT_EQ(*via_device->min_cosine, *direct->min_cosine);
+  EXPECT_EQ(*via_device->neighbour_overlap, *direct->neighbour_overlap);
+}
+
+TEST(EncodeOnDeviceTest, RefusesBadInputsNamingThem) {
+  const std::string dir = testing::FixturePath("families/bert");
+  auto device = TestDevice::Create("cpu");
+  ASSERT_THAT(device, IsOk());
+  auto encoder = TransformerEncoderCpu::Load(dir);
+  ASSERT_THAT(encoder, IsOk());
+  const TransformerEncoder& e = **encoder;
+  const DeviceContext c = (*device)->context();
+  const int64_t vocab = e.spec().vocab_size;
+  auto run = [&](std::vector<int64_t> ids, std::vector<int64_t> mask, std::vector<int64_t> types,
+                 int64_t batch, int64_t seq) {
+    return EncodeOnDevice(e, c, ids, mask, types, batch, seq, Pooling::kMean, true).status();
+  };
+  EXPECT_THAT(run({1, 2}, {1, 1}, {}, 1, 2), IsOk());
+  EXPECT_EQ(run({1, 2}, {1}, {}, 1, 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(run({1, vocab}, {1, 1}, {}, 1, 2).message(), ::testing::HasSubstr("vocabulary"));
+  EXPECT_THAT(run({1, -1}, {1, 1}, {}, 1, 2).message(), ::testing::HasSubstr("vocabulary"));
+  EXPECT_THAT(run({1, 2}, {1, 2}, {}, 1, 2).message(), ::testing::HasSubstr("mask"));
+  EXPECT_THAT(run({1, 2}, {1, 1}, {0, 2}, 1, 2).message(), ::testing::HasSubstr("token type"));
+  const int64_t too_long = e.spec().MaxSequenceLength() + 1;
+  EXPECT_THAT(
+      run(std::vector<int64_t>(too_long, 1), std::vector<int64_t>(too_long, 1), {}, 1, too_long)
+          .message(),
+      ::testing::HasSubstr("takes up to"));
 }
 
 }  // namespace

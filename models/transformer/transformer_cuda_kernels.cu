@@ -19,9 +19,15 @@ namespace {
 
 using namespace device;  // NOLINT: the shared helpers (bert_cuda_device.cuh)
 
+__device__ __forceinline__ void Store(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void Store(float* p, float v) { *p = v; }
+__device__ __forceinline__ float Load(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float Load(const float* p) { return *p; }
+
 // Normalises the block's row `s` (FP32, shared memory) and writes it to `out`
-// as FP16. Every thread of the block calls it (it holds barriers).
-__device__ void NormRow(float* s, int hidden, const RowNorm& n, float* red, __half* out) {
+// (FP16, or FP32). Every thread of the block calls it (it holds barriers).
+template <typename Out>
+__device__ void NormRow(float* s, int hidden, const RowNorm& n, float* red, Out* out) {
   if (n.gamma != nullptr) {
     float mean = 0.0f;
     if (!n.rms) {
@@ -38,25 +44,46 @@ __device__ void NormRow(float* s, int hidden, const RowNorm& n, float* red, __ha
     for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
       float v = (s[j] - mean) * inv * __ldg(n.gamma + j);
       if (n.beta != nullptr) v += __ldg(n.beta + j);
-      out[j] = __float2half_rn(v);
+      Store(out + j, v);
     }
   } else {
-    for (int j = threadIdx.x; j < hidden; j += blockDim.x) out[j] = __float2half_rn(s[j]);
+    for (int j = threadIdx.x; j < hidden; j += blockDim.x) Store(out + j, s[j]);
   }
 }
 
-__global__ void EmbedKernel(const int32_t* __restrict__ ids, const int32_t* __restrict__ positions,
+// The index of token r within its sequence: r - offsets[s] for the s with
+// offsets[s] <= r < offsets[s + 1] (binary search; empty rows share an
+// offset with the next, and the last such s is taken).
+__device__ int IndexInSequence(const int32_t* __restrict__ offsets, int rows, int r) {
+  int lo = 0, hi = rows;  // offsets[lo] <= r < offsets[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (__ldg(offsets + mid) <= r) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return r - __ldg(offsets + lo);
+}
+
+template <typename X>
+__global__ void EmbedKernel(const int32_t* __restrict__ ids, EmbedPositions where,
                             const int32_t* __restrict__ types, const __half* __restrict__ word,
                             const __half* __restrict__ position,
                             const __half* __restrict__ token_type, RowNorm norm, int hidden,
-                            __half* __restrict__ x) {
+                            X* __restrict__ x) {
   extern __shared__ float row[];
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const __half* w = word + static_cast<int64_t>(__ldg(ids + r)) * hidden;
-  const __half* p = position != nullptr
-                        ? position + static_cast<int64_t>(__ldg(positions + r)) * hidden
-                        : nullptr;
+  const __half* p = nullptr;
+  if (position != nullptr) {
+    const int at = where.by_order ? IndexInSequence(where.offsets, static_cast<int>(where.rows),
+                                                    static_cast<int>(r))
+                                  : __ldg(where.positions + r);
+    p = position + static_cast<int64_t>(at) * hidden;
+  }
   const __half* tt =
       token_type != nullptr
           ? token_type + static_cast<int64_t>(types != nullptr ? __ldg(types + r) : 0) * hidden
@@ -71,20 +98,21 @@ __global__ void EmbedKernel(const int32_t* __restrict__ ids, const int32_t* __re
   NormRow(row, hidden, norm, red, x + r * hidden);
 }
 
-__global__ void AddNormKernel(__half* x, const __half* y, const float* __restrict__ bias,
-                              RowNorm norm, int hidden, __half* out) {
+template <typename X>
+__global__ void AddNormKernel(X* x, const __half* y, const float* __restrict__ bias, RowNorm norm,
+                              int hidden, __half* out) {
   extern __shared__ float row[];
   __shared__ float red[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
-  const bool update = y != nullptr && out != x;
+  const bool update = y != nullptr && static_cast<void*>(out) != static_cast<void*>(x);
   for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
-    float v = __half2float(x[base + j]);
+    float v = Load(x + base + j);
     if (y != nullptr) {
       v += __half2float(y[base + j]);
       if (bias != nullptr) v += __ldg(bias + j);
     }
     row[j] = v;
-    if (update) x[base + j] = __float2half_rn(v);
+    if (update) Store(x + base + j, v);
   }
   // Every read of the row (x and y) happens before this barrier, every write
   // of `out` after it, so out may alias x or y.
@@ -211,24 +239,57 @@ size_t RowBytes(int64_t hidden) { return static_cast<size_t>(hidden) * sizeof(fl
 
 }  // namespace
 
-cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
+namespace {
+
+template <typename X>
+cudaError_t Embed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+                  const int32_t* types, const __half* word, const __half* position,
+                  const __half* token_type, const RowNorm& norm, int64_t tokens, int64_t hidden,
+                  X* x) {
+  if (!RowSizesOk(tokens, hidden) || where.rows < 0 || where.rows > 2147483647 ||
+      tokens > 2147483647) {
+    return cudaErrorInvalidValue;
+  }
+  if (tokens == 0 || hidden == 0) return cudaSuccess;
+  EmbedKernel<X><<<static_cast<unsigned>(tokens), kRowThreads, RowBytes(hidden), stream>>>(
+      ids, where, types, word, position, token_type, norm, static_cast<int>(hidden), x);
+  return cudaGetLastError();
+}
+
+template <typename X>
+cudaError_t AddNorm(cudaStream_t stream, X* x, const __half* y, const float* bias,
+                    const RowNorm& norm, int64_t tokens, int64_t hidden, __half* out) {
+  if (!RowSizesOk(tokens, hidden)) return cudaErrorInvalidValue;
+  if (tokens == 0 || hidden == 0) return cudaSuccess;
+  AddNormKernel<X><<<static_cast<unsigned>(tokens), kRowThreads, RowBytes(hidden), stream>>>(
+      x, y, bias, norm, static_cast<int>(hidden), out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
                         const int32_t* types, const __half* word, const __half* position,
                         const __half* token_type, const RowNorm& norm, int64_t tokens,
                         int64_t hidden, __half* x) {
-  if (!RowSizesOk(tokens, hidden)) return cudaErrorInvalidValue;
-  if (tokens == 0 || hidden == 0) return cudaSuccess;
-  EmbedKernel<<<static_cast<unsigned>(tokens), kRowThreads, RowBytes(hidden), stream>>>(
-      ids, positions, types, word, position, token_type, norm, static_cast<int>(hidden), x);
-  return cudaGetLastError();
+  return Embed(stream, ids, where, types, word, position, token_type, norm, tokens, hidden, x);
+}
+
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+                        const int32_t* types, const __half* word, const __half* position,
+                        const __half* token_type, const RowNorm& norm, int64_t tokens,
+                        int64_t hidden, float* x) {
+  return Embed(stream, ids, where, types, word, position, token_type, norm, tokens, hidden, x);
 }
 
 cudaError_t LaunchAddNorm(cudaStream_t stream, __half* x, const __half* y, const float* bias,
                           const RowNorm& norm, int64_t tokens, int64_t hidden, __half* out) {
-  if (!RowSizesOk(tokens, hidden)) return cudaErrorInvalidValue;
-  if (tokens == 0 || hidden == 0) return cudaSuccess;
-  AddNormKernel<<<static_cast<unsigned>(tokens), kRowThreads, RowBytes(hidden), stream>>>(
-      x, y, bias, norm, static_cast<int>(hidden), out);
-  return cudaGetLastError();
+  return AddNorm(stream, x, y, bias, norm, tokens, hidden, out);
+}
+
+cudaError_t LaunchAddNorm(cudaStream_t stream, float* x, const __half* y, const float* bias,
+                          const RowNorm& norm, int64_t tokens, int64_t hidden, __half* out) {
+  return AddNorm(stream, x, y, bias, norm, tokens, hidden, out);
 }
 
 cudaError_t LaunchQkTransform(cudaStream_t stream, __half* qkv, const float* bias,

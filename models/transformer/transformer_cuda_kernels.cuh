@@ -37,20 +37,40 @@ struct RowNorm {
   bool rms = false;
 };
 
-// x[r] = norm(word[ids[r]] (+ position[positions[r]]) (+ token_type[t]))
-// for the `tokens` rows, t = types[r] (0 when types is null); position or
-// token_type null: that table is not added. Tables FP16 [*, hidden].
-cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
+// Where a token's absolute position comes from: its packed position id, or
+// (by_order: XLM-R's and MPNet's, which transformers counts over real
+// tokens) its index within its sequence, found from the device offsets
+// [rows + 1].
+struct EmbedPositions {
+  const int32_t* positions = nullptr;
+  const int32_t* offsets = nullptr;
+  int64_t rows = 0;
+  bool by_order = false;
+};
+
+// x[r] = norm(word[ids[r]] (+ position[p]) (+ token_type[t])) for the
+// `tokens` rows, p as `where` says, t = types[r] (0 when types is null);
+// position or token_type null: that table is not added. Tables FP16 [*,
+// hidden]; x FP16, or FP32 (a residual stream kept in FP32).
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
                         const int32_t* types, const __half* word, const __half* position,
                         const __half* token_type, const RowNorm& norm, int64_t tokens,
                         int64_t hidden, __half* x);
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+                        const int32_t* types, const __half* word, const __half* position,
+                        const __half* token_type, const RowNorm& norm, int64_t tokens,
+                        int64_t hidden, float* x);
 
 // For each row r of `tokens`: s = x[r] (+ y[r] + bias, when y is not null;
 // bias may be null), summed in FP32. When y is not null and out != x, the
-// residual stream is updated: x[r] = s rounded to FP16. Then out[r] =
-// norm(s). out may be x (post-norm: x = norm(x + y + b)), y, or another
-// buffer of [tokens, hidden]; each row is read whole before it is written.
+// residual stream is updated: x[r] = s (rounded to x's type). Then out[r] =
+// norm(s) in FP16. out may be x (post-norm: x = norm(x + y + b)), y, or
+// another buffer of [tokens, hidden]; each row is read whole before it is
+// written. x FP16, or FP32 (a residual stream kept in FP32; out is then
+// never x).
 cudaError_t LaunchAddNorm(cudaStream_t stream, __half* x, const __half* y, const float* bias,
+                          const RowNorm& norm, int64_t tokens, int64_t hidden, __half* out);
+cudaError_t LaunchAddNorm(cudaStream_t stream, float* x, const __half* y, const float* bias,
                           const RowNorm& norm, int64_t tokens, int64_t hidden, __half* out);
 
 // In place on qkv [tokens, (heads + 2 kv_heads) · head_dim] FP16, over the

@@ -292,5 +292,20 @@ INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
                            return name;
                          });
 
+// The CUDA encoder's fixtures (heads of 32; Qwen3's query width past its
+// hidden size), checked on the CPU too, so that a GPU failure on them is the
+// CUDA path's and not the fixture's.
+INSTANTIATE_TEST_SUITE_P(CudaFixtures, FamiliesTest,
+                         ::testing::Values("families-cuda/xlm-roberta", "families-cuda/mpnet",
+                                           "families-cuda/modernbert", "families-cuda/qwen3",
+                                           "families-cuda/bert", "families-cuda/qwen2",
+                                           "families-cuda/llama", "families-cuda/mistral"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           name = name.substr(name.find('/') + 1);
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
+
 }  // namespace
 }  // namespace infer

@@ -345,9 +345,11 @@ TEST_F(RepositoryTest, PrecisionIsAppliedOrRefusedByName) {
     absl::StatusCode code;
     std::string error;
   } cases[] = {
-      {"enc", R"(backend: "bert" precision: "fp8")", absl::StatusCode::kInvalidArgument,
-       "enc/config.pbtxt: field 'precision': precision 'fp8' is not one of auto, fp32, bf16, "
-       "fp16, int8"},
+      {"enc", R"(backend: "bert" precision: "fp4")", absl::StatusCode::kInvalidArgument,
+       "enc/config.pbtxt: field 'precision': precision 'fp4' is not one of auto, fp32, bf16, "
+       "fp16, int8, fp8"},
+      {"enc", R"(backend: "bert" precision: "fp8")", absl::StatusCode::kFailedPrecondition,
+       "enc/config.pbtxt: precision fp8: the CPU encoder computes fp32, bf16 or int8"},
       {"enc", R"(backend: "bert" precision: "fp16")", absl::StatusCode::kFailedPrecondition,
        "enc/config.pbtxt: precision fp16: the CPU encoder computes fp32, bf16 or int8"},
       {"pool", R"(backend: "embed_pool" precision: "bf16")", absl::StatusCode::kInvalidArgument,

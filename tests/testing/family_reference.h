@@ -28,9 +28,11 @@ struct Reference {
   std::vector<std::vector<float>> hidden, embedding;
 };
 
+// `family`: a folder of tests/fixtures/families, or SET/FAMILY for another
+// set (families-cuda/qwen3: heads of 32, for the CUDA encoder).
 inline Reference ReadReference(const std::string& family) {
   Reference r;
-  r.dir = FixturePath("families/" + family);
+  r.dir = FixturePath(family.find('/') == std::string::npos ? "families/" + family : family);
   auto text = ReadCheckpointFile(r.dir + "/reference.json");
   EXPECT_THAT(text, IsOk());
   const nlohmann::json j = nlohmann::json::parse(*text);
