@@ -22,7 +22,11 @@
 #     (bench/adversarial.py, GPU_RUN_ADVERSARIAL_S seconds, default 600; 0
 #     skips it);
 #   - the embedded example and the server (serving MiniLM) on cuda:0.
-# GPU_RUN_BENCH=0 runs the tests alone. The summary log goes to $OUT/gpu-run.log (default $OUT: /tmp/gpu-run), and
+# GPU_RUN_BENCH=0 runs the tests alone. GPU_RUN_SECTIONS (comma-separated; default
+# all) runs only the named benchmark sections: minilm, bert-base, fused-epilogues, fp8,
+# families, saturation, adversarial, copies, mixed, allocator, bucketing, serve. A
+# lent GPU's minutes are few: e.g. GPU_RUN_TESTS="encoder_cuda_families_test
+# packed_attention_cuda_test" GPU_RUN_SECTIONS=fp8,families. The summary log goes to $OUT/gpu-run.log (default $OUT: /tmp/gpu-run), and
 # it, the tables and one log per test binary to $OUT/gpu-run.tgz. Exits
 # non-zero on any failure.
 set -uo pipefail
@@ -72,9 +76,9 @@ else
 fi
 # The binaries with GPU tests (the rest are CPU-only and run in CI).
 GPU_TESTS="cuda_runtime_test device_lost_test packed_attention_cuda_test bert_cuda_kernels_test
-  bert_cuda_graphs_test encoder_cuda_families_test bert_model_test embed_pool_test caching_allocator_test device_lock_test
-  device_test nvml_telemetry_test model_repository_test proto_codec_test metrics_test
-  grpc_server_test device_lost_grpc_test"
+  bert_cuda_graphs_test transformer_cuda_kernels_test encoder_cuda_families_test bert_model_test
+  embed_pool_test caching_allocator_test device_lock_test device_test nvml_telemetry_test
+  model_repository_test proto_codec_test metrics_test grpc_server_test device_lost_grpc_test"
 tests="${GPU_RUN_TESTS:-$GPU_TESTS}"
 [ "$tests" = all ] && tests=$(ls "$D/tests")
 for name in $tests; do
@@ -90,18 +94,31 @@ if [ "${GPU_RUN_BENCH:-1}" = 0 ]; then  # tests only
   if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; finish; exit 1; fi
   echo "ALL PASSED (tests only)"; finish; exit 0
 fi
+# Whether benchmark section $1 is asked for (GPU_RUN_SECTIONS).
+want() { [ "${GPU_RUN_SECTIONS:-all}" = all ] || [[ ",${GPU_RUN_SECTIONS}," == *",$1,"* ]]; }
+# The synthetic BERT-base checkpoint several sections time.
+bert_base() {
+  [ -e /tmp/bert-base/config.json ] ||
+    "$D/bin/infer-model-gen" --preset bert-base --dtype f16 --out /tmp/bert-base >/dev/null
+}
 # Most telling first: a run cut short by its time limit keeps what came first.
+if want minilm; then
 echo "--- encoder vs PyTorch FP16 eager and torch.compile: MiniLM (and ours with CUDA graphs off)"
 timeout 240 python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 --compare-graphs \
   --torch-compile --encoder-bench "$D/bin/encoder-bench" --batches 1,32,128 --lengths 16,128,512 \
   2>"$LOGS/evt-minilm.log" | tee "$OUT/encoder-vs-torch-minilm.txt" || failed+=(encoder-vs-torch-minilm)
+fi
+if want bert-base; then
 echo "--- encoder vs PyTorch FP16 eager and torch.compile: synthetic BERT-base"
-"$D/bin/infer-model-gen" --preset bert-base --dtype f16 --out /tmp/bert-base >/dev/null &&
+bert_base &&
 timeout 240 python3 bench/encoder_vs_torch.py --checkpoint /tmp/bert-base --device cuda:0 --torch-compile \
   --encoder-bench "$D/bin/encoder-bench" --batches 8,128 --lengths 128,512 \
   2>"$LOGS/evt-bert-base.log" | tee "$OUT/encoder-vs-torch-bert-base.txt" \
   || failed+=(encoder-vs-torch-bert-base)
+fi
+if want fused-epilogues; then
 echo "--- the FFN's bias + GELU in cuBLASLt's epilogue vs the GELU kernel: BERT-base, 3 alternating rounds"
+bert_base || failed+=(bert-base)
 for round in 1 2 3; do
   for fused in off on; do
     echo "round $round, --cuda-fused-epilogues $fused" >> "$OUT/fused-epilogues.txt"
@@ -111,7 +128,10 @@ for round in 1 2 3; do
   done
 done
 cat "$OUT/fused-epilogues.txt"
+fi
+if want fp8; then
 echo "--- FP8 (E4M3 GEMMs, per-channel x per-token scales) vs FP16: BERT-base, 3 alternating rounds"
+bert_base || failed+=(bert-base)
 for round in 1 2 3; do
   for precision in fp16 fp8; do
     echo "round $round, --precision $precision" >> "$OUT/fp8.txt"
@@ -120,6 +140,8 @@ for round in 1 2 3; do
   done
 done
 cat "$OUT/fp8.txt"
+fi
+if want families; then
 echo "--- the other families on CUDA vs PyTorch FP16 SDPA: synthetic XLM-R, ModernBERT, Qwen3-0.6B"
 for fam in xlm-roberta-base:0 modernbert-base:0 qwen3-0.6b:8; do
   name=${fam%%:*}; layers=${fam##*:}
@@ -132,15 +154,19 @@ timeout 240 python3 bench/encoder_vs_torch.py --synthetic qwen3-0.6b --layers 8 
   --precision fp16 --encoder-bench "$D/bin/encoder-bench" --mixed 512 --rounds 2 \
   2>"$LOGS/evt-qwen3-mixed.log" | tee "$OUT/encoder-vs-torch-qwen3-mixed.txt" \
   || failed+=(encoder-vs-torch-qwen3-mixed)
+fi
+if want saturation; then
 echo "--- the server at saturation vs the in-process forward pass: MiniLM on cuda:0"
 timeout 120 python3 bench/saturation.py --checkpoint "$D/minilm" --device cuda:0 --duration-s 8 \
   | tee "$OUT/saturation.txt" || failed+=(saturation)
-if [ "${GPU_RUN_ADVERSARIAL_S:-600}" != 0 ]; then
+fi
+if want adversarial && [ "${GPU_RUN_ADVERSARIAL_S:-600}" != 0 ]; then
   echo "--- adversarial: 2x capacity under a tight memory budget for ${GPU_RUN_ADVERSARIAL_S:-600} s"
   timeout $((${GPU_RUN_ADVERSARIAL_S:-600} + 90)) python3 bench/adversarial.py --checkpoint "$D/minilm" --device cuda:0 \
     --batch-bytes 268435456 --duration-s "${GPU_RUN_ADVERSARIAL_S:-600}" \
     | tee "$OUT/adversarial.txt" || failed+=(adversarial)
 fi
+if want copies; then
 echo "--- host<->device copy bandwidth through PyTorch (pinned and pageable), for overlap-bench"
 timeout 60 python3 - <<'PY' | tee "$OUT/torch-copy-bandwidth.txt" || failed+=(torch-copy-bandwidth)
 import time, torch
@@ -161,16 +187,24 @@ PY
 echo "--- overlap-bench cuda:0"
 timeout 60 "$D/bin/overlap-bench" --device cuda:0 --n 4096 --gemms 1 --batches 24 | tee "$OUT/overlap-bench.txt" \
   || failed+=(overlap-bench)
+fi
+if want mixed; then
 echo "--- encoder vs PyTorch eager FP16: MiniLM, mixed lengths (packed vs padded)"
 timeout 240 python3 bench/encoder_vs_torch.py --checkpoint "$D/minilm" --device cuda:0 \
   --encoder-bench "$D/bin/encoder-bench" --mixed 1024 \
   2>"$LOGS/evt-minilm-mixed.log" | tee "$OUT/encoder-vs-torch-minilm-mixed.txt" \
   || failed+=(encoder-vs-torch-minilm-mixed)
+fi
+if want allocator; then
 echo "--- allocator-bench cuda:0"
 timeout 60 "$D/bin/allocator-bench" --device cuda:0 | tee "$OUT/allocator-bench.txt" || failed+=(allocator-bench)
+fi
+if want bucketing; then
 echo "--- bucketing-bench cuda:0"
 timeout 60 "$D/bin/bucketing-bench" --device cuda:0 --requests 4000 --model minilm --checkpoint "$D/minilm" \
   | tee "$OUT/bucketing-bench-minilm.txt" || failed+=(bucketing-bench-minilm)
+fi
+if want serve; then
 echo "--- embedded_engine cuda:0"
 "$D/bin/embedded_engine" cuda:0 || failed+=(embedded_engine)
 echo "--- infer-server on cuda:0 (embed_pool and MiniLM)"
@@ -185,6 +219,7 @@ sleep 3
 grep -E "device|listening|ready|cannot" "$LOGS/server.log"
 grep -q "model .minilm. ready" "$LOGS/server.log" || failed+=(server-minilm-on-cuda)
 kill -TERM $pid; wait $pid || failed+=(infer-server)
+fi
 if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; finish; exit 1; fi
 echo "ALL PASSED"
 finish
