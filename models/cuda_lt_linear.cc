@@ -94,6 +94,19 @@ absl::StatusOr<cublasLtMatmulAlgo_t> BestAlgo(cublasLtHandle_t handle, cublasLtM
   return result.algo;
 }
 
+// The cuBLASLt handle of `stream`'s cuBLAS handle (cuBLAS documents the
+// cast), for a call over `rows` rows.
+absl::StatusOr<cublasLtHandle_t> CallHandle(Stream* stream, int64_t rows) {
+  if (rows < 1 || rows > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt linear over ", rows, " rows"));
+  }
+  cublasHandle_t cublas = NativeCublasHandle(stream);
+  if (cublas == nullptr) {
+    return absl::FailedPreconditionError("a cuBLASLt linear runs on a compute stream");
+  }
+  return reinterpret_cast<cublasLtHandle_t>(cublas);
+}
+
 }  // namespace
 
 struct LtLinear::Desc {
@@ -149,15 +162,7 @@ absl::StatusOr<std::unique_ptr<LtLinear>> LtLinear::Create(int64_t out, int64_t 
 
 absl::Status LtLinear::Run(Stream* stream, const void* w, const void* x, int64_t rows,
                            void* y) const {
-  if (rows < 1 || rows > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt linear over ", rows, " rows"));
-  }
-  cublasHandle_t cublas = NativeCublasHandle(stream);
-  if (cublas == nullptr) {
-    return absl::FailedPreconditionError("a cuBLASLt linear runs on a compute stream");
-  }
-  // A cuBLAS handle serves as a cuBLASLt handle (cuBLAS documents the cast).
-  auto handle = reinterpret_cast<cublasLtHandle_t>(cublas);
+  INFER_ASSIGN_OR_RETURN(cublasLtHandle_t handle, CallHandle(stream, rows));
   const GemmWorkspace workspace = NativeGemmWorkspace(stream);
   CallLayouts l;
   INFER_RETURN_IF_ERROR(l.Init(out_, in_, rows));
@@ -240,14 +245,7 @@ absl::StatusOr<std::unique_ptr<LtFp8Linear>> LtFp8Linear::Create(int64_t out, in
 absl::Status LtFp8Linear::Run(Stream* stream, const void* w_codes, const float* w_scales,
                               const void* x_codes, const float* x_scales, int64_t rows,
                               void* y) const {
-  if (rows < 1 || rows > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("FP8 linear over ", rows, " rows"));
-  }
-  cublasHandle_t cublas = NativeCublasHandle(stream);
-  if (cublas == nullptr) {
-    return absl::FailedPreconditionError("an FP8 linear runs on a compute stream");
-  }
-  auto handle = reinterpret_cast<cublasLtHandle_t>(cublas);
+  INFER_ASSIGN_OR_RETURN(cublasLtHandle_t handle, CallHandle(stream, rows));
   const GemmWorkspace workspace = NativeGemmWorkspace(stream);
   Fp8Desc desc;
   INFER_RETURN_IF_ERROR(desc.Init(w_scales, x_scales));

@@ -158,14 +158,15 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine, const NvmlTelemetr
     }
     const Labels m = {{"model", model}};
     if (absl::StatusOr<const ModelSpec*> spec = engine.GetModelSpec(model); spec.ok()) {
-      f.Gauge("infer_model_info",
-              "1 per loaded model, labelled with its backend, the precision it computes in "
-              "(fp32, bf16, fp16, int8, fp8; empty for a model that computes nothing) and its device",
-              {{"model", model},
-               {"backend", (*spec)->backend},
-               {"precision", (*spec)->precision},
-               {"device", engine.device()->spec()}},
-              1.0);
+      f.Gauge(
+          "infer_model_info",
+          "1 per loaded model, labelled with its backend, the precision it computes in "
+          "(fp32, bf16, fp16, int8, fp8; empty for a model that computes nothing) and its device",
+          {{"model", model},
+           {"backend", (*spec)->backend},
+           {"precision", (*spec)->precision},
+           {"device", engine.device()->spec()}},
+          1.0);
     }
     f.Counter("infer_inferences_total", "Rows (sequences) answered successfully", m,
               static_cast<double>(s.inference_count));

@@ -10,6 +10,40 @@
 
 namespace infer {
 
+absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
+                                                 absl::Span<const int64_t> ids,
+                                                 absl::Span<const int64_t> types,
+                                                 absl::Span<const int64_t> mask, int64_t batch,
+                                                 int64_t seq) {
+  if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
+      static_cast<int64_t>(mask.size()) != batch * seq ||
+      (!types.empty() && static_cast<int64_t>(types.size()) != batch * seq)) {
+    return absl::InvalidArgumentError("ids, mask and types must be [batch, seq]");
+  }
+  const int64_t type_rows = std::max<int64_t>(spec.type_vocab_size, 1);
+  for (int64_t type : types) {
+    if (type < 0 || type >= type_rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token type ", type, " is outside [0, ", type_rows, ")"));
+    }
+  }
+  if (seq > spec.MaxSequenceLength()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence of ", seq, " tokens; the model allows ", spec.MaxSequenceLength()));
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= spec.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside [0, ", spec.vocab_size, ")"));
+    }
+  }
+  for (int64_t m : mask) {
+    if (m != 0 && m != 1) return absl::InvalidArgumentError("mask values are 0 or 1");
+  }
+  return PackedSequences(ids.data(), mask.data(), batch, seq,
+                         types.empty() ? nullptr : types.data());
+}
+
 absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& encoder,
                                                   const DeviceContext& context,
                                                   absl::Span<const int64_t> ids,
@@ -17,37 +51,10 @@ absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& enco
                                                   absl::Span<const int64_t> types, int64_t batch,
                                                   int64_t seq, Pooling pooling, bool normalize) {
   const TransformerSpec& spec = encoder.spec();
-  if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
-      static_cast<int64_t>(mask.size()) != batch * seq ||
-      (!types.empty() && static_cast<int64_t>(types.size()) != batch * seq)) {
-    return absl::InvalidArgumentError(absl::StrCat("ids, mask and types must each be ", batch,
-                                                   " x ", seq, " (types may be empty)"));
-  }
-  const int64_t type_rows = std::max<int64_t>(spec.type_vocab_size, 1);
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t real = 0;
-    for (int64_t s = 0; s < seq; ++s) {
-      const int64_t i = b * seq + s;
-      if (mask[i] != 0 && mask[i] != 1) return absl::InvalidArgumentError("mask values are 0 or 1");
-      if (ids[i] < 0 || ids[i] >= spec.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("id ", ids[i], " is outside the vocabulary of ", spec.vocab_size));
-      }
-      if (!types.empty() && (types[i] < 0 || types[i] >= type_rows)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("token type ", types[i], " past ", type_rows));
-      }
-      real += mask[i];
-    }
-    if (real > spec.MaxSequenceLength()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a sequence of ", real, " tokens; the model takes up to ", spec.MaxSequenceLength()));
-    }
-  }
+  INFER_ASSIGN_OR_RETURN(const PackedSequences host,
+                         CheckAndPackHost(spec, ids, types, mask, batch, seq));
   const int64_t hidden = spec.hidden_size;
   if (batch == 0) return std::vector<float>();
-  const PackedSequences host(ids.data(), mask.data(), batch, seq,
-                             types.empty() ? nullptr : types.data());
   const PackedSequencesView h = host.view();
   const PackedLayout layout{h.rows, h.tokens, /*with_types=*/!types.empty()};
   INFER_ASSIGN_OR_RETURN(ComputeStream stream,

@@ -1,17 +1,22 @@
-// EncodeOnDevice: host-side convenience for any TransformerEncoder on any
-// device (the CPU encoder has its own, TransformerEncoderCpu::Encode): for
-// load-time checks (the FP8 quality gate, models/transformer/precision_gate.h),
-// tests and tools, not the serving path.
+// Host-side entry points for the encoders: for load-time checks (the FP8
+// quality gate, models/transformer/precision_gate.h), tests, tools and
+// benchmarks, not the serving path (which packs and checks its requests in
+// the served model).
 //
-// Packs a right-padded [batch, seq] id matrix by its mask (token types
-// [batch, seq], or empty: all 0), stages it in device memory from the
-// context's allocator, encodes on a compute stream of its own and returns
-// [batch, hidden] FP32 embeddings, pooled by `pooling`, L2-normalised when
-// `normalize`. INVALID_ARGUMENT for mismatched sizes, an id past the
-// vocabulary, a type past the token-type table, a mask value other than 0
-// or 1, or a sequence longer than the model takes. Blocks until done.
+// CheckAndPackHost checks a [batch, seq] id matrix against a model and packs
+// it by its mask (token types [batch, seq], or empty: none): INVALID_ARGUMENT
+// for mismatched sizes, a type past the token-type table, a width past the
+// longest sequence the model takes, an id past the vocabulary, or a mask
+// value other than 0 or 1. The CPU encoder's host entry points use it too.
 //
-// Thread-safety: as the encoder's Encode (each call has its own stream).
+// EncodeOnDevice: any TransformerEncoder on any device. Checks and packs as
+// above, stages the batch in device memory from the context's allocator,
+// encodes on a compute stream of its own and returns [batch, hidden] FP32
+// embeddings, pooled by `pooling`, L2-normalised when `normalize`. Blocks
+// until done.
+//
+// Thread-safety: pure functions; EncodeOnDevice as the encoder's Encode (each
+// call has its own stream).
 #ifndef INFER_MODELS_TRANSFORMER_ENCODE_ON_DEVICE_H_
 #define INFER_MODELS_TRANSFORMER_ENCODE_ON_DEVICE_H_
 
@@ -20,10 +25,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "models/packed_sequences.h"
 #include "models/transformer/encoder.h"
 #include "runtime/device_context.h"
 
 namespace infer {
+
+absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
+                                                 absl::Span<const int64_t> ids,
+                                                 absl::Span<const int64_t> types,
+                                                 absl::Span<const int64_t> mask, int64_t batch,
+                                                 int64_t seq);
 
 absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& encoder,
                                                   const DeviceContext& context,

@@ -181,10 +181,6 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   // from `scratch` (its kX buffer).
   absl::Status Forward(const PackedSequencesView& batch, const std::array<void*, kBuffers>& p,
                        int64_t rows) const;
-  absl::StatusOr<PackedSequences> CheckAndPack(absl::Span<const int64_t> ids,
-                                               absl::Span<const int64_t> types,
-                                               absl::Span<const int64_t> mask, int64_t batch,
-                                               int64_t seq) const;
 
   TransformerSpec spec_;
   Precision precision_ = Precision::kFp32;

@@ -6,47 +6,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/transformer/encode_on_device.h"
 #include "models/transformer/encoder_cpu.h"
 #include "runtime/cpu_device.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
 
-absl::StatusOr<PackedSequences> TransformerEncoderCpu::CheckAndPack(absl::Span<const int64_t> ids,
-                                                                    absl::Span<const int64_t> types,
-                                                                    absl::Span<const int64_t> mask,
-                                                                    int64_t batch,
-                                                                    int64_t seq) const {
-  if (batch < 0 || seq < 0 || static_cast<int64_t>(ids.size()) != batch * seq ||
-      static_cast<int64_t>(mask.size()) != batch * seq ||
-      (!types.empty() && static_cast<int64_t>(types.size()) != batch * seq)) {
-    return absl::InvalidArgumentError("ids, mask and types must be [batch, seq]");
-  }
-  for (int64_t type : types) {
-    if (type < 0 || type >= std::max<int64_t>(spec_.type_vocab_size, 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("token type ", type, " is outside [0, ",
-                                                     std::max<int64_t>(spec_.type_vocab_size, 1),
-                                                     ")"));
-    }
-  }
-  if (seq > spec_.MaxSequenceLength()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sequence of ", seq, " tokens; the model allows ", spec_.MaxSequenceLength()));
-  }
-  for (int64_t id : ids) {
-    if (id < 0 || id >= spec_.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", id, " is outside [0, ", spec_.vocab_size, ")"));
-    }
-  }
-  return PackedSequences(ids.data(), mask.data(), batch, seq,
-                         types.empty() ? nullptr : types.data());
-}
-
 absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Encode(
     absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
     bool normalize, Pooling pooling, absl::Span<const int64_t> types) const {
-  INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, types, mask, batch, seq));
+  INFER_ASSIGN_OR_RETURN(const PackedSequences packed,
+                         CheckAndPackHost(spec_, ids, types, mask, batch, seq));
   std::vector<float> out(batch * spec_.hidden_size);
   INFER_RETURN_IF_ERROR(Encode(nullptr, packed.view(), pooling, normalize, out.data()));
   return out;
@@ -55,7 +26,8 @@ absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Encode(
 absl::StatusOr<std::vector<float>> TransformerEncoderCpu::HiddenStates(
     absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
     absl::Span<const int64_t> types) const {
-  INFER_ASSIGN_OR_RETURN(const PackedSequences packed, CheckAndPack(ids, types, mask, batch, seq));
+  INFER_ASSIGN_OR_RETURN(const PackedSequences packed,
+                         CheckAndPackHost(spec_, ids, types, mask, batch, seq));
   const PackedSequencesView view = packed.view();
   const int64_t rows = ComputedRows(view.tokens);
   const std::array<int64_t, kBuffers> sizes = ScratchBytes(rows, view.longest);

@@ -292,15 +292,21 @@ absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequenc
                                           eps, tokens, h),
         "residual LayerNorm kernel");
   }
-  if (pooling == Pooling::kLastToken) {
-    INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchLastTokenPool(s, xh, packed.offsets, rows, h, normalize, out),
-        "pooling kernel");
-    return absl::OkStatus();
-  }
-  INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, xh, packed.offsets, rows, h,
-                                                    pooling == Pooling::kCls, normalize, out),
-                             "pooling kernel");
+  return Pool(stream, xh, packed, pooling, normalize, out);
+}
+
+absl::Status TransformerEncoderCuda::Pool(Stream* stream, const void* x,
+                                          const PackedSequencesView& packed, Pooling pooling,
+                                          bool normalize, float* out) const {
+  cudaStream_t s = NativeCudaStream(stream);
+  const auto* xh = static_cast<const __half*>(x);
+  const int64_t h = spec_.hidden_size;
+  INFER_RETURN_IF_CUDA_ERROR(
+      pooling == Pooling::kLastToken
+          ? cuda::LaunchLastTokenPool(s, xh, packed.offsets, packed.rows, h, normalize, out)
+          : cuda::LaunchPackedPool(s, xh, packed.offsets, packed.rows, h, pooling == Pooling::kCls,
+                                   normalize, out),
+      "pooling kernel");
   return absl::OkStatus();
 }
 

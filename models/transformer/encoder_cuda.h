@@ -116,6 +116,9 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   absl::Status Forward(Stream* stream, const PackedSequencesView& packed,
                        const BertCudaGraphs::Scratch& scratch, Pooling pooling, bool normalize,
                        float* out) const;
+  // Pools `x` ([tokens, hidden] FP16) into `out` as `pooling` says.
+  absl::Status Pool(Stream* stream, const void* x, const PackedSequencesView& packed,
+                    Pooling pooling, bool normalize, float* out) const;
   absl::Status ForwardGeneral(Stream* stream, const PackedSequencesView& packed,
                               const BertCudaGraphs::Scratch& scratch, Pooling pooling,
                               bool normalize, float* out) const;

@@ -171,12 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFamiliesTest,
                                            "families-cuda/modernbert", "families-cuda/qwen3",
                                            "families-cuda/bert", "families-cuda/qwen2",
                                            "families-cuda/llama", "families-cuda/mistral"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
-                           name = name.substr(name.find('/') + 1);
-                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
-                           return name;
-                         });
+                         testing::FamilyTestName);
 
 }  // namespace
 }  // namespace infer

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "models/bert/bert_cuda_kernels.cuh"
 #include "models/packed_attention_cuda.cuh"
 #include "models/transformer/encoder_cuda.h"
 #include "models/transformer/transformer_cuda_kernels.cuh"
@@ -203,16 +202,7 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
     }
     pooled = x;
   }
-  if (pooling == Pooling::kLastToken) {
-    INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchLastTokenPool(s, pooled, packed.offsets, rows, h, normalize, out),
-        "pooling kernel");
-  } else {
-    INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchPackedPool(s, pooled, packed.offsets, rows, h,
-                                                      pooling == Pooling::kCls, normalize, out),
-                               "pooling kernel");
-  }
-  return absl::OkStatus();
+  return Pool(stream, pooled, packed, pooling, normalize, out);
 }
 
 }  // namespace infer

@@ -277,20 +277,12 @@ TEST(ClassifierTest, AnEmbeddingCheckpointHasNoHead) {
 
 INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
-                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
-                           return name;
-                         });
+                         testing::FamilyTestName);
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
                                            "qwen2", "llama", "mistral"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
-                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
-                           return name;
-                         });
+                         testing::FamilyTestName);
 
 // The CUDA encoder's fixtures (heads of 32; Qwen3's query width past its
 // hidden size), checked on the CPU too, so that a GPU failure on them is the
@@ -300,12 +292,7 @@ INSTANTIATE_TEST_SUITE_P(CudaFixtures, FamiliesTest,
                                            "families-cuda/modernbert", "families-cuda/qwen3",
                                            "families-cuda/bert", "families-cuda/qwen2",
                                            "families-cuda/llama", "families-cuda/mistral"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
-                           name = name.substr(name.find('/') + 1);
-                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
-                           return name;
-                         });
+                         testing::FamilyTestName);
 
 }  // namespace
 }  // namespace infer

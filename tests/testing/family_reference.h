@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -49,6 +50,15 @@ inline Reference ReadReference(const std::string& family) {
     r.embedding.push_back((*tensors)["embedding_" + std::to_string(i)].values);
   }
   return r;
+}
+
+// A parameterised test's name for a fixture path: its last component
+// without dashes ("families-cuda/xlm-roberta" -> "xlmroberta").
+inline std::string FamilyTestName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  name = name.substr(name.rfind('/') + 1);
+  name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+  return name;
 }
 
 }  // namespace infer::testing
