@@ -41,6 +41,9 @@ constexpr int kQueryBlock = 4;
 // Queries per work item: items are (sequence, head, up to this many
 // queries), so one long sequence still spreads over every thread.
 constexpr int64_t kQueryChunk = 64;
+// Whole sequences make the items when there are at least this many
+// (sequence, head) pairs per thread (see Attention).
+constexpr int64_t kItemsPerThread = 4;
 
 #define INFER_INLINE inline __attribute__((always_inline))
 
@@ -143,6 +146,10 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
   // Queries whose outputs one pass over the values accumulates: at most 8
   // vectors of accumulators, so they stay in registers.
   constexpr int kOutBlock = kNv <= 2 ? 4 : kNv <= 4 ? 2 : 1;
+  // Key vectors per pass of the scores (see there): two where a kPad block
+  // holds two, for 8 sums in flight; AVX-512's 16 registers of 16 already
+  // fill a kPad block with one.
+  constexpr int kKeyVectors = W < kPad ? 2 : 1;
   const int64_t dh = a.head_dim;
   const int64_t len = it.length, lp = RoundUp(len, kPad);
   const int64_t q_width = a.heads * dh, kv_width = a.kv_heads * dh;
@@ -166,20 +173,39 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
   float* s = v + lp * kDhPadded;
   float* q = s + kQueryBlock * lp;
 
+  // The values are copied to contiguous scratch rows, zero-padded: read in
+  // place, rows a multiple of 4 KiB apart would share a few cache sets.
   for (int64_t j = 0; j < kn; ++j) {
     const float* key = kbase + (ks + j) * stride;
     for (int64_t d = 0; d < dh; ++d) kt[d * lp + j] = key[d];
+    const float* vsrc = vbase + (ks + j) * stride;
     float* vrow = v + j * kDhPadded;
-    std::memcpy(vrow, vbase + (ks + j) * stride, dh * sizeof(float));
-    std::fill(vrow + dh, vrow + kDhPadded, 0.0f);
+    if (dh == kDhPadded) {  // whole vectors: no call, no padding
+#pragma GCC unroll 16
+      for (int c = 0; c < kNv; ++c) Store(vrow + c * W, Load<F>(vsrc + c * W));
+    } else {
+      std::memcpy(vrow, vsrc, dh * sizeof(float));
+      std::fill(vrow + dh, vrow + kDhPadded, 0.0f);
+    }
   }
   for (int64_t d = 0; d < dh; ++d) std::fill(kt + d * lp + kn, kt + d * lp + kp, 0.0f);
 
   for (int64_t i0 = it.q_begin; i0 < it.q_end; i0 += kQueryBlock) {
     const int nq = static_cast<int>(std::min<int64_t>(kQueryBlock, it.q_end - i0));
     for (int qi = 0; qi < kQueryBlock; ++qi) {
-      const float* row = qbase + (i0 + qi) * stride;
-      for (int64_t d = 0; d < dh; ++d) q[qi * dh + d] = qi < nq ? row[d] * a.scale : 0.0f;
+      float* dst = q + qi * dh;
+      if (qi < nq) {
+        const float* row = qbase + (i0 + qi) * stride;
+        for (int64_t d = 0; d < dh; ++d) dst[d] = row[d] * a.scale;
+      } else {
+        std::fill(dst, dst + dh, 0.0f);
+      }
+      // The next block's queries are fetched while this block computes:
+      // token rows lie `stride` floats apart, each a cache miss otherwise.
+      if (i0 + kQueryBlock + qi < it.q_end) {
+        const float* next = qbase + (i0 + kQueryBlock + qi) * stride;
+        for (int64_t d = 0; d < dh; d += 16) __builtin_prefetch(next + d);
+      }
     }
     // The block's keys: [jb, je) of the scratch columns, jb a multiple of 16.
     int64_t jb = 0, je = kn;
@@ -188,16 +214,28 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
       je = KeysOf(a, i0 + nq - 1, len).hi - ks;
     }
     const int64_t jp = std::min(RoundUp(je, kPad), kp);
-    // Scores: s[qi][j] = q_qi · k_j, W keys at a time.
-    for (int64_t j0 = jb; j0 < jp; j0 += W) {
-      F acc[kQueryBlock] = {};
+    // Scores: s[qi][j] = q_qi · k_j, kKeyVectors * W keys at a time, so
+    // that kKeyVectors * kQueryBlock independent sums hide the FMA latency
+    // (4 cycles on two pipes wants 8 in flight). [jb, jp) holds whole
+    // multiples of kPad, hence of kKeyVectors * W.
+    for (int64_t j0 = jb; j0 < jp; j0 += kKeyVectors * W) {
+      F acc[kKeyVectors][kQueryBlock] = {};
       for (int64_t d = 0; d < dh; ++d) {
-        const F k = Load<F>(kt + d * lp + j0);
+        F k[kKeyVectors];
+#pragma GCC unroll 2
+        for (int u = 0; u < kKeyVectors; ++u) k[u] = Load<F>(kt + d * lp + j0 + u * W);
 #pragma GCC unroll 4
-        for (int qi = 0; qi < kQueryBlock; ++qi) acc[qi] += q[qi * dh + d] * k;
+        for (int qi = 0; qi < kQueryBlock; ++qi) {
+          const float qd = q[qi * dh + d];
+#pragma GCC unroll 2
+          for (int u = 0; u < kKeyVectors; ++u) acc[u][qi] += qd * k[u];
+        }
       }
+#pragma GCC unroll 2
+      for (int u = 0; u < kKeyVectors; ++u) {
 #pragma GCC unroll 4
-      for (int qi = 0; qi < kQueryBlock; ++qi) Store(s + qi * lp + j0, acc[qi]);
+        for (int qi = 0; qi < kQueryBlock; ++qi) Store(s + qi * lp + j0 + u * W, acc[u][qi]);
+      }
     }
     // Softmax over the block's keys. Keys past the sequence's end, or that
     // a mask drops, score -inf, whose weight (flushed to e^-87) is 1e-38 of
@@ -342,12 +380,19 @@ int64_t AttentionScratchFloats(int64_t longest, int64_t head_dim) {
 }
 
 void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
+  // Whole sequences per item when (sequence, head) pairs alone give every
+  // thread kItemsPerThread of them: each item gathers its keys once, so
+  // cutting a sequence into query chunks repeats that gather per chunk.
+  // The results are the same either way (each query's sums run over the
+  // same keys in the same order).
+  const int64_t chunk =
+      a.rows * a.heads >= kItemsPerThread * threads ? std::max<int64_t>(a.longest, 1) : kQueryChunk;
   std::vector<Item> items;
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t offset = a.offsets[r], length = a.offsets[r + 1] - offset;
     for (int64_t h = 0; h < a.heads; ++h) {
-      for (int64_t q = 0; q < length; q += kQueryChunk) {
-        items.push_back({offset, length, h, q, std::min(length, q + kQueryChunk)});
+      for (int64_t q = 0; q < length; q += chunk) {
+        items.push_back({offset, length, h, q, std::min(length, q + chunk)});
       }
     }
   }

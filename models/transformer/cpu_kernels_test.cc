@@ -149,6 +149,44 @@ TEST(AttentionTest, MatchesPlainLoopsOnEveryInstructionSet) {
   }
 }
 
+TEST(AttentionTest, WholeSequenceItemsAndQueryChunksAgreeBitForBit) {
+  // Few (sequence, head) pairs per thread cut sequences into query chunks;
+  // many make one item per pair. Each query's sums are the same either way.
+  const int64_t dh = 32, heads = 2;
+  const std::vector<int32_t> off = {0, 150, 151, 300};  // past one chunk of 64, and 1 token
+  const int64_t tokens = off.back(), qw = heads * dh;
+  std::vector<float> qkv(tokens * 3 * qw);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  for (float& x : qkv) x = normal(rng);
+  for (const SimdLevel level : LevelsThisCpuRuns()) {
+    for (const int64_t window : {int64_t{0}, int64_t{20}}) {
+      std::vector<float> results[2];
+      const int threads_of[2] = {1, 16};  // 6 pairs: whole sequences for 1 thread, chunks for 16
+      for (int run = 0; run < 2; ++run) {
+        const int threads = threads_of[run];
+        std::vector<float> scratch(threads * AttentionScratchFloats(150, dh));
+        results[run].assign(tokens * qw, -1.0f);
+        AttentionArgs a;
+        a.qkv = qkv.data();
+        a.offsets = off.data();
+        a.rows = 3;
+        a.heads = heads;
+        a.kv_heads = heads;
+        a.head_dim = dh;
+        a.longest = 150;
+        a.scale = 0.17f;
+        a.window = window;
+        a.context = results[run].data();
+        a.scratch = scratch.data();
+        Attention(level, a, threads);
+      }
+      EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0)
+          << SimdLevelName(level) << ", window " << window;
+    }
+  }
+}
+
 TEST(AttentionTest, ScoresFarApartStayFinite) {
   // Large logits: the softmax subtracts the maximum, so nothing overflows,
   // and a key far below the others weighs nothing.
