@@ -1,6 +1,7 @@
 // OnednnLinear's INT8 path (LinearOptions::int8): s8 weights per output
 // channel, u8 activations per token, int32 sums from oneDNN's matmul, and
-// the FP32 result made by hand (models/quantize.h says why).
+// the FP32 result (bias, activation, residual) made by hand in one pass
+// (models/quantize.h says why).
 //
 // Scratch of one piece of n rows, each part 64-byte aligned: oneDNN's
 // scratchpad, then the codes [n, in] u8, the sums [n, out] s32, and each
@@ -55,7 +56,6 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::CreateInt8(const dnn
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::memory::desc weights_desc({o.in, o.out}, dt::s8, tag::any);
-    const std::optional<std::pair<dnnl::algorithm, float>> act = EltwiseOf(o.activation);
     const std::vector<int64_t> sizes = OpPieceSizes(o.fixed_rows);
     for (const int64_t rows : sizes) {
       const dnnl::memory::desc src({rows, o.in}, dt::u8, tag::ab);
@@ -67,19 +67,7 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::CreateInt8(const dnn
         op->implementation_ = pd.impl_info_str();
       }
       op->scratchpad_bytes_ = std::max(op->scratchpad_bytes_, pd.scratchpad_desc().get_size());
-      Piece piece{
-          dnnl::matmul(pd),     src,          dst,
-          pd.scratchpad_desc(), std::nullopt, dnnl::memory::desc({rows, o.out}, dt::f32, tag::ab)};
-      if (act) {
-        const dnnl::eltwise_forward::primitive_desc epd(
-            dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, act->first,
-                                        piece.result, act->second, 0.0f),
-            attr, engine);
-        op->scratchpad_bytes_ = std::max(op->scratchpad_bytes_, epd.scratchpad_desc().get_size());
-        piece.activation = dnnl::eltwise_forward(epd);
-        piece.activation_scratchpad = epd.scratchpad_desc();
-      }
-      op->pieces_.push_back(std::move(piece));
+      op->pieces_.push_back(Piece{dnnl::matmul(pd), src, dst, pd.scratchpad_desc()});
     }
     // The codes are [out, in] row-major: the [in, out] matrix's "ba" layout.
     dnnl::memory plain({{o.in, o.out}, dt::s8, tag::ba}, engine, q.q.data());
@@ -131,28 +119,10 @@ void OnednnLinear::RunInt8Piece(dnnl::stream& stream, const Piece& p, int64_t ro
   d.col_scale = col_scale_.data();
   d.col_sum = col_sum_.data();
   d.bias = static_cast<const float*>(bias_.get_data_handle());
-  if (!p.activation) {
-    d.y = y;
-    d.accumulate = options_.accumulate;
-    DequantizeRows(d, threads);
-    return;
-  }
-  // act(result) (+ y): the result goes to y, or, when it is to be added to
-  // y, in place over the sums (each FP32 value over its own int32 sum).
-  auto* result = options_.accumulate ? reinterpret_cast<float*>(sums) : y;
-  d.y = result;
+  d.activation = options_.activation;
+  d.y = y;
+  d.accumulate = options_.accumulate;
   DequantizeRows(d, threads);
-  dnnl::memory result_memory(p.result, engine_, result);
-  dnnl::memory activation_pad(p.activation_scratchpad, engine_, base);
-  p.activation->execute(stream, {{DNNL_ARG_SRC, result_memory},
-                                 {DNNL_ARG_DST, result_memory},
-                                 {DNNL_ARG_SCRATCHPAD, activation_pad}});
-  stream.wait();
-  if (options_.accumulate) {
-    const int64_t n = rows * out;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < n; ++i) y[i] += result[i];
-  }
 }
 
 absl::Status OnednnLinear::RunInt8(dnnl::stream& stream, const void* x, int64_t rows, void* y,

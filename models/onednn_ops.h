@@ -27,9 +27,9 @@
 // INT8 (LinearOptions::int8): the weights are quantized to s8 per output
 // channel at load and each piece's activations to u8 per token as it runs
 // (models/quantize.h); oneDNN multiplies them into int32 sums, which are
-// scaled back to FP32 with the bias by hand; the activation then runs as a
-// oneDNN eltwise primitive in place, and the residual (accumulate) is added
-// last: y (+)= act(x · Wᵀ + b), as in FP32. Input and
+// scaled back to FP32 with the bias and the activation by hand, in one
+// pass that also adds the residual (accumulate): y (+)= act(x · Wᵀ + b), as
+// in FP32. Input and
 // output stay FP32, so the op drops in where an FP32 one was.
 //
 // Memory: weights are reordered once into the layout the matmul prefers and
@@ -56,6 +56,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "models/activation.h"
 
 namespace infer::cpu {
 
@@ -67,10 +68,6 @@ int64_t NextPiece(int64_t rows);
 // Element types the ops take: FP32, or BF16 (raw 16-bit words).
 enum class ElementType { kF32, kBf16 };
 size_t ElementBytes(ElementType type);
-
-// An activation fused after the bias: GELU (erf form), GELU (tanh
-// approximation), SiLU.
-enum class LinearActivation { kNone, kGelu, kGeluTanh, kSilu };
 
 struct LinearOptions {
   int64_t in = 0, out = 0;
@@ -115,11 +112,6 @@ class OnednnLinear {
   struct Piece {
     dnnl::matmul primitive;
     dnnl::memory::desc src, dst, scratchpad;
-    // INT8 only: the activation, in place on the FP32 result (or none),
-    // and its own scratchpad's layout (at the front of the scratch, as the
-    // matmul's: they run one after the other).
-    std::optional<dnnl::eltwise_forward> activation;
-    dnnl::memory::desc result, activation_scratchpad;
   };
 
   // The INT8 path (onednn_int8_linear.cc).

@@ -8,25 +8,15 @@
 #include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "models/simd_math.h"
 #include "models/transformer/cpu_kernels.h"
 
 namespace infer::cpu {
 namespace {
 
-// Vectors of W lanes (GCC vector extensions): W = 16 is one AVX-512
-// register of floats, 8 one AVX2 register, 4 one SSE register.
 template <int W>
-struct Lanes {
-  typedef float F __attribute__((vector_size(4 * W)));
-  typedef int32_t I __attribute__((vector_size(4 * W)));
-};
-
-template <typename V, typename T>
-__attribute__((always_inline)) inline V Load(const T* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using Lanes = simd::Lanes<W>;
+using simd::Load;
 
 // One row's scale, zero point and codes.
 template <int W>
@@ -71,8 +61,10 @@ __attribute__((always_inline)) inline void QuantizeRow(const float* __restrict x
   *zero = z;
 }
 
-template <int W>
-__attribute__((always_inline)) inline void DequantizeRow(const DequantizeArgs& a, int64_t r) {
+// One row of DequantizeRows with the activation Act (a constant, so the
+// loop has no branch on it).
+template <int W, LinearActivation Act>
+__attribute__((always_inline)) inline void DequantizeRowWith(const DequantizeArgs& a, int64_t r) {
   using F = typename Lanes<W>::F;
   using I = typename Lanes<W>::I;
   const int32_t* acc = a.acc + r * a.width;
@@ -81,18 +73,54 @@ __attribute__((always_inline)) inline void DequantizeRow(const DequantizeArgs& a
   const int32_t z = a.row_zero[r];
   const F vs = F{} + s;
   const I vz = I{} + z;
+  auto activate = [](F v) {
+    switch (Act) {
+      case LinearActivation::kNone:
+        return v;
+      case LinearActivation::kGelu:
+        return simd::Gelu<W>(v);
+      case LinearActivation::kGeluTanh:
+        return simd::GeluTanh<W>(v);
+      case LinearActivation::kSilu:
+        return simd::Silu<W>(v);
+    }
+    return v;
+  };
   int64_t n = 0;
   for (; n + W <= a.width; n += W) {
     const I centred = Load<I>(acc + n) - vz * Load<I>(a.col_sum + n);
     F v = vs * Load<F>(a.col_scale + n) * __builtin_convertvector(centred, F);
     if (a.bias != nullptr) v += Load<F>(a.bias + n);
+    v = activate(v);
     if (a.accumulate) v += Load<F>(y + n);
-    std::memcpy(y + n, &v, sizeof v);
+    simd::Store(y + n, v);
   }
-  for (; n < a.width; ++n) {
-    float v = s * a.col_scale[n] * static_cast<float>(acc[n] - z * a.col_sum[n]);
-    if (a.bias != nullptr) v += a.bias[n];
-    y[n] = a.accumulate ? y[n] + v : v;
+  // The last width % W values: through a zero-padded vector, so that they
+  // get the same activation code as the rest.
+  if (n < a.width) {
+    const int64_t left = a.width - n;
+    float tail[W] = {};
+    for (int64_t i = 0; i < left; ++i) {
+      tail[i] = s * a.col_scale[n + i] * static_cast<float>(acc[n + i] - z * a.col_sum[n + i]);
+      if (a.bias != nullptr) tail[i] += a.bias[n + i];
+    }
+    const F v = activate(Load<F>(tail));
+    simd::Store(tail, v);
+    for (int64_t i = 0; i < left; ++i) y[n + i] = a.accumulate ? y[n + i] + tail[i] : tail[i];
+  }
+}
+
+template <int W>
+__attribute__((always_inline)) inline void DequantizeRow(const DequantizeArgs& a, int64_t r) {
+  switch (a.activation) {
+    case LinearActivation::kNone:
+      return DequantizeRowWith<W, LinearActivation::kNone>(a, r);
+    case LinearActivation::kGelu:
+      return DequantizeRowWith<W, LinearActivation::kGelu>(a, r);
+    case LinearActivation::kGeluTanh:
+      return DequantizeRowWith<W, LinearActivation::kGeluTanh>(a, r);
+    case LinearActivation::kSilu:
+      return DequantizeRowWith<W, LinearActivation::kSilu>(a, r);
   }
 }
 
@@ -126,10 +154,12 @@ bool IsaIncludes(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
   return (i & p) == p;
 }
 
-// Threads for `rows` rows of `width` values: about 16k values each at
-// least, so a small piece is not spread over a team for nothing.
-int TeamFor(int64_t rows, int64_t width, int threads) {
-  const int64_t by_size = std::max<int64_t>(1, rows * width / 16384);
+// Threads for `rows` rows of `width` values: about `per_thread` values
+// each at least (16k for the plain passes; an activation costs about four
+// times as much per value), so a small piece is not spread over a team for
+// nothing.
+int TeamFor(int64_t rows, int64_t width, int threads, int64_t per_thread = 16384) {
+  const int64_t by_size = std::max<int64_t>(1, rows * width / per_thread);
   return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(by_size, rows), 1, threads));
 }
 
@@ -179,7 +209,8 @@ void DequantizeRows(const DequantizeArgs& a, int threads) {
   auto* row_fn = level == SimdLevel::kAvx512 ? DequantizeRowAvx512
                  : level == SimdLevel::kAvx2 ? DequantizeRowAvx2
                                              : DequantizeRowBaseline;
-#pragma omp parallel for num_threads(TeamFor(a.rows, a.width, threads)) schedule(static)
+  const int64_t per_thread = a.activation == LinearActivation::kNone ? 16384 : 4096;
+#pragma omp parallel for num_threads(TeamFor(a.rows, a.width, threads, per_thread)) schedule(static)
   for (int64_t r = 0; r < a.rows; ++r) row_fn(a, r);
 }
 

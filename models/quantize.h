@@ -18,8 +18,9 @@
 // products go straight into int32 and they use 8 (levels 255).
 //
 // Dequantization, for the int32 sum acc[m][n] = Σ_k q_x[m][k] · q_w[n][k]:
-//   y[m][n] = s_x[m] · s_w[n] · (acc[m][n] − z[m] · Σ_k q_w[n][k]) + b[n]
-// (added to y when accumulating: the residual add).
+//   y[m][n] = act(s_x[m] · s_w[n] · (acc[m][n] − z[m] · Σ_k q_w[n][k]) + b[n])
+// (added to y when accumulating: the residual add), in one pass over the
+// sums; act is the layer's activation (models/simd_math.h), or none.
 //
 // The row loops are written with GCC vector extensions and compiled for AVX-512, AVX2 and the
 // x86-64 baseline (cpu::DetectSimdLevel picks, as for the attention kernel).
@@ -33,6 +34,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "models/activation.h"
 
 namespace infer::cpu {
 
@@ -58,13 +61,14 @@ void QuantizeRows(const float* x, int64_t rows, int64_t width, int levels, uint8
 struct DequantizeArgs {
   const int32_t* acc = nullptr;  // [rows, width]
   int64_t rows = 0, width = 0;
-  const float* row_scale = nullptr;   // [rows]
-  const int32_t* row_zero = nullptr;  // [rows]
-  const float* col_scale = nullptr;   // [width]
-  const int32_t* col_sum = nullptr;   // [width]
-  const float* bias = nullptr;        // [width]
-  float* y = nullptr;                 // [rows, width]
-  bool accumulate = false;            // y += result instead of y = result
+  const float* row_scale = nullptr;                       // [rows]
+  const int32_t* row_zero = nullptr;                      // [rows]
+  const float* col_scale = nullptr;                       // [width]
+  const int32_t* col_sum = nullptr;                       // [width]
+  const float* bias = nullptr;                            // [width]
+  LinearActivation activation = LinearActivation::kNone;  // after the bias
+  float* y = nullptr;                                     // [rows, width]
+  bool accumulate = false;                                // y += result instead of y = result
 };
 
 void DequantizeRows(const DequantizeArgs& args, int threads);

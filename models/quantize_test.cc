@@ -76,7 +76,7 @@ TEST(QuantizeRowsTest, EachRowItsOwnRangeWithZeroExact) {
 // double: the codes from the quantizers, the int32 sums as int64.
 std::vector<double> Reference(const std::vector<float>& x, int64_t rows, int64_t in,
                               const QuantizedWeights& w, const std::vector<float>& b, int64_t out,
-                              bool gelu, const std::vector<float>& y0) {
+                              LinearActivation act, const std::vector<float>& y0) {
   const int levels = ActivationLevels();
   std::vector<uint8_t> q(rows * in);
   std::vector<float> scale(rows);
@@ -90,7 +90,19 @@ std::vector<double> Reference(const std::vector<float>& x, int64_t rows, int64_t
         acc += (int64_t{q[r * in + k]} - zero[r]) * w.q[n * in + k];
       }
       double v = double{scale[r]} * w.scale[n] * static_cast<double>(acc) + b[n];
-      if (gelu) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      switch (act) {
+        case LinearActivation::kNone:
+          break;
+        case LinearActivation::kGelu:
+          v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+          break;
+        case LinearActivation::kGeluTanh:
+          v = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+          break;
+        case LinearActivation::kSilu:
+          v = v / (1.0 + std::exp(-v));
+          break;
+      }
       y[r * out + n] = v + (y0.empty() ? 0.0 : y0[r * out + n]);
     }
   }
@@ -102,13 +114,16 @@ TEST(Int8LinearTest, IsTheExactIntegerProductAcrossPieces) {
   dnnl::stream stream(engine);
   // in = 768: long enough that int16 pair sums would saturate if the
   // activations used 8 bits where the CPU multiplies with vpmaddubsw.
-  const int64_t in = 768, out = 40;
+  const int64_t in = 768, out = 43;  // 43: a tail past whole vectors of 4, 8 and 16
   const std::vector<float> w = NormalFloats(out * in, 3, 0.05f), b = NormalFloats(out, 4, 0.5f);
   const QuantizedWeights qw = QuantizeWeights(w.data(), out, in);
-  for (const bool gelu : {false, true}) {
+  // The activation runs in the dequantization pass, on whole vectors and on
+  // the last out % 16 channels alike.
+  for (const LinearActivation act : {LinearActivation::kNone, LinearActivation::kGelu,
+                                     LinearActivation::kGeluTanh, LinearActivation::kSilu}) {
     for (const bool accumulate : {false, true}) {
       LinearOptions o{.in = in, .out = out};
-      o.activation = gelu ? LinearActivation::kGelu : LinearActivation::kNone;
+      o.activation = act;
       o.accumulate = accumulate;
       o.int8 = true;
       auto op = OnednnLinear::Create(engine, o, w.data(), b.data());
@@ -126,11 +141,12 @@ TEST(Int8LinearTest, IsTheExactIntegerProductAcrossPieces) {
         std::vector<uint8_t> scratch(need + 64, 0xAB);
         ASSERT_THAT((*op)->Run(stream, x.data(), rows, y.data(), scratch.data()), IsOk());
         for (size_t i = need; i < scratch.size(); ++i) ASSERT_EQ(scratch[i], 0xAB) << rows;
-        const std::vector<double> ref = Reference(x, rows, in, qw, b, out, gelu, y0);
+        const std::vector<double> ref = Reference(x, rows, in, qw, b, out, act, y0);
         for (size_t i = 0; i < ref.size(); ++i) {
           // FP32 rounding of the scale products and of the sum's conversion.
           ASSERT_NEAR(y[i], ref[i], 2e-5 * (1.0 + std::fabs(ref[i])))
-              << "rows " << rows << " gelu " << gelu << " accumulate " << accumulate << " at " << i;
+              << "rows " << rows << " activation " << static_cast<int>(act) << " accumulate "
+              << accumulate << " at " << i;
         }
       }
     }

@@ -9,34 +9,25 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "models/simd_math.h"
+
 namespace infer::cpu {
 namespace {
 
-// Vectors of W floats (GCC vector extensions): 16 is one AVX-512 register, 8
-// one AVX2 register, 4 one SSE register. Each instruction set gets its native
-// width; GCC lowers wider vectors through the stack.
+// Vectors of W floats (models/simd_math.h): each instruction set gets its
+// native width.
 template <int W>
-struct Simd;
-template <>
-struct Simd<16> {
-  typedef float F __attribute__((vector_size(64)));
-  typedef int32_t I __attribute__((vector_size(64)));
-};
-template <>
-struct Simd<8> {
-  typedef float F __attribute__((vector_size(32)));
-  typedef int32_t I __attribute__((vector_size(32)));
-};
-template <>
-struct Simd<4> {
-  typedef float F __attribute__((vector_size(16)));
-  typedef int32_t I __attribute__((vector_size(16)));
-};
+using Simd = simd::Lanes<W>;
+using simd::ExpNonPositive;
+using simd::Load;
+using simd::Splat;
+using simd::Store;
 
 // Head sizes and sequence lengths are padded to multiples of 16 in scratch,
 // whatever the vector width, so the scratch layout is one for every width.
 constexpr int64_t kPad = 16;
-// Queries whose scores one pass over the keys computes (4 accumulators).
+// Queries whose scores one pass over the keys computes (times kKeyVectors
+// vectors of keys: see AttendItem).
 constexpr int kQueryBlock = 4;
 // Queries per work item: items are (sequence, head, up to this many
 // queries), so one long sequence still spreads over every thread.
@@ -47,50 +38,7 @@ constexpr int64_t kItemsPerThread = 4;
 
 #define INFER_INLINE inline __attribute__((always_inline))
 
-template <typename V>
-INFER_INLINE V Load(const float* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-template <typename V>
-INFER_INLINE void Store(float* p, V v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
-// For constants (folded); hot loops multiply by a scalar directly, which
-// compiles to one broadcast.
-template <typename V>
-INFER_INLINE V Splat(float x) {
-  return V{} + x;
-}
 INFER_INLINE int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-// e^x for x <= 0 (softmax after subtracting the row maximum), within 2 ulp:
-// x = n ln2 + r with |r| <= ln2 / 2, e^r by its degree-6 Taylor polynomial
-// (remainder below 1.2e-7 relative), 2^n from the exponent bits. Below -87
-// the result is flushed to e^-87.
-template <int W>
-INFER_INLINE typename Simd<W>::F ExpNonPositive(typename Simd<W>::F x) {
-  using F = typename Simd<W>::F;
-  using I = typename Simd<W>::I;
-  x = x < Splat<F>(-87.0f) ? Splat<F>(-87.0f) : x;
-  const F t = x * 1.44269504088896341f;
-  const I n = __builtin_convertvector(t - 0.5f, I);  // nearest, as t <= 0
-  const F nf = __builtin_convertvector(n, F);
-  F r = x - nf * 0.693359375f;
-  r = r - nf * -2.12194440e-4f;
-  F p = Splat<F>(1.0f / 720);
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const I bits = (n + 127) << 23;
-  F scale;
-  __builtin_memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 template <int W>
 INFER_INLINE float HorizontalMax(typename Simd<W>::F v) {

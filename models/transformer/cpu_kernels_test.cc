@@ -346,5 +346,40 @@ TEST(KernelsTest, GatedActivationsMatchTheirFormulas) {
   EXPECT_NEAR(out[1], 0.5 * 0.5 * (1 + t) * 3, 1e-6);
 }
 
+TEST(KernelsTest, GatedActivationsOnWholeRowsFp32AndBf16) {
+  // 3 rows of 37: whole vectors and a tail at every width; values across
+  // the activations' range, gates of either sign.
+  const int64_t rows = 3, inter = 37;
+  std::vector<float> in(rows * 2 * inter);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (float& x : in) x = normal(rng);
+  in[5] = -40.0f;  // far in the tails
+  in[6] = 40.0f;
+  for (const GateActivation act :
+       {GateActivation::kGelu, GateActivation::kGeluTanh, GateActivation::kSilu}) {
+    std::vector<float> out32(rows * inter, std::nanf(""));
+    std::vector<uint16_t> out16(rows * inter, 0);
+    GatedActivation(in.data(), rows, inter, act, out32.data(), false, 2);
+    GatedActivation(in.data(), rows, inter, act, out16.data(), true, 2);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < inter; ++i) {
+        const double x = in[r * 2 * inter + i], g = in[r * 2 * inter + inter + i];
+        double y =
+            act == GateActivation::kSilu ? x / (1 + std::exp(-x))
+            : act == GateActivation::kGelu
+                ? 0.5 * x * std::erfc(-x / std::sqrt(2.0))
+                : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        y *= g;
+        const int64_t k = r * inter + i;
+        EXPECT_NEAR(out32[k], y, 1e-6 * std::max(1.0, std::fabs(x * g)))
+            << static_cast<int>(act) << " at " << k;
+        EXPECT_NEAR(FromBf16(out16[k]), y, 4e-3 * std::max(1.0, std::fabs(y)))
+            << static_cast<int>(act) << " bf16 at " << k;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace infer::cpu

@@ -1,0 +1,138 @@
+// The vector math of models/simd_math.h against libm in double, at every
+// vector width this CPU runs, over the whole range the kernels feed it.
+#include "models/simd_math.h"
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/transformer/cpu_kernels.h"
+
+namespace infer::cpu::simd {
+namespace {
+
+enum class Fn { kExpNonPositive, kExp, kErf, kGelu, kGeluTanh, kSilu };
+
+template <int W>
+inline __attribute__((always_inline)) void EvalAll(Fn fn, const float* x, float* y, int64_t n) {
+  using F = typename Lanes<W>::F;
+  for (int64_t i = 0; i + W <= n; i += W) {
+    const F v = Load<F>(x + i);
+    F r;
+    switch (fn) {
+      case Fn::kExpNonPositive:
+        r = ExpNonPositive<W>(v);
+        break;
+      case Fn::kExp:
+        r = Exp<W>(v);
+        break;
+      case Fn::kErf:
+        r = Erf<W>(v);
+        break;
+      case Fn::kGelu:
+        r = Gelu<W>(v);
+        break;
+      case Fn::kGeluTanh:
+        r = GeluTanh<W>(v);
+        break;
+      case Fn::kSilu:
+        r = Silu<W>(v);
+        break;
+    }
+    Store(y + i, r);
+  }
+}
+
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void Eval16(Fn fn,
+                                                                                   const float* x,
+                                                                                   float* y,
+                                                                                   int64_t n) {
+  EvalAll<16>(fn, x, y, n);
+}
+__attribute__((target("avx2,fma"))) void Eval8(Fn fn, const float* x, float* y, int64_t n) {
+  EvalAll<8>(fn, x, y, n);
+}
+void Eval4(Fn fn, const float* x, float* y, int64_t n) { EvalAll<4>(fn, x, y, n); }
+
+struct Width {
+  int lanes;
+  void (*eval)(Fn, const float*, float*, int64_t);
+};
+
+std::vector<Width> WidthsThisCpuRuns() {
+  std::vector<Width> widths = {{4, Eval4}};
+  const SimdLevel best = DetectSimdLevel();
+  if (best == SimdLevel::kAvx2 || best == SimdLevel::kAvx512) widths.push_back({8, Eval8});
+  if (best == SimdLevel::kAvx512) widths.push_back({16, Eval16});
+  return widths;
+}
+
+// Every 1/256 over [lo, hi] ∩ [-30, 30], and the values far out (up to the
+// ends of float's range) that lie in [lo, hi]; a multiple of 16 values.
+std::vector<float> Inputs(float lo, float hi) {
+  std::vector<float> x;
+  for (int i = -30 * 256; i <= 30 * 256; ++i) {
+    const float v = static_cast<float>(i) / 256;
+    if (v >= lo && v <= hi) x.push_back(v);
+  }
+  for (float v : {-1e30f, -1e5f, -100.0f, -88.5f, -87.0f, -40.0f, 40.0f, 87.0f, 88.0f, 1e5f, 1e30f,
+                  -0.0f, 1e-30f, -1e-30f}) {
+    if (v >= lo && v <= hi) x.push_back(v);
+  }
+  while (x.size() % 16 != 0) x.push_back(0.0f);
+  return x;
+}
+
+struct Check {
+  Fn fn;
+  const char* name;
+  float lo, hi;
+  std::function<double(double)> exact;
+  // The error allowed at x for an exact value e.
+  std::function<double(double, double)> tolerance;
+};
+
+TEST(SimdMathTest, EveryFunctionMatchesLibmAtEveryWidth) {
+  const double ulp2 = 2.0 * std::ldexp(1.0, -23);
+  auto relative = [ulp2](double, double e) { return ulp2 * std::fabs(e) + 1e-45; };
+  auto absolute = [](double x, double) { return 3e-7 * std::max(1.0, std::fabs(x)); };
+  auto clamp = [](double x) { return std::min(88.0, std::max(-87.0, x)); };
+  const std::vector<Check> checks = {
+      {Fn::kExpNonPositive, "ExpNonPositive", -1e30f, 0.0f,
+       [](double x) { return std::exp(std::max(-87.0, x)); }, relative},
+      {Fn::kExp, "Exp", -1e30f, 1e30f, [clamp](double x) { return std::exp(clamp(x)); }, relative},
+      {Fn::kErf, "Erf", -1e30f, 1e30f, [](double x) { return std::erf(x); },
+       [](double, double) { return 5e-7; }},
+      {Fn::kGelu, "Gelu", -1e5f, 1e5f,
+       [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, absolute},
+      {Fn::kGeluTanh, "GeluTanh", -1e5f, 1e5f,
+       [](double x) {
+         const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+         return x / (1.0 + std::exp(-2.0 * u));
+       },
+       absolute},
+      {Fn::kSilu, "Silu", -1e5f, 1e5f, [](double x) { return x / (1.0 + std::exp(-x)); }, absolute},
+  };
+  for (const Width& width : WidthsThisCpuRuns()) {
+    for (const Check& c : checks) {
+      const std::vector<float> all = Inputs(c.lo, c.hi);
+      std::vector<float> y(all.size(), std::nanf(""));
+      width.eval(c.fn, all.data(), y.data(), static_cast<int64_t>(all.size()));
+      double worst = 0;
+      float worst_x = 0;
+      for (size_t i = 0; i < all.size(); ++i) {
+        const double e = c.exact(all[i]);
+        ASSERT_TRUE(std::isfinite(y[i])) << c.name << "(" << all[i] << "), " << width.lanes;
+        const double ratio = std::fabs(y[i] - e) / c.tolerance(all[i], e);
+        if (ratio > worst) worst = ratio, worst_x = all[i];
+      }
+      EXPECT_LE(worst, 1.0) << c.name << " at width " << width.lanes
+                            << ": worst at x = " << worst_x;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace infer::cpu::simd
