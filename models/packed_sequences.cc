@@ -13,7 +13,7 @@ int64_t CountRealTokens(const int64_t* mask, int64_t n) {
 
 void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* types, int64_t rows,
                       int64_t seq, const PackedLayout& layout, int32_t* buffer, int64_t* row,
-                      int64_t* token, int64_t* longest, int64_t* width) {
+                      int64_t* token, int64_t* longest, int64_t* width, bool positions_by_order) {
   int32_t* out_ids = buffer + layout.ids();
   int32_t* out_positions = buffer + layout.positions();
   int32_t* out_types = layout.with_types ? buffer + layout.types() : nullptr;
@@ -24,11 +24,12 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* ty
     for (int64_t s = 0; s < seq; ++s) {
       const int64_t i = r * seq + s;
       if (mask != nullptr && mask[i] == 0) continue;
+      const int64_t position = positions_by_order ? *token - begin : s;
       out_ids[*token] = static_cast<int32_t>(ids[i]);
-      out_positions[*token] = static_cast<int32_t>(s);
+      out_positions[*token] = static_cast<int32_t>(position);
       if (out_types != nullptr)
         out_types[*token] = types != nullptr ? static_cast<int32_t>(types[i]) : 0;
-      *width = std::max(*width, s + 1);
+      *width = std::max(*width, position + 1);
       ++*token;
     }
     *longest = std::max(*longest, *token - begin);
@@ -37,12 +38,12 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* ty
 }
 
 PackedSequences::PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
-                                 const int64_t* types)
+                                 const int64_t* types, bool positions_by_order)
     : layout_{rows, CountRealTokens(mask, rows * seq), types != nullptr},
       buffer_(layout_.bytes() / sizeof(int32_t)) {
   int64_t row = 0, token = 0;
   AppendPackedRows(ids, mask, types, rows, seq, layout_, buffer_.data(), &row, &token, &longest_,
-                   &width_);
+                   &width_, positions_by_order);
 }
 
 PackedSequencesView PackedLayout::View(const int32_t* buffer, const int32_t* host_offsets,

@@ -1,8 +1,10 @@
 // Packed sequences: a batch of token sequences laid out without padding, the
-// input of the BERT encoders. The batch's real tokens are numbered 0..tokens-1
-// in sequence order; sequence r owns [offsets[r], offsets[r + 1]). Each token
-// keeps the position id it had in its request's row, so a row whose attention
-// mask has holes (or left padding) computes exactly what it would padded.
+// input of the transformer encoders. The batch's real tokens are numbered
+// 0..tokens-1 in sequence order; sequence r owns [offsets[r], offsets[r + 1]).
+// Each token's position id is the column it had in its request's row (BERT:
+// a row whose attention mask has holes, or left padding, computes exactly
+// what it would padded), or, for families that count positions over the real
+// tokens (XLM-R, MPNet: `positions_by_order`), its index within its sequence.
 //
 // Staged as one int32 buffer (PackedLayout): ids[tokens], positions[tokens],
 // offsets[rows + 1], and, for models with token-type (segment) embeddings,
@@ -54,19 +56,22 @@ int64_t CountRealTokens(const int64_t* mask, int64_t n);
 // (from `types`, [rows, seq]; all 0 when null). `*row` and `*token` are
 // where it continues: the next sequence and token index, advanced past what
 // was appended; `*longest` and `*width` grow to cover the rows. The caller
-// has checked the ids and types and that the layout holds them.
+// has checked the ids and types and that the layout holds them. Positions
+// are columns, or indices within the sequence when `positions_by_order`.
 void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* types, int64_t rows,
                       int64_t seq, const PackedLayout& layout, int32_t* buffer, int64_t* row,
-                      int64_t* token, int64_t* longest, int64_t* width);
+                      int64_t* token, int64_t* longest, int64_t* width,
+                      bool positions_by_order = false);
 
 // A packed batch in host memory: for tests, tools and the CPU encoder's
 // host-side entry point.
 class PackedSequences {
  public:
   // Packs a [rows, seq] id matrix with an optional mask (null: all real)
-  // and optional token types (null: none in the layout).
+  // and optional token types (null: none in the layout); positions as
+  // AppendPackedRows writes them.
   PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
-                  const int64_t* types = nullptr);
+                  const int64_t* types = nullptr, bool positions_by_order = false);
   PackedSequencesView view() const;
 
  private:

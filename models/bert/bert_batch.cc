@@ -225,7 +225,8 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     const Tensor* types = FindInput(*r, "token_type_ids");
     AppendPackedRows(ids->as<int64_t>(), mask != nullptr ? mask->as<int64_t>() : nullptr,
                      types != nullptr ? types->as<int64_t>() : nullptr, ids->shape[0],
-                     ids->shape[1], layout, buffer, &row, &token, &longest, &width);
+                     ids->shape[1], layout, buffer, &row, &token, &longest, &width,
+                     /*positions_by_order=*/encoder_->spec().position_offset > 0);
   }
   std::vector<int32_t> host_offsets(buffer + layout.offsets(),
                                     buffer + layout.offsets() + layout.rows + 1);

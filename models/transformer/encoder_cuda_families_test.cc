@@ -68,7 +68,9 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
         if (!r.types[i].empty()) types[b * seq + t] = r.types[i][t];
       }
     }
-    const PackedSequences host(ids.data(), mask.data(), rows, seq, types.data());
+    // Packed as the served model packs (BertModel::Prepare).
+    const PackedSequences host(ids.data(), mask.data(), rows, seq, types.data(),
+                               /*positions_by_order=*/encoder.spec().position_offset > 0);
     const PackedSequencesView h = host.view();
     const PackedLayout layout{h.rows, h.tokens, /*with_types=*/true};
     DeviceArray<int32_t> input(layout.bytes() / sizeof(int32_t));
