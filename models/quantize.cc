@@ -73,7 +73,9 @@ __attribute__((always_inline)) inline void DequantizeRowWith(const DequantizeArg
   const int32_t z = a.row_zero[r];
   const F vs = F{} + s;
   const I vz = I{} + z;
-  auto activate = [](F v) {
+  // always_inline: compiled for the caller's instruction set, never an
+  // out-of-line baseline copy passing vectors through memory.
+  auto activate = [](F v) __attribute__((always_inline)) {
     switch (Act) {
       case LinearActivation::kNone:
         return v;

@@ -10,10 +10,13 @@
 // libm (scalar) can go.
 //
 // Accuracy, against the exact functions:
-//   ExpNonPositive, Exp   within 2 ulp (Exp on [-87, 88], clamped outside);
-//   Erf                   within 5e-7 absolute (Abramowitz & Stegun 7.1.26,
-//                         the form oneDNN's own GELU uses);
-//   Gelu, GeluTanh, Silu  within 3e-7 · max(1, |x|) absolute.
+//   ExpNonPositive, Exp   within 2.5 · 2^-23 relative (Exp on [-87, 88],
+//                         clamped outside);
+//   Erf                   within 7e-7 absolute (Abramowitz & Stegun 7.1.26,
+//                         the form oneDNN's own GELU uses; the most near 0,
+//                         where 1 - erfc cancels);
+//   Gelu, GeluTanh, Silu  within 3e-7 · max(1, |x|) absolute for finite x
+//                         (Gelu(-inf) is NaN; the encoders' values are finite).
 //
 // Thread-safety: pure functions.
 #ifndef INFER_MODELS_SIMD_MATH_H_

@@ -29,11 +29,12 @@ constexpr int64_t kPad = 16;
 // Queries whose scores one pass over the keys computes (times kKeyVectors
 // vectors of keys: see AttendItem).
 constexpr int kQueryBlock = 4;
-// Queries per work item: items are (sequence, head, up to this many
-// queries), so one long sequence still spreads over every thread.
+// Work items are (sequence, head) pairs when they spread evenly over the
+// threads (see Attention); otherwise (sequence, head, up to kQueryChunk
+// queries), so that one long sequence still spreads over every thread.
 constexpr int64_t kQueryChunk = 64;
-// Whole sequences make the items when there are at least this many
-// (sequence, head) pairs per thread (see Attention).
+// Whole-sequence items need at least this many (sequence, head) pairs per
+// thread.
 constexpr int64_t kItemsPerThread = 4;
 
 #define INFER_INLINE inline __attribute__((always_inline))
@@ -328,13 +329,21 @@ int64_t AttentionScratchFloats(int64_t longest, int64_t head_dim) {
 }
 
 void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
-  // Whole sequences per item when (sequence, head) pairs alone give every
-  // thread kItemsPerThread of them: each item gathers its keys once, so
-  // cutting a sequence into query chunks repeats that gather per chunk.
-  // The results are the same either way (each query's sums run over the
-  // same keys in the same order).
-  const int64_t chunk =
-      a.rows * a.heads >= kItemsPerThread * threads ? std::max<int64_t>(a.longest, 1) : kQueryChunk;
+  // Whole sequences per item when (sequence, head) pairs give every thread
+  // kItemsPerThread of them and the longest sequence's pair is no more than
+  // a thread's share of the work (about len² each): each item gathers its
+  // keys once, so cutting a sequence into query chunks repeats that gather
+  // per chunk. The results are the same either way (each query's sums run
+  // over the same keys in the same order).
+  double work = 0;  // Σ len² over the sequences
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const double len = a.offsets[r + 1] - a.offsets[r];
+    work += len * len;
+  }
+  const double longest = static_cast<double>(a.longest);
+  const bool whole =
+      a.rows * a.heads >= kItemsPerThread * threads && longest * longest * threads <= work;
+  const int64_t chunk = whole ? std::max<int64_t>(a.longest, 1) : kQueryChunk;
   std::vector<Item> items;
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t offset = a.offsets[r], length = a.offsets[r + 1] - offset;

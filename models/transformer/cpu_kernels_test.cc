@@ -159,8 +159,16 @@ TEST(AttentionTest, WholeSequenceItemsAndQueryChunksAgreeBitForBit) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.5f);
   for (float& x : qkv) x = normal(rng);
+  const int64_t span = 151;
+  std::vector<float> bias(heads * (2 * span - 1));
+  for (float& x : bias) x = normal(rng);
+  struct Mask {
+    int64_t window;
+    bool causal, relative_bias;
+  };
   for (const SimdLevel level : LevelsThisCpuRuns()) {
-    for (const int64_t window : {int64_t{0}, int64_t{20}}) {
+    for (const Mask m : {Mask{0, false, false}, Mask{20, false, false}, Mask{0, true, false},
+                         Mask{0, false, true}, Mask{20, true, true}}) {
       std::vector<float> results[2];
       const int threads_of[2] = {1, 16};  // 6 pairs: whole sequences for 1 thread, chunks for 16
       for (int run = 0; run < 2; ++run) {
@@ -176,13 +184,19 @@ TEST(AttentionTest, WholeSequenceItemsAndQueryChunksAgreeBitForBit) {
         a.head_dim = dh;
         a.longest = 150;
         a.scale = 0.17f;
-        a.window = window;
+        a.window = m.window;
+        a.causal = m.causal;
+        if (m.relative_bias) {
+          a.relative_bias = bias.data();
+          a.relative_span = span;
+        }
         a.context = results[run].data();
         a.scratch = scratch.data();
         Attention(level, a, threads);
       }
       EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0)
-          << SimdLevelName(level) << ", window " << window;
+          << SimdLevelName(level) << ", window " << m.window << (m.causal ? ", causal" : "")
+          << (m.relative_bias ? ", relative bias" : "");
     }
   }
 }

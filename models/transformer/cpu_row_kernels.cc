@@ -108,7 +108,8 @@ inline __attribute__((always_inline)) void GatedRowWith(const float* a, const fl
                                                         int64_t inter, float* out32,
                                                         uint16_t* out16) {
   using F = typename simd::Lanes<W>::F;
-  auto gated = [](F x, F gate) {
+  // always_inline: compiled for the caller's instruction set.
+  auto gated = [](F x, F gate) __attribute__((always_inline)) {
     switch (Act) {
       case GateActivation::kGelu:
         return simd::Gelu<W>(x) * gate;
