@@ -73,27 +73,12 @@ __attribute__((always_inline)) inline void DequantizeRowWith(const DequantizeArg
   const int32_t z = a.row_zero[r];
   const F vs = F{} + s;
   const I vz = I{} + z;
-  // always_inline: compiled for the caller's instruction set, never an
-  // out-of-line baseline copy passing vectors through memory.
-  auto activate = [](F v) __attribute__((always_inline)) {
-    switch (Act) {
-      case LinearActivation::kNone:
-        return v;
-      case LinearActivation::kGelu:
-        return simd::Gelu<W>(v);
-      case LinearActivation::kGeluTanh:
-        return simd::GeluTanh<W>(v);
-      case LinearActivation::kSilu:
-        return simd::Silu<W>(v);
-    }
-    return v;
-  };
   int64_t n = 0;
   for (; n + W <= a.width; n += W) {
     const I centred = Load<I>(acc + n) - vz * Load<I>(a.col_sum + n);
     F v = vs * Load<F>(a.col_scale + n) * __builtin_convertvector(centred, F);
     if (a.bias != nullptr) v += Load<F>(a.bias + n);
-    v = activate(v);
+    v = simd::Activate<W, Act>(v);
     if (a.accumulate) v += Load<F>(y + n);
     simd::Store(y + n, v);
   }
@@ -106,7 +91,7 @@ __attribute__((always_inline)) inline void DequantizeRowWith(const DequantizeArg
       tail[i] = s * a.col_scale[n + i] * static_cast<float>(acc[n + i] - z * a.col_sum[n + i]);
       if (a.bias != nullptr) tail[i] += a.bias[n + i];
     }
-    const F v = activate(Load<F>(tail));
+    const F v = simd::Activate<W, Act>(Load<F>(tail));
     simd::Store(tail, v);
     for (int64_t i = 0; i < left; ++i) y[n + i] = a.accumulate ? y[n + i] + tail[i] : tail[i];
   }

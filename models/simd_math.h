@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "models/activation.h"
+
 namespace infer::cpu::simd {
 
 #define INFER_SIMD_INLINE inline __attribute__((always_inline))
@@ -145,6 +147,23 @@ INFER_SIMD_INLINE typename Lanes<W>::F GeluTanh(typename Lanes<W>::F x) {
 template <int W>
 INFER_SIMD_INLINE typename Lanes<W>::F Silu(typename Lanes<W>::F x) {
   return x / (Exp<W>(-x) + 1.0f);
+}
+
+// act(x) for the activation Act, a constant, so that a loop calling it has
+// no branch on it (kNone: x).
+template <int W, LinearActivation Act>
+INFER_SIMD_INLINE typename Lanes<W>::F Activate(typename Lanes<W>::F x) {
+  switch (Act) {
+    case LinearActivation::kNone:
+      return x;
+    case LinearActivation::kGelu:
+      return Gelu<W>(x);
+    case LinearActivation::kGeluTanh:
+      return GeluTanh<W>(x);
+    case LinearActivation::kSilu:
+      return Silu<W>(x);
+  }
+  return x;
 }
 
 }  // namespace infer::cpu::simd

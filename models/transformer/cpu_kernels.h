@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "models/activation.h"
+
 namespace infer::cpu {
 
 enum class SimdLevel { kBaseline, kAvx2, kAvx512 };
@@ -116,10 +118,9 @@ struct QkTransformArgs {
 // The per-head q/k norms, then the rotary positions, on q and k.
 void QkTransform(const QkTransformArgs& args, int threads);
 
-enum class GateActivation { kGelu, kGeluTanh, kSilu };
-// out[r, i] = act(in[r, i]) * in[r, inter + i] for in [rows, 2 * inter];
-// out [rows, inter] FP32 or BF16.
-void GatedActivation(const float* in, int64_t rows, int64_t inter, GateActivation act, void* out,
+// out[r, i] = act(in[r, i]) * in[r, inter + i] for in [rows, 2 * inter]
+// (kNone: the product alone); out [rows, inter] FP32 or BF16.
+void GatedActivation(const float* in, int64_t rows, int64_t inter, LinearActivation act, void* out,
                      bool out_bf16, int threads);
 
 enum class PoolMode { kMean, kFirst, kLast };

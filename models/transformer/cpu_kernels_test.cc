@@ -149,6 +149,25 @@ TEST(AttentionTest, MatchesPlainLoopsOnEveryInstructionSet) {
   }
 }
 
+// Unmasked attention over packed sequences with as many KV heads as query
+// heads; the caller adds masks and biases.
+AttentionArgs PlainArgs(const std::vector<float>& qkv, const std::vector<int32_t>& off,
+                        int64_t heads, int64_t head_dim, int64_t longest, float scale,
+                        float* context, std::vector<float>& scratch) {
+  AttentionArgs a;
+  a.qkv = qkv.data();
+  a.offsets = off.data();
+  a.rows = static_cast<int64_t>(off.size()) - 1;
+  a.heads = heads;
+  a.kv_heads = heads;
+  a.head_dim = head_dim;
+  a.longest = longest;
+  a.scale = scale;
+  a.context = context;
+  a.scratch = scratch.data();
+  return a;
+}
+
 TEST(AttentionTest, WholeSequenceItemsAndQueryChunksAgreeBitForBit) {
   // Few (sequence, head) pairs per thread cut sequences into query chunks;
   // many make one item per pair. Each query's sums are the same either way.
@@ -175,23 +194,13 @@ TEST(AttentionTest, WholeSequenceItemsAndQueryChunksAgreeBitForBit) {
         const int threads = threads_of[run];
         std::vector<float> scratch(threads * AttentionScratchFloats(150, dh));
         results[run].assign(tokens * qw, -1.0f);
-        AttentionArgs a;
-        a.qkv = qkv.data();
-        a.offsets = off.data();
-        a.rows = 3;
-        a.heads = heads;
-        a.kv_heads = heads;
-        a.head_dim = dh;
-        a.longest = 150;
-        a.scale = 0.17f;
+        AttentionArgs a = PlainArgs(qkv, off, heads, dh, 150, 0.17f, results[run].data(), scratch);
         a.window = m.window;
         a.causal = m.causal;
         if (m.relative_bias) {
           a.relative_bias = bias.data();
           a.relative_span = span;
         }
-        a.context = results[run].data();
-        a.scratch = scratch.data();
         Attention(level, a, threads);
       }
       EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0)
@@ -216,18 +225,7 @@ TEST(AttentionTest, ScoresFarApartStayFinite) {
   }
   for (const SimdLevel level : LevelsThisCpuRuns()) {
     std::vector<float> scratch(AttentionScratchFloats(3, hidden)), ctx(3 * hidden);
-    AttentionArgs a;
-    a.qkv = qkv.data();
-    a.offsets = off.data();
-    a.rows = 1;
-    a.heads = heads;
-    a.kv_heads = heads;
-    a.head_dim = hidden;
-    a.longest = 3;
-    a.scale = 1.0f;
-    a.context = ctx.data();
-    a.scratch = scratch.data();
-    Attention(level, a, 1);
+    Attention(level, PlainArgs(qkv, off, heads, hidden, 3, 1.0f, ctx.data(), scratch), 1);
     for (float x : ctx) EXPECT_NEAR(x, 0.5f, 1e-6) << SimdLevelName(level);  // mean of v0, v1
   }
 }
@@ -350,12 +348,12 @@ TEST(KernelsTest, QkNormAndRotaryPositions) {
 TEST(KernelsTest, GatedActivationsMatchTheirFormulas) {
   const std::vector<float> in = {-1.5f, 0.5f, 2.0f, 3.0f};  // one row: a = {-1.5, 0.5}, b = {2, 3}
   std::vector<float> out(2);
-  GatedActivation(in.data(), 1, 2, GateActivation::kSilu, out.data(), false, 1);
+  GatedActivation(in.data(), 1, 2, LinearActivation::kSilu, out.data(), false, 1);
   EXPECT_NEAR(out[0], -1.5 / (1 + std::exp(1.5)) * 2, 1e-6);
   EXPECT_NEAR(out[1], 0.5 / (1 + std::exp(-0.5)) * 3, 1e-6);
-  GatedActivation(in.data(), 1, 2, GateActivation::kGelu, out.data(), false, 1);
+  GatedActivation(in.data(), 1, 2, LinearActivation::kGelu, out.data(), false, 1);
   EXPECT_NEAR(out[0], 0.5 * -1.5 * (1 + std::erf(-1.5 / std::sqrt(2.0))) * 2, 1e-6);
-  GatedActivation(in.data(), 1, 2, GateActivation::kGeluTanh, out.data(), false, 1);
+  GatedActivation(in.data(), 1, 2, LinearActivation::kGeluTanh, out.data(), false, 1);
   const double t = std::tanh(std::sqrt(2 / M_PI) * (0.5 + 0.044715 * 0.125));
   EXPECT_NEAR(out[1], 0.5 * 0.5 * (1 + t) * 3, 1e-6);
 }
@@ -370,8 +368,8 @@ TEST(KernelsTest, GatedActivationsOnWholeRowsFp32AndBf16) {
   for (float& x : in) x = normal(rng);
   in[5] = -40.0f;  // far in the tails
   in[6] = 40.0f;
-  for (const GateActivation act :
-       {GateActivation::kGelu, GateActivation::kGeluTanh, GateActivation::kSilu}) {
+  for (const LinearActivation act :
+       {LinearActivation::kGelu, LinearActivation::kGeluTanh, LinearActivation::kSilu}) {
     std::vector<float> out32(rows * inter, std::nanf(""));
     std::vector<uint16_t> out16(rows * inter, 0);
     GatedActivation(in.data(), rows, inter, act, out32.data(), false, 2);
@@ -380,8 +378,8 @@ TEST(KernelsTest, GatedActivationsOnWholeRowsFp32AndBf16) {
       for (int64_t i = 0; i < inter; ++i) {
         const double x = in[r * 2 * inter + i], g = in[r * 2 * inter + inter + i];
         double y =
-            act == GateActivation::kSilu ? x / (1 + std::exp(-x))
-            : act == GateActivation::kGelu
+            act == LinearActivation::kSilu ? x / (1 + std::exp(-x))
+            : act == LinearActivation::kGelu
                 ? 0.5 * x * std::erfc(-x / std::sqrt(2.0))
                 : 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
         y *= g;

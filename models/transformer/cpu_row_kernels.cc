@@ -103,35 +103,23 @@ namespace {
 // the activation a constant so the loop has no branch on it. The last
 // inter % W values go through a zero-padded vector, so every value gets the
 // same code.
-template <int W, GateActivation Act>
+template <int W, LinearActivation Act>
 inline __attribute__((always_inline)) void GatedRowWith(const float* a, const float* g,
                                                         int64_t inter, float* out32,
                                                         uint16_t* out16) {
   using F = typename simd::Lanes<W>::F;
-  // always_inline: compiled for the caller's instruction set.
-  auto gated = [](F x, F gate) __attribute__((always_inline)) {
-    switch (Act) {
-      case GateActivation::kGelu:
-        return simd::Gelu<W>(x) * gate;
-      case GateActivation::kGeluTanh:
-        return simd::GeluTanh<W>(x) * gate;
-      case GateActivation::kSilu:
-        return simd::Silu<W>(x) * gate;
-    }
-    return x;
-  };
   float tail_a[W], tail_g[W], y[W];
   for (int64_t i = 0; i < inter; i += W) {
     const int64_t n = std::min<int64_t>(W, inter - i);
     F v;
     if (n == W) {
-      v = gated(simd::Load<F>(a + i), simd::Load<F>(g + i));
+      v = simd::Activate<W, Act>(simd::Load<F>(a + i)) * simd::Load<F>(g + i);
     } else {
       std::fill(tail_a, tail_a + W, 0.0f);
       std::fill(tail_g, tail_g + W, 0.0f);
       std::copy(a + i, a + i + n, tail_a);
       std::copy(g + i, g + i + n, tail_g);
-      v = gated(simd::Load<F>(tail_a), simd::Load<F>(tail_g));
+      v = simd::Activate<W, Act>(simd::Load<F>(tail_a)) * simd::Load<F>(tail_g);
     }
     if (out16 == nullptr && n == W) {
       simd::Store(out32 + i, v);
@@ -149,39 +137,41 @@ inline __attribute__((always_inline)) void GatedRowWith(const float* a, const fl
 }
 
 template <int W>
-inline __attribute__((always_inline)) void GatedRow(GateActivation act, const float* a,
+inline __attribute__((always_inline)) void GatedRow(LinearActivation act, const float* a,
                                                     const float* g, int64_t inter, float* out32,
                                                     uint16_t* out16) {
   switch (act) {
-    case GateActivation::kGelu:
-      return GatedRowWith<W, GateActivation::kGelu>(a, g, inter, out32, out16);
-    case GateActivation::kGeluTanh:
-      return GatedRowWith<W, GateActivation::kGeluTanh>(a, g, inter, out32, out16);
-    case GateActivation::kSilu:
-      return GatedRowWith<W, GateActivation::kSilu>(a, g, inter, out32, out16);
+    case LinearActivation::kNone:
+      return GatedRowWith<W, LinearActivation::kNone>(a, g, inter, out32, out16);
+    case LinearActivation::kGelu:
+      return GatedRowWith<W, LinearActivation::kGelu>(a, g, inter, out32, out16);
+    case LinearActivation::kGeluTanh:
+      return GatedRowWith<W, LinearActivation::kGeluTanh>(a, g, inter, out32, out16);
+    case LinearActivation::kSilu:
+      return GatedRowWith<W, LinearActivation::kSilu>(a, g, inter, out32, out16);
   }
 }
 
 // The same row code for three instruction sets (the parallel loop stays
 // outside: GCC outlines an OpenMP region before inlining).
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void GatedRowAvx512(
-    GateActivation act, const float* a, const float* g, int64_t inter, float* out32,
+    LinearActivation act, const float* a, const float* g, int64_t inter, float* out32,
     uint16_t* out16) {
   GatedRow<16>(act, a, g, inter, out32, out16);
 }
-__attribute__((target("avx2,fma"))) void GatedRowAvx2(GateActivation act, const float* a,
+__attribute__((target("avx2,fma"))) void GatedRowAvx2(LinearActivation act, const float* a,
                                                       const float* g, int64_t inter, float* out32,
                                                       uint16_t* out16) {
   GatedRow<8>(act, a, g, inter, out32, out16);
 }
-void GatedRowBaseline(GateActivation act, const float* a, const float* g, int64_t inter,
+void GatedRowBaseline(LinearActivation act, const float* a, const float* g, int64_t inter,
                       float* out32, uint16_t* out16) {
   GatedRow<4>(act, a, g, inter, out32, out16);
 }
 
 }  // namespace
 
-void GatedActivation(const float* in, int64_t rows, int64_t inter, GateActivation act, void* out,
+void GatedActivation(const float* in, int64_t rows, int64_t inter, LinearActivation act, void* out,
                      bool out_bf16, int threads) {
   static const SimdLevel level = DetectSimdLevel();
   auto* row_fn = level == SimdLevel::kAvx512 ? GatedRowAvx512

@@ -41,18 +41,6 @@ class Scratch {
   std::vector<std::vector<float>> heap_;
 };
 
-cpu::GateActivation GateOf(ActivationKind kind) {
-  switch (kind) {
-    case ActivationKind::kGelu:
-      return cpu::GateActivation::kGelu;
-    case ActivationKind::kGeluTanh:
-      return cpu::GateActivation::kGeluTanh;
-    case ActivationKind::kSilu:
-      break;
-  }
-  return cpu::GateActivation::kSilu;
-}
-
 cpu::LinearActivation LinearActivationOf(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kGelu:
@@ -421,8 +409,8 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
     }
     if (c.gated) {
       INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, rows, gate, pad));
-      cpu::GatedActivation(gate, rows, c.intermediate_size, GateOf(c.activation), inter, bf16(),
-                           threads_);
+      cpu::GatedActivation(gate, rows, c.intermediate_size, LinearActivationOf(c.activation), inter,
+                           bf16(), threads_);
     } else {
       INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, rows, inter, pad));
     }
