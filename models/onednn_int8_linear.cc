@@ -49,9 +49,8 @@ absl::StatusOr<std::unique_ptr<OnednnLinear>> OnednnLinear::CreateInt8(const dnn
   std::unique_ptr<OnednnLinear> op(new OnednnLinear());
   op->options_ = o;
   op->engine_ = engine;
-  op->levels_ = ActivationLevels();
   const OneThreadScope one_thread(o.fixed_rows > 0);
-  QuantizedWeights q = QuantizeWeights(w, o.out, o.in);
+  QuantizedWeights q = QuantizeWeights(w, o.out, o.in, WeightLevels());
   try {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -101,7 +100,7 @@ void OnednnLinear::RunInt8Piece(dnnl::stream& stream, const Piece& p, int64_t ro
   auto* sums = reinterpret_cast<int32_t*>(base + at.sums);
   auto* scales = reinterpret_cast<float*>(base + at.scales);
   auto* zeros = reinterpret_cast<int32_t*>(base + at.zeros);
-  QuantizeRows(x, rows, in, levels_, codes, scales, zeros, threads);
+  QuantizeRows(x, rows, in, kActivationLevels, codes, scales, zeros, threads);
   dnnl::memory src(p.src, engine_, codes);
   dnnl::memory dst(p.dst, engine_, sums);
   dnnl::memory pad(p.scratchpad, engine_, base);

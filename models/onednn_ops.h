@@ -130,11 +130,10 @@ class OnednnLinear {
   dnnl::engine engine_;
   std::vector<Piece> pieces_;  // in PieceSizes() order, or the one fixed piece
   dnnl::memory weights_, bias_;
-  // INT8: each output channel's weight scale and sum of codes, and the
-  // activations' largest code (models/quantize.h).
+  // INT8: each output channel's weight scale and sum of codes
+  // (models/quantize.h).
   std::vector<float> col_scale_;
   std::vector<int32_t> col_sum_;
-  int levels_ = 0;
   size_t scratchpad_bytes_ = 0;
   int64_t weight_bytes_ = 0;
   std::string implementation_;

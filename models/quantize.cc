@@ -152,7 +152,7 @@ int TeamFor(int64_t rows, int64_t width, int threads, int64_t per_thread = 16384
 
 }  // namespace
 
-QuantizedWeights QuantizeWeights(const float* w, int64_t out, int64_t in) {
+QuantizedWeights QuantizeWeights(const float* w, int64_t out, int64_t in, int levels) {
   QuantizedWeights q;
   q.q.resize(static_cast<size_t>(out * in));
   q.scale.resize(static_cast<size_t>(out));
@@ -161,10 +161,11 @@ QuantizedWeights QuantizeWeights(const float* w, int64_t out, int64_t in) {
     const float* row = w + n * in;
     float top = 0.0f;
     for (int64_t k = 0; k < in; ++k) top = std::max(top, std::fabs(row[k]));
-    const float s = top > 0.0f ? top / 127.0f : 1.0f;
+    const float s = top > 0.0f ? top / static_cast<float>(levels) : 1.0f;
     int32_t sum = 0;
     for (int64_t k = 0; k < in; ++k) {
-      const auto v = static_cast<int32_t>(std::clamp(std::lround(row[k] / s), -127L, 127L));
+      const auto v = static_cast<int32_t>(std::clamp(
+          std::lround(row[k] / s), -static_cast<long>(levels), static_cast<long>(levels)));
       q.q[n * in + k] = static_cast<int8_t>(v);
       sum += v;
     }
@@ -174,9 +175,9 @@ QuantizedWeights QuantizeWeights(const float* w, int64_t out, int64_t in) {
   return q;
 }
 
-int ActivationLevels() {
+int WeightLevels() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  return IsaIncludes(isa, dnnl::cpu_isa::avx512_core_vnni) ? 255 : 127;
+  return IsaIncludes(isa, dnnl::cpu_isa::avx512_core_vnni) ? 127 : 63;
 }
 
 void QuantizeRows(const float* x, int64_t rows, int64_t width, int levels, uint8_t* q,

@@ -21,20 +21,47 @@ TEST(QuantizeWeightsTest, CodesSpanEachChannelWithinHalfAStep) {
   std::vector<float> w = NormalFloats(out * in, 1, 0.3f);
   for (int64_t k = 0; k < in; ++k) w[2 * in + k] = 0.0f;  // a channel of zeros
   w[3 * in + 7] = 40.0f;                                  // an outlier owns its channel
-  const QuantizedWeights q = QuantizeWeights(w.data(), out, in);
-  for (int64_t n = 0; n < out; ++n) {
-    int top = 0, sum = 0;
-    for (int64_t k = 0; k < in; ++k) {
-      const int c = q.q[n * in + k];
-      top = std::max(top, std::abs(c));
-      sum += c;
-      EXPECT_LE(std::fabs(c * q.scale[n] - w[n * in + k]), q.scale[n] * 0.5f + 1e-6f);
+  // 127: with VNNI; 63: without.
+  for (const int levels : {127, 63}) {
+    const QuantizedWeights q = QuantizeWeights(w.data(), out, in, levels);
+    for (int64_t n = 0; n < out; ++n) {
+      int top = 0, sum = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        const int c = q.q[n * in + k];
+        top = std::max(top, std::abs(c));
+        sum += c;
+        EXPECT_LE(std::fabs(c * q.scale[n] - w[n * in + k]), q.scale[n] * 0.5f + 1e-6f);
+      }
+      EXPECT_EQ(sum, q.sum[n]);
+      EXPECT_EQ(top, n == 2 ? 0 : levels) << n;
     }
-    EXPECT_EQ(sum, q.sum[n]);
-    EXPECT_EQ(top, n == 2 ? 0 : 127) << n;
+    EXPECT_EQ(q.scale[2], 1.0f);
+    EXPECT_FLOAT_EQ(q.scale[3], 40.0f / static_cast<float>(levels));
   }
-  EXPECT_EQ(q.scale[2], 1.0f);
-  EXPECT_FLOAT_EQ(q.scale[3], 40.0f / 127.0f);
+}
+
+// The largest codes everywhere: every pair of products vpmaddubsw adds
+// into int16 (CPUs without VNNI) at its most. With 8-bit weights there, the
+// sums would saturate at 32767 per pair and come out about half.
+TEST(Int8LinearTest, TheLargestCodesDoNotSaturate) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const int64_t in = 256, out = 2, rows = 3;
+  std::vector<float> w(out * in, 1.0f);
+  for (int64_t k = 0; k < in; k += 2) w[in + k] = -1.0f;  // channel 1: +1, -1, ...
+  // Inputs of ones: codes 255, zero point 0.
+  const std::vector<float> b(out, 0.0f), x(rows * in, 1.0f);
+  LinearOptions o{.in = in, .out = out};
+  o.int8 = true;
+  auto op = OnednnLinear::Create(engine, o, w.data(), b.data());
+  ASSERT_THAT(op, IsOk());
+  std::vector<uint8_t> scratch((*op)->ScratchpadBytesFor(rows));
+  std::vector<float> y(rows * out);
+  ASSERT_THAT((*op)->Run(stream, x.data(), rows, y.data(), scratch.data()), IsOk());
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_NEAR(y[r * out], static_cast<float>(in), 1e-3) << "weight levels " << WeightLevels();
+    EXPECT_NEAR(y[r * out + 1], 0.0f, 1e-3);
+  }
 }
 
 TEST(QuantizeRowsTest, EachRowItsOwnRangeWithZeroExact) {
@@ -77,7 +104,7 @@ TEST(QuantizeRowsTest, EachRowItsOwnRangeWithZeroExact) {
 std::vector<double> Reference(const std::vector<float>& x, int64_t rows, int64_t in,
                               const QuantizedWeights& w, const std::vector<float>& b, int64_t out,
                               LinearActivation act, const std::vector<float>& y0) {
-  const int levels = ActivationLevels();
+  const int levels = kActivationLevels;
   std::vector<uint8_t> q(rows * in);
   std::vector<float> scale(rows);
   std::vector<int32_t> zero(rows);
@@ -113,10 +140,10 @@ TEST(Int8LinearTest, IsTheExactIntegerProductAcrossPieces) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   // in = 768: long enough that int16 pair sums would saturate if the
-  // activations used 8 bits where the CPU multiplies with vpmaddubsw.
+  // weights used 8 bits where the CPU multiplies with vpmaddubsw.
   const int64_t in = 768, out = 43;  // 43: a tail past whole vectors of 4, 8 and 16
   const std::vector<float> w = NormalFloats(out * in, 3, 0.05f), b = NormalFloats(out, 4, 0.5f);
-  const QuantizedWeights qw = QuantizeWeights(w.data(), out, in);
+  const QuantizedWeights qw = QuantizeWeights(w.data(), out, in, WeightLevels());
   // The activation runs in the dequantization pass, on whole vectors and on
   // the last out % 16 channels alike.
   for (const LinearActivation act : {LinearActivation::kNone, LinearActivation::kGelu,
@@ -170,8 +197,8 @@ TEST(Int8LinearTest, StaysWithinTheQuantizationBoundOfFp32) {
   std::vector<float> y32(rows * out), y8(rows * out);
   ASSERT_THAT((*fp32)->Run(stream, x.data(), rows, y32.data(), scratch.data()), IsOk());
   ASSERT_THAT((*int8)->Run(stream, x.data(), rows, y8.data(), scratch.data()), IsOk());
-  const QuantizedWeights qw = QuantizeWeights(w.data(), out, in);
-  const int levels = ActivationLevels();
+  const QuantizedWeights qw = QuantizeWeights(w.data(), out, in, WeightLevels());
+  const int levels = kActivationLevels;
   double dot = 0, n32 = 0, n8 = 0;
   for (int64_t r = 0; r < rows; ++r) {
     float lo = 0, hi = 0;

@@ -213,14 +213,14 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Lo
 }
 
 std::string TransformerEncoderCpu::Implementation() const {
-  return absl::StrCat(
-      precision_ == Precision::kInt8
-          ? absl::StrCat("int8 matmul (activations u8 0..", cpu::ActivationLevels(), ") ")
-          : "matmul ",
-      layers_.empty() ? "none" : layers_[0].qkv->implementation(), ", attention ",
-      cpu::SimdLevelName(simd_), ", ", threads_, " threads",
-      batch_invariant_ ? absl::StrCat(", batch-invariant (pieces of ", kInvariantRows, " rows)")
-                       : "");
+  return absl::StrCat(precision_ == Precision::kInt8
+                          ? absl::StrCat("int8 matmul (weights s8 ±", cpu::WeightLevels(), ") ")
+                          : "matmul ",
+                      layers_.empty() ? "none" : layers_[0].qkv->implementation(), ", attention ",
+                      cpu::SimdLevelName(simd_), ", ", threads_, " threads",
+                      batch_invariant_
+                          ? absl::StrCat(", batch-invariant (pieces of ", kInvariantRows, " rows)")
+                          : "");
 }
 
 int64_t TransformerEncoderCpu::ComputedRows(int64_t tokens) const {
