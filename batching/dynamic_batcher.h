@@ -184,7 +184,9 @@ class DynamicBatcher {
       Batch batch = queue_.PopBatch(now, false, !can_launch_ || can_launch_());
       if (batch.empty()) return n > 0;
       ProcessLocked(lock, std::move(batch), /*hand_off=*/false);
-      if (stopping_) return true;
+      // Nothing arrived meanwhile (the usual case): no clock read and no
+      // PopBatch over an empty queue.
+      if (stopping_ || queue_.empty()) return true;
       now = clock_->Now();
     }
     if (!queue_.empty()) cv_.notify_one();  // a worker takes over

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "engine/guarded.h"
 #include "engine/served_model.h"
@@ -104,7 +105,8 @@ class ServedModel::BatchJob final : public PipelineJob {
 void ServedModel::ExecuteBatch(Batcher::Batch batch) {
   const std::string& name = model_->spec().name;
   Clock* clock = context_.clock;
-  const absl::Time now = clock->Now();
+  // Read only for what expired (rarely anything).
+  const absl::Time now = batch.expired.empty() ? absl::InfinitePast() : clock->Now();
   auto drop = [&](std::vector<std::unique_ptr<Task>>& tasks, auto make_status,
                   RefusalReason reason) {
     for (auto& task : tasks) {
@@ -141,7 +143,8 @@ void ServedModel::ExecuteBatch(Batcher::Batch batch) {
   if (batch.tasks.empty()) return;
 
   stats_.RecordBatchFormed(batch.bucket, batch.rows, batch.tokens, batch.computed_tokens);
-  std::vector<const InferRequest*> requests;
+  // Inline for the usual batch sizes: no allocation per batch.
+  absl::InlinedVector<const InferRequest*, 16> requests;
   requests.reserve(batch.tasks.size());
   for (const auto& task : batch.tasks) requests.push_back(&task->request);
   const absl::Time dequeued = clock->Now();
@@ -176,7 +179,7 @@ void ServedModel::RunInline(std::vector<std::unique_ptr<Task>>& tasks,
                             absl::Time dequeued) {
   Clock* clock = context_.clock;
   std::vector<InferResponse> responses(tasks.size());
-  std::vector<InferResponse*> ptrs;
+  absl::InlinedVector<InferResponse*, 16> ptrs;
   ptrs.reserve(responses.size());
   for (InferResponse& r : responses) ptrs.push_back(&r);
   const absl::Time start = clock->Now();
