@@ -20,6 +20,7 @@
 #include "models/precision.h"
 #include "models/transformer/encoder_cpu.h"
 #include "tests/testing/reference_data.h"
+#include "tests/testing/served_bert.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
 #include "tests/testing/test_device.h"
@@ -32,6 +33,7 @@ using ::infer::testing::EmbeddingFixture;
 using ::infer::testing::IsOk;
 using ::infer::testing::MiniLmDir;
 using ::infer::testing::ReadEmbeddingFixture;
+using ::infer::testing::ServedBert;
 using ::infer::testing::StatusIs;
 using ::infer::testing::TestDevice;
 using ::infer::testing::TextTensor;
@@ -79,50 +81,26 @@ Precision Exact(const std::string& device) {
   return device == "cpu" ? Precision::kFp32 : Precision::kAuto;
 }
 
-class Served {
+BertModelOptions ServedOptions(const std::string& spec, const std::string& dir, Precision precision,
+                               bool auto_truncate) {
+  BertModelOptions o;
+  o.checkpoint_dir = dir;
+  o.auto_truncate = auto_truncate;
+  o.precision = precision == Precision::kAuto ? Exact(spec) : precision;
+  // These checkpoints are random (no quality to keep); the gate has its
+  // own tests (PrecisionIsResolvedAtLoad, precision_gate_test).
+  o.precision_gate = false;
+  return o;
+}
+
+// The folder `dir` served on `spec`; it must load.
+class Served : public ServedBert {
  public:
   Served(const std::string& spec, const std::string& dir, Precision precision = Precision::kAuto,
-         bool auto_truncate = false) {
-    auto d = TestDevice::Create(spec);
-    EXPECT_THAT(d, IsOk());
-    device_ = *std::move(d);
-    BertModelOptions o;
-    o.checkpoint_dir = dir;
-    o.auto_truncate = auto_truncate;
-    o.precision = precision == Precision::kAuto ? Exact(spec) : precision;
-    // These checkpoints are random (no quality to keep); the gate has its
-    // own tests (PrecisionIsResolvedAtLoad, precision_gate_test).
-    o.precision_gate = false;
-    auto m = BertModel::Create(o, device_->context());
-    EXPECT_THAT(m, IsOk());
-    if (m.ok()) model_ = *std::move(m);
+         bool auto_truncate = false)
+      : ServedBert(spec, ServedOptions(spec, dir, precision, auto_truncate)) {
+    EXPECT_THAT(status(), IsOk());
   }
-  bool ok() const { return model_ != nullptr; }
-  BertModel& model() { return *model_; }
-  TestDevice& device() { return *device_; }
-
-  // Spec checks + Preprocess + ValidateRequest, as the engine does them.
-  absl::Status Admit(InferRequest* r) {
-    absl::Status s = ValidateRequestAgainstSpec(model_->spec(), *r);
-    if (s.ok()) s = model_->Preprocess(r);
-    if (s.ok()) s = model_->ValidateRequest(*r);
-    return s;
-  }
-  // [rows, hidden] embeddings of one request.
-  std::vector<float> Run(InferRequest r) {
-    EXPECT_THAT(Admit(&r), IsOk());
-    InferResponse out;
-    const InferRequest* in[] = {&r};
-    InferResponse* res[] = {&out};
-    EXPECT_THAT(RunBatch(*model_, device_->device.get(), device_->stream.get(), in, res), IsOk());
-    if (out.outputs.empty()) return {};
-    const Tensor& e = out.outputs.at(0);
-    return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[0] * e.shape[1]);
-  }
-
- private:
-  std::unique_ptr<TestDevice> device_;
-  std::unique_ptr<BertModel> model_;
 };
 
 TEST(BertModelTest, IncompleteContextAndMissingCheckpointAreNamed) {

@@ -23,9 +23,9 @@
 #include "models/bert/bert_model.h"
 #include "models/precision.h"
 #include "tests/testing/reference_data.h"
+#include "tests/testing/served_bert.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
-#include "tests/testing/test_device.h"
 
 namespace infer {
 namespace {
@@ -34,19 +34,29 @@ using ::infer::testing::Cosine;
 using ::infer::testing::EmbeddingFixture;
 using ::infer::testing::IsOk;
 using ::infer::testing::MpnetDir;
+using ::infer::testing::ServedBert;
 using ::infer::testing::StatusIs;
-using ::infer::testing::TestDevice;
 using ::infer::testing::TextTensor;
 
 constexpr int64_t kWidth = 768;
 
 // all-mpnet-base-v2 on the CPU, served as the server serves a folder.
-class ServedMpnet {
+class ServedMpnet : public ServedBert {
  public:
-  ServedMpnet(Precision precision, bool auto_truncate) {
-    auto d = TestDevice::Create("cpu");
-    EXPECT_THAT(d, IsOk());
-    device_ = *std::move(d);
+  ServedMpnet(Precision precision, bool auto_truncate)
+      : ServedBert("cpu", Options(precision, auto_truncate)) {}
+
+  // [texts, 768] embeddings of one request of `texts`.
+  std::vector<float> Embed(const std::vector<std::string>& texts) {
+    InferRequest r;
+    r.inputs.push_back(TextTensor(texts));
+    std::vector<float> e = Run(std::move(r));
+    EXPECT_EQ(e.size(), texts.size() * kWidth);
+    return e;
+  }
+
+ private:
+  static BertModelOptions Options(Precision precision, bool auto_truncate) {
     BertModelOptions o;
     o.name = "mpnet";
     o.backend = "transformer";
@@ -56,37 +66,8 @@ class ServedMpnet {
     // The gate runs 1,000 sentences through both precisions at load; the
     // tests below check the same floors on the fixture's texts instead.
     o.precision_gate = false;
-    auto m = BertModel::Create(o, device_->context());
-    status_ = m.status();
-    if (m.ok()) model_ = *std::move(m);
+    return o;
   }
-  const absl::Status& status() const { return status_; }
-
-  absl::Status Admit(InferRequest* r) {
-    absl::Status s = ValidateRequestAgainstSpec(model_->spec(), *r);
-    if (s.ok()) s = model_->Preprocess(r);
-    if (s.ok()) s = model_->ValidateRequest(*r);
-    return s;
-  }
-  // [texts, 768] embeddings of one request of `texts`.
-  std::vector<float> Embed(const std::vector<std::string>& texts) {
-    InferRequest r;
-    r.inputs.push_back(TextTensor(texts));
-    EXPECT_THAT(Admit(&r), IsOk());
-    InferResponse out;
-    const InferRequest* in[] = {&r};
-    InferResponse* res[] = {&out};
-    EXPECT_THAT(RunBatch(*model_, device_->device.get(), device_->stream.get(), in, res), IsOk());
-    if (out.outputs.empty()) return {};
-    const Tensor& e = out.outputs.at(0);
-    EXPECT_EQ(e.shape, (std::vector<int64_t>{static_cast<int64_t>(texts.size()), kWidth}));
-    return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[0] * e.shape[1]);
-  }
-
- private:
-  std::unique_ptr<TestDevice> device_;
-  std::unique_ptr<BertModel> model_;
-  absl::Status status_;
 };
 
 class RealMpnetTest : public ::testing::Test {

@@ -30,17 +30,21 @@
 
 namespace infer::testing {
 
-inline std::string MiniLmDir() {
-  std::string dir;
-  if (const char* env = std::getenv("INFER_MINILM_DIR"); env != nullptr && *env != '\0') {
-    dir = env;
-  } else {
-#ifdef INFER_MINILM_DIR
-    dir = INFER_MINILM_DIR;
-#endif
-  }
+// The checkpoint folder named by the environment variable `env`, else
+// `fallback`; empty when neither holds a model.safetensors.
+inline std::string CheckpointDir(const char* env, const std::string& fallback) {
+  const char* set = std::getenv(env);
+  const std::string dir = set != nullptr && *set != '\0' ? std::string(set) : fallback;
   if (dir.empty() || !std::filesystem::exists(dir + "/model.safetensors")) return "";
   return dir;
+}
+
+inline std::string MiniLmDir() {
+#ifdef INFER_MINILM_DIR
+  return CheckpointDir("INFER_MINILM_DIR", INFER_MINILM_DIR);
+#else
+  return CheckpointDir("INFER_MINILM_DIR", "");
+#endif
 }
 
 inline constexpr char kNoMiniLm[] =
@@ -48,16 +52,12 @@ inline constexpr char kNoMiniLm[] =
     "INFER_MINILM_DIR";
 
 inline std::string MpnetDir() {
-  std::string dir;
-  if (const char* env = std::getenv("INFER_MPNET_DIR"); env != nullptr && *env != '\0') {
-    dir = env;
-  } else {
 #ifdef INFER_SOURCE_DIR
-    dir = std::string(INFER_SOURCE_DIR) + "/.venv/share/all-mpnet-base-v2";
+  return CheckpointDir("INFER_MPNET_DIR",
+                       std::string(INFER_SOURCE_DIR) + "/.venv/share/all-mpnet-base-v2");
+#else
+  return CheckpointDir("INFER_MPNET_DIR", "");
 #endif
-  }
-  if (dir.empty() || !std::filesystem::exists(dir + "/model.safetensors")) return "";
-  return dir;
 }
 
 inline constexpr char kNoMpnet[] =
