@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint.h"
@@ -212,6 +213,45 @@ TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
   std::ofstream((dir / "model.safetensors.index.json").string(), std::ios::trunc) << index.dump();
   EXPECT_THAT(LoadTransformerWeights(dir.string()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "is not a file name"));
+  fs::remove_all(dir);
+}
+
+// A checkpoint converted from the original TensorFlow BERT stores its
+// LayerNorms as gamma and beta (as SPLADE-tiny's does); transformers renames
+// them at load, and so does the loader.
+TEST(LegacyCheckpointTest, GammaAndBetaLoadAsWeightAndBias) {
+  namespace fs = std::filesystem;
+  const std::string src = testing::FixturePath("sparse/bert-splade");
+  const fs::path dir = fs::path(::testing::TempDir()) / ("legacy_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json"}) fs::copy(src + "/" + f, dir / f);
+  auto tensors = ReadSafetensors(src + "/model.safetensors");
+  ASSERT_THAT(tensors, IsOk());
+  std::map<std::string, CheckpointTensor> legacy;
+  int renamed = 0;
+  for (auto& [name, t] : *tensors) {
+    std::string n = name;
+    if (absl::EndsWith(n, "LayerNorm.weight")) {
+      n = absl::StrCat(n.substr(0, n.size() - 6), "gamma");
+      ++renamed;
+    } else if (absl::EndsWith(n, "LayerNorm.bias")) {
+      n = absl::StrCat(n.substr(0, n.size() - 4), "beta");
+    }
+    legacy[n] = t;
+  }
+  EXPECT_EQ(renamed, 2 * 2 + 1 + 1);  // 2 per layer, the embeddings', the MLM head's
+  ASSERT_THAT(WriteSafetensors((dir / "model.safetensors").string(), legacy, "F32"), IsOk());
+  auto modern = LoadTransformerWeights(src, /*masked_lm_head=*/true);
+  auto old = LoadTransformerWeights(dir.string(), /*masked_lm_head=*/true);
+  ASSERT_THAT(modern, IsOk());
+  ASSERT_THAT(old, IsOk());
+  EXPECT_EQ(old->ParameterCount(), modern->ParameterCount());
+  EXPECT_EQ(old->embed_norm.gamma, modern->embed_norm.gamma);
+  EXPECT_EQ(old->embed_norm.beta, modern->embed_norm.beta);
+  EXPECT_EQ(old->layers[1].attn_norm.beta, modern->layers[1].attn_norm.beta);
+  EXPECT_EQ(old->layers[1].ffn_norm.gamma, modern->layers[1].ffn_norm.gamma);
+  EXPECT_EQ(old->masked_lm.norm.gamma, modern->masked_lm.norm.gamma);
   fs::remove_all(dir);
 }
 

@@ -120,9 +120,14 @@ absl::Status Linear(Tensors& t, const std::vector<std::string>& names,
   return absl::OkStatus();
 }
 
+// A norm's scale and shift, stored as `weight` and `bias`, or as `gamma` and
+// `beta` in checkpoints converted from the original TensorFlow BERT (e.g.
+// google/bert_uncased_L-2_H-128_A-2 and the models trained from it), which
+// transformers renames the same way when it loads them.
 absl::Status Norm(Tensors& t, const std::string& name, int64_t size, bool bias, W::Norm* n) {
-  INFER_RETURN_IF_ERROR(t.Take(name + ".weight", {size}, &n->gamma));
-  if (bias) INFER_RETURN_IF_ERROR(t.Take(name + ".bias", {size}, &n->beta));
+  const bool legacy = !t.Has(name + ".weight") && t.Has(name + ".gamma");
+  INFER_RETURN_IF_ERROR(t.Take(name + (legacy ? ".gamma" : ".weight"), {size}, &n->gamma));
+  if (bias) INFER_RETURN_IF_ERROR(t.Take(name + (legacy ? ".beta" : ".bias"), {size}, &n->beta));
   return absl::OkStatus();
 }
 
