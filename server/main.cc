@@ -100,11 +100,19 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
       return 1;
     }
   }
+  infer::ServingDefaults defaults;
   // Checked against the names by the flag's own check.
-  const infer::Precision default_precision = *infer::ParsePrecision(flags.precision);
+  defaults.precision = *infer::ParsePrecision(flags.precision);
+  if (!flags.pooling.empty()) {
+    defaults.folder_params["pooling"] =
+        flags.pooling == "last-token" ? "last_token" : flags.pooling;
+  }
+  if (flags.auto_truncate) defaults.folder_params["auto_truncate"] = "true";
+  if (!flags.default_prompt_name.empty()) {
+    defaults.folder_params["prompt_name"] = flags.default_prompt_name;
+  }
   if (!flags.model_repository.empty()) {
-    auto loaded =
-        infer::LoadModelRepository(flags.model_repository, engine->get(), default_precision);
+    auto loaded = infer::LoadModelRepository(flags.model_repository, engine->get(), defaults);
     if (!loaded.ok()) {
       spdlog::critical("cannot load model repository: {}", loaded.status().ToString());
       return 1;
@@ -114,7 +122,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     }
   }
   if (!flags.models.empty()) {
-    auto loaded = infer::LoadModelFolders(flags.models, engine->get(), default_precision);
+    auto loaded = infer::LoadModelFolders(flags.models, engine->get(), defaults);
     if (!loaded.ok()) {
       spdlog::critical("cannot load --model: {}", loaded.status().ToString());
       return 1;

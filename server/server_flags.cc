@@ -40,6 +40,21 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "one precision only keeps its own")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "int8", "fp8"}));
+  app->add_option("--pooling", flags->pooling,
+                  "pooling of every Hugging Face folder served without a config.pbtxt (TEI's "
+                  "--pooling): mean, cls, last_token (or last-token), or splade for a "
+                  "*ForMaskedLM checkpoint (sparse vectors, POST /embed_sparse); default: the "
+                  "folder's own (its modules.json / 1_Pooling)")
+      ->check(CLI::IsMember({"mean", "cls", "last_token", "last-token", "splade"}));
+  app->add_flag("--auto-truncate", flags->auto_truncate,
+                "cut texts longer than the model's maximum (as sentence-transformers does) "
+                "instead of refusing them, for every Hugging Face folder served without a "
+                "config.pbtxt (TEI's --auto-truncate); a request's truncate parameter still "
+                "applies without it");
+  app->add_option("--default-prompt-name", flags->default_prompt_name,
+                  "the prompt of config_sentence_transformers.json put before every text of every "
+                  "Hugging Face folder served without a config.pbtxt (TEI's "
+                  "--default-prompt-name); default: the file's default_prompt_name, if any");
   app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
                   "largest request accepted: a larger gRPC message gets RESOURCE_EXHAUSTED, a "
                   "larger HTTP body 413 (before it is read)")

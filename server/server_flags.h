@@ -17,6 +17,11 @@ struct ServerFlags {
   std::string model_repository;
   std::vector<std::string> models;  // --model [NAME=]DIR, in order
   std::string precision = "auto";   // for configs that name none (models/precision.h names)
+  // For Hugging Face folders served without a config.pbtxt (TEI's options of
+  // the same names); empty / false: what the folder's files say.
+  std::string pooling;  // mean, cls, last_token (or TEI's last-token), splade
+  bool auto_truncate = false;
+  std::string default_prompt_name;
   int64_t max_receive_message_bytes = 64 << 20;
   double drain_grace_s = 5.0;
   double drain_timeout_s = 20.0;

@@ -259,7 +259,7 @@ RequestLimits LimitsFromConfig(const config::ModelConfig& config) {
 
 absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
                                             const DeviceInfo& device, const std::string& name,
-                                            Precision default_precision) {
+                                            const ServingDefaults& defaults) {
   namespace fs = std::filesystem;
   std::string trimmed = dir;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
@@ -282,6 +282,9 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
     // A Hugging Face / sentence-transformers folder as it is: the transformer
     // backend reads everything from its files, with the defaults above.
     config.set_backend(kHuggingFaceBackend);
+    for (const auto& [key, value] : defaults.folder_params) {
+      (*config.mutable_parameters())[key].set_string_value(value);
+    }
     source = folder.string();
   } else {
     return absl::NotFoundError(
@@ -306,9 +309,9 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
   for (const auto& [key, value] : config.parameters()) options.params[key] = value.string_value();
   // Checked by ParseModelConfig; empty means auto.
   options.precision =
-      config.precision().empty() ? default_precision : *ParsePrecision(config.precision());
+      config.precision().empty() ? defaults.precision : *ParsePrecision(config.precision());
   options.precision_is_server_default =
-      config.precision().empty() && default_precision != Precision::kAuto;
+      config.precision().empty() && defaults.precision != Precision::kAuto;
   options.cuda_graphs = GraphsFromConfig(config);
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(config.backend(), options, context);
   if (!model.ok()) {
@@ -326,7 +329,7 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
 }
 
 absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir, Engine* engine,
-                                                             Precision default_precision) {
+                                                             const ServingDefaults& defaults) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -343,9 +346,8 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
   std::sort(folders.begin(), folders.end());
   std::vector<std::string> loaded;
   for (const fs::path& folder : folders) {
-    INFER_ASSIGN_OR_RETURN(
-        LoadedModel m, LoadModelFolder(folder.string(), engine->context(), engine->device()->info(),
-                                       "", default_precision));
+    INFER_ASSIGN_OR_RETURN(LoadedModel m, LoadModelFolder(folder.string(), engine->context(),
+                                                          engine->device()->info(), "", defaults));
     if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
     }
@@ -356,7 +358,7 @@ absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& 
 
 absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std::string>& specs,
                                                           Engine* engine,
-                                                          Precision default_precision) {
+                                                          const ServingDefaults& defaults) {
   std::vector<std::string> loaded;
   for (const std::string& spec : specs) {
     // NAME=DIR, or DIR (a folder whose name holds '=' needs the NAME= form).
@@ -371,7 +373,7 @@ absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std:
     }
     INFER_ASSIGN_OR_RETURN(
         LoadedModel m,
-        LoadModelFolder(dir, engine->context(), engine->device()->info(), name, default_precision));
+        LoadModelFolder(dir, engine->context(), engine->device()->info(), name, defaults));
     if (absl::Status s = engine->AddModel(std::move(m.model), m.batching, m.limits); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(m.source, ": ", s.message()));
     }

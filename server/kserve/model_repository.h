@@ -60,30 +60,42 @@ struct LoadedModel {
 // The backend a Hugging Face folder without a config.pbtxt is served by.
 inline constexpr char kHuggingFaceBackend[] = "transformer";
 
+// What infer-server's options give the models whose own files leave a
+// choice open.
+struct ServingDefaults {
+  // The precision of a config that names none, and of a folder without a
+  // config (infer-server --precision); a backend that computes in one
+  // precision only keeps its own then.
+  Precision precision = Precision::kAuto;
+  // Parameters of each Hugging Face folder served without a config.pbtxt
+  // (infer-server --pooling, --auto-truncate, --default-prompt-name, as
+  // TEI's options of those names): kHuggingFaceBackend's parameters, checked
+  // as a config's would be. A config.pbtxt sets its own parameters instead.
+  ModelParams folder_params;
+};
+
 // Reads `dir`/config.pbtxt (or, when the folder has none but has a
-// config.json, uses the defaults with kHuggingFaceBackend) and creates its
-// model as `name` (empty: the folder's name), checking the config against
-// the model and `device`. A config that names no precision (and a folder
-// without a config) gets `default_precision` (infer-server --precision);
-// a backend that computes in one precision only keeps its own then. Errors
-// name the config file (or the folder) and the problem; NOT_FOUND when the
-// folder has neither file.
+// config.json, uses the defaults with kHuggingFaceBackend and
+// `defaults.folder_params`) and creates its model as `name` (empty: the
+// folder's name), checking the config against the model and `device`.
+// Errors name the config file (or the folder) and the problem; NOT_FOUND
+// when the folder has neither file.
 absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const DeviceContext& context,
                                             const DeviceInfo& device, const std::string& name = "",
-                                            Precision default_precision = Precision::kAuto);
+                                            const ServingDefaults& defaults = {});
 
 // Loads every model folder under `dir` into `engine` (LoadModelFolder, then
 // Engine::AddModel); returns the names loaded. Fails on the first bad folder, naming the file and
 // the problem.
-absl::StatusOr<std::vector<std::string>> LoadModelRepository(
-    const std::string& dir, Engine* engine, Precision default_precision = Precision::kAuto);
+absl::StatusOr<std::vector<std::string>> LoadModelRepository(const std::string& dir, Engine* engine,
+                                                             const ServingDefaults& defaults = {});
 
 // Loads the folders infer-server's --model options name ("DIR" or
 // "NAME=DIR" each) into `engine`, in order; returns the names loaded. Fails
 // on the first bad one, naming it and the problem.
-absl::StatusOr<std::vector<std::string>> LoadModelFolders(
-    const std::vector<std::string>& specs, Engine* engine,
-    Precision default_precision = Precision::kAuto);
+absl::StatusOr<std::vector<std::string>> LoadModelFolders(const std::vector<std::string>& specs,
+                                                          Engine* engine,
+                                                          const ServingDefaults& defaults = {});
 
 }  // namespace infer
 

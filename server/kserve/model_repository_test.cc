@@ -436,17 +436,18 @@ TEST_F(RepositoryTest, ServerDefaultPrecisionAppliesWhereTheConfigNamesNone) {
   fs::copy(fs::path(INFER_SOURCE_DIR) / "tests/fixtures/families/qwen3", dir_ / "qwen",
            fs::copy_options::recursive);
   auto engine = Engine::Create({.device = "cpu"});
-  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get(), Precision::kInt8), IsOk());
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get(), {Precision::kInt8}), IsOk());
   EXPECT_EQ((**(*engine)->GetModelSpec("enc")).precision, "int8");
   EXPECT_EQ((**(*engine)->GetModelSpec("named")).precision, "fp32");
   EXPECT_EQ((**(*engine)->GetModelSpec("pool")).precision, "fp32");
   EXPECT_EQ((**(*engine)->GetModelSpec("qwen")).precision, "int8");
-  ASSERT_THAT(LoadModelFolders({"q2=" + (dir_ / "qwen").string()}, engine->get(), Precision::kFp32),
-              IsOk());
+  ASSERT_THAT(
+      LoadModelFolders({"q2=" + (dir_ / "qwen").string()}, engine->get(), {Precision::kFp32}),
+      IsOk());
   EXPECT_EQ((**(*engine)->GetModelSpec("q2")).precision, "fp32");
   // A default the device cannot compute is refused for the model it reaches.
   auto other = Engine::Create({.device = "cpu"});
-  EXPECT_THAT(LoadModelFolders({(dir_ / "qwen").string()}, other->get(), Precision::kFp16),
+  EXPECT_THAT(LoadModelFolders({(dir_ / "qwen").string()}, other->get(), {Precision::kFp16}),
               StatusIs(absl::StatusCode::kFailedPrecondition, "fp16"));
 }
 
@@ -480,6 +481,39 @@ TEST_F(RepositoryTest, HuggingFaceFolderWithoutAConfigIsServed) {
   ASSERT_THAT(LoadModelRepository(dir_.string(), engine2->get()), IsOk());
   EXPECT_NE((**(*engine2)->GetModelSpec("qwen")).description.find("mean pooling"),
             std::string::npos);
+}
+
+// infer-server --pooling, --auto-truncate and --default-prompt-name: the
+// parameters of a folder served without a config.pbtxt, checked as a
+// config's are; a folder with a config.pbtxt keeps its own.
+TEST_F(RepositoryTest, FolderParametersApplyToFoldersWithoutAConfig) {
+  fs::copy(fs::path(INFER_SOURCE_DIR) / "tests/fixtures/sparse/bert-splade", dir_ / "splade",
+           fs::copy_options::recursive);
+  fs::remove(dir_ / "splade" / "modules.json");  // a plain transformers folder
+  fs::copy(fs::path(INFER_SOURCE_DIR) / "tests/fixtures/families/qwen3", dir_ / "qwen",
+           fs::copy_options::recursive);
+  Write("qwen", R"(backend: "transformer")");
+  auto plain = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), plain->get()), IsOk());
+  EXPECT_EQ((**(*plain)->GetModelSpec("splade")).pooling, "mean");
+  ServingDefaults defaults;
+  defaults.folder_params = {{"pooling", "splade"}, {"auto_truncate", "true"}};
+  auto engine = Engine::Create({.device = "cpu"});
+  ASSERT_THAT(LoadModelRepository(dir_.string(), engine->get(), defaults), IsOk());
+  const ModelSpec& spec = **(*engine)->GetModelSpec("splade");
+  EXPECT_EQ(spec.pooling, "splade");
+  EXPECT_EQ(spec.outputs[0].name, "sparse_counts");
+  EXPECT_NE((**(*engine)->GetModelSpec("qwen")).pooling, "splade");  // its config's
+  // A parameter the folder's model cannot take is refused, naming it.
+  defaults.folder_params = {{"pooling", "splade"}};
+  auto other = Engine::Create({.device = "cpu"});
+  EXPECT_THAT(LoadModelFolders({"q=" + (dir_ / "qwen").string()}, other->get(), defaults), IsOk());
+  fs::remove(dir_ / "qwen" / "config.pbtxt");
+  EXPECT_THAT(LoadModelFolders({(dir_ / "qwen").string()}, other->get(), defaults),
+              StatusIs(absl::StatusCode::kInvalidArgument, "masked-LM"));
+  defaults.folder_params = {{"prompt_name", "nope"}};
+  EXPECT_THAT(LoadModelFolders({(dir_ / "qwen").string()}, other->get(), defaults),
+              StatusIs(absl::StatusCode::kInvalidArgument, "nope"));
 }
 
 }  // namespace
