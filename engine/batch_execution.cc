@@ -111,7 +111,7 @@ void ServedModel::ExecuteBatch(Batcher::Batch batch) {
                   RefusalReason reason) {
     for (auto& task : tasks) {
       task->account->Refused(reason);
-      task->done(make_status(*task));
+      Answer(*task, make_status(*task));
     }
   };
   drop(
@@ -269,14 +269,14 @@ void ServedModel::FinishBatch(std::vector<std::unique_ptr<Task>>& tasks,
   for (size_t i = 0; i < tasks.size(); ++i) {
     Task& task = *tasks[i];
     if (!status.ok()) {
-      task.done(status);
+      Answer(task, status);
       continue;
     }
     InferResponse& r = responses[i];
     r.model_name = task.request.model_name;
     r.id = task.request.id;
     SelectOutputs(task.request.requested_outputs, &r);
-    task.done(std::move(r));
+    Answer(task, std::move(r));
   }
 }
 

@@ -1,7 +1,10 @@
 #include "engine/served_model.h"
 
+#include <mutex>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "engine/request_split.h"
 #include "runtime/status_macros.h"
@@ -66,15 +69,8 @@ void ServedModel::Submit(RequestSource& source, absl::Time arrival, DoneCallback
   }
   task->arrival = arrival;
   // Accepted: from here every answer, however the request is split, passes
-  // through this once, and the request is counted once in the statistics.
-  task->account = std::make_shared<RequestAccount>();
-  task->done = [this, clock, arrival, bucket = task->admitted.bucket, account = task->account,
-                tokens = task->admitted.real_tokens,
-                done = std::move(done)](absl::StatusOr<InferResponse> r) {
-    stats_.RecordAnswer(*account, arrival, clock->Now(), bucket, r.status());
-    if (r.ok()) r->real_tokens = tokens;
-    done(std::move(r));
-  };
+  // through Answer once, and the request is counted once in the statistics.
+  task->done = std::move(done);
   if (task->admitted.rows <= batching_.max_batch_size) {
     Schedule(std::move(task));
   } else {
@@ -82,53 +78,79 @@ void ServedModel::Submit(RequestSource& source, absl::Time arrival, DoneCallback
   }
 }
 
+// A split request's answer, gathered from its pieces.
+struct ServedModel::SplitJoin {
+  std::mutex mu;
+  std::vector<InferResponse> parts ABSL_GUARDED_BY(mu);
+  size_t remaining ABSL_GUARDED_BY(mu);
+  absl::Status error ABSL_GUARDED_BY(mu);
+  // The whole request, answered by its last piece: its account (shared by
+  // the pieces), callback and classification.
+  RequestAccount account;
+  DoneCallback done;
+  absl::Time arrival;
+  AdmittedRequest admitted;
+};
+
 void ServedModel::SubmitSplit(std::unique_ptr<Task> task) {
   // Larger than max_batch_size: split, run the pieces as separate requests,
   // answer once with the pieces joined in order.
   absl::StatusOr<std::vector<InferRequest>> pieces =
       SplitRequest(task->request, batching_.max_batch_size);
   if (!pieces.ok()) {
-    task->done(pieces.status());
+    Answer(*task, pieces.status());
     return;
   }
   stats_.RecordRequestSplit();
-  struct Join {
-    std::mutex mu;
-    std::vector<InferResponse> parts;
-    size_t remaining;
-    absl::Status error;
-    DoneCallback done;
-  };
-  auto join = std::make_shared<Join>();
+  auto join = std::make_shared<SplitJoin>();
   join->parts.resize(pieces->size());
   join->remaining = pieces->size();
   join->done = std::move(task->done);
+  join->arrival = task->arrival;
+  join->admitted = task->admitted;
   for (size_t i = 0; i < pieces->size(); ++i) {
     auto piece = std::make_unique<Task>();
     piece->arrival = task->arrival;
     piece->admitted = task->admitted;
     piece->admitted.rows = RequestBatchSize((*pieces)[i]);
     piece->admitted.real_tokens = model_->RealTokens((*pieces)[i]);
-    piece->account = task->account;
+    piece->join = join;
+    piece->piece = i;
+    piece->account = &join->account;
     piece->request = std::move((*pieces)[i]);
-    piece->done = [join, i, account = task->account](absl::StatusOr<InferResponse> r) {
-      if (!r.ok()) account->failed.store(true, std::memory_order_relaxed);
-      std::unique_lock<std::mutex> lock(join->mu);
-      if (r.ok()) {
-        join->parts[i] = *std::move(r);
-      } else if (join->error.ok()) {
-        join->error = r.status();
-      }
-      if (--join->remaining > 0) return;
-      lock.unlock();
-      if (!join->error.ok()) {
-        join->done(join->error);
-      } else {
-        join->done(JoinResponses(std::move(join->parts)));
-      }
-    };
     Schedule(std::move(piece));
   }
+}
+
+void ServedModel::Answer(Task& task, absl::StatusOr<InferResponse> r) {
+  RequestAccount* account = task.account;
+  DoneCallback* done = &task.done;
+  const AdmittedRequest* admitted = &task.admitted;
+  absl::Time arrival = task.arrival;
+  if (task.join != nullptr) {
+    SplitJoin& join = *task.join;
+    // Its sibling pieces still queued are dropped: the answer is this.
+    if (!r.ok()) join.account.failed.store(true, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(join.mu);
+    if (r.ok()) {
+      join.parts[task.piece] = *std::move(r);
+    } else if (join.error.ok()) {
+      join.error = r.status();
+    }
+    if (--join.remaining > 0) return;
+    // The last piece: every other piece has answered.
+    const absl::Status error = join.error;
+    std::vector<InferResponse> parts = std::move(join.parts);
+    lock.unlock();
+    r = error.ok() ? absl::StatusOr<InferResponse>(JoinResponses(std::move(parts))) : error;
+    account = &join.account;
+    done = &join.done;
+    admitted = &join.admitted;
+    arrival = join.arrival;
+  }
+  stats_.RecordAnswer(*account, arrival, context_.clock->Now(), admitted->bucket, r.status());
+  if (r.ok()) r->real_tokens = admitted->real_tokens;
+  (*done)(std::move(r));
 }
 
 void ServedModel::Schedule(std::unique_ptr<Task> task) {
@@ -139,7 +161,7 @@ void ServedModel::Schedule(std::unique_ptr<Task> task) {
     task->account->Refused(context_.lifecycle->Accepting() ? RefusalReason::kQueueFull
                                                            : RefusalReason::kShutdown);
   }
-  task->done(std::move(status));
+  Answer(*task, std::move(status));
 }
 
 }  // namespace infer

@@ -97,11 +97,20 @@ class ServedModel {
   void Shutdown() { batcher_->Shutdown(); }
 
  private:
-  // A request (or a piece of a split one) waiting in the queue.
+  struct SplitJoin;  // served_model.cc
+  // A request (or a piece of a split one) waiting in the queue; answered
+  // through Answer, once, while it is alive. Neither copied nor moved
+  // (`account` may point into it): it travels as a unique_ptr.
   struct Task {
     InferRequest request;
+    // A whole request: the front end's callback (Answer records the
+    // statistics, then calls it). A piece: unset, and `join` collects its
+    // answer instead.
     DoneCallback done;
-    std::shared_ptr<RequestAccount> account;  // shared by the pieces of a request
+    std::shared_ptr<SplitJoin> join;
+    size_t piece = 0;  // its place in the joined answer
+    RequestAccount own_account;
+    RequestAccount* account = &own_account;  // a piece: the request's, in `join`
     absl::Time arrival;
     AdmittedRequest admitted;  // its classification (engine/request_admission.h)
 
@@ -124,6 +133,10 @@ class ServedModel {
   AdmissionPolicy Policy() const { return {model_.get(), &batching_, &limits_, context_.memory}; }
   // Queues an admitted task (answering it if the queue refuses).
   void Schedule(std::unique_ptr<Task> task);
+  // The one way a task is answered: a whole request's answer is counted in
+  // the statistics and handed to its callback; a piece's goes to its join,
+  // whose last piece answers the request.
+  void Answer(Task& task, absl::StatusOr<InferResponse> r);
   // An admitted request over max_batch_size: queued as pieces, answered
   // once with the pieces joined.
   void SubmitSplit(std::unique_ptr<Task> task);
