@@ -14,6 +14,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "runtime/status_macros.h"
+#include "server/grpc/arena_messages.h"
 #include "server/grpc/health_service.h"
 #include "server/grpc/status_map.h"
 #include "server/grpc/stream_infer.h"
@@ -26,7 +27,9 @@ namespace {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit InferenceService(Engine* engine) : engine_(engine), streams_(engine) {}
+  explicit InferenceService(Engine* engine) : engine_(engine), streams_(engine) {
+    SetMessageAllocatorFor_ModelInfer(&infer_messages_);
+  }
 
   // Ends the open streams (see InferStreams::EndAll).
   void EndStreams() { streams_.EndAll(); }
@@ -124,6 +127,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   Engine* const engine_;  // borrowed; outlives the server
   InferStreams streams_;
+  // ModelInfer's messages, on an arena per call.
+  ArenaMessageAllocator<inference::ModelInferRequest, inference::ModelInferResponse>
+      infer_messages_;
 };
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
