@@ -36,6 +36,7 @@
 namespace infer {
 namespace {
 
+using ::infer::testing::FindOutput;
 using ::infer::testing::IsOk;
 using ::infer::testing::ServedBert;
 using ::infer::testing::SpladeTinyDir;
@@ -76,13 +77,6 @@ SparseFixture ReadSparseFixture() {
   return f;
 }
 
-const Tensor* Output(const InferResponse& r, const std::string& name) {
-  for (const Tensor& t : r.outputs) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
 // SPLADE-tiny on the CPU, as infer-server --pooling splade serves the folder.
 class ServedSplade : public ServedBert {
  public:
@@ -95,9 +89,9 @@ class ServedSplade : public ServedBert {
     InferRequest r;
     r.inputs.push_back(TextTensor(texts));
     const InferResponse out = RunAlone(std::move(r));
-    const Tensor* counts = Output(out, "sparse_counts");
-    const Tensor* indices = Output(out, "sparse_indices");
-    const Tensor* values = Output(out, "sparse_values");
+    const Tensor* counts = FindOutput(out, "sparse_counts");
+    const Tensor* indices = FindOutput(out, "sparse_indices");
+    const Tensor* values = FindOutput(out, "sparse_values");
     EXPECT_TRUE(counts != nullptr && indices != nullptr && values != nullptr);
     if (counts == nullptr || indices == nullptr || values == nullptr) return {};
     EXPECT_EQ(counts->shape, std::vector<int64_t>{static_cast<int64_t>(texts.size())});

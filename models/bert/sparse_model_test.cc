@@ -22,6 +22,7 @@
 namespace infer {
 namespace {
 
+using ::infer::testing::FindOutput;
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
 using ::infer::testing::TestDevice;
@@ -73,13 +74,6 @@ InferRequest TextRequest(const std::vector<std::string>& texts,
   return r;
 }
 
-const Tensor* Output(const InferResponse& r, const std::string& name) {
-  for (const Tensor& t : r.outputs) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
 class SparseModelTest : public ::testing::TestWithParam<const char*> {};
 
 // Within 2e-4 of SparseEncoder's FP32 values: the CPU encoder's 1e-4 on
@@ -102,9 +96,9 @@ TEST_P(SparseModelTest, MatchesSparseEncoder) {
   // vector does not depend on its batch-mates.
   std::vector<InferResponse> out =
       h.Run(**m, {TextRequest(texts), TextRequest({texts[1]}), TextRequest({texts[0]})});
-  const Tensor* counts = Output(out[0], "sparse_counts");
-  const Tensor* indices = Output(out[0], "sparse_indices");
-  const Tensor* values = Output(out[0], "sparse_values");
+  const Tensor* counts = FindOutput(out[0], "sparse_counts");
+  const Tensor* indices = FindOutput(out[0], "sparse_indices");
+  const Tensor* values = FindOutput(out[0], "sparse_values");
   ASSERT_TRUE(counts != nullptr && indices != nullptr && values != nullptr);
   ASSERT_EQ(counts->shape, std::vector<int64_t>{static_cast<int64_t>(texts.size())});
   ASSERT_EQ(indices->shape, values->shape);
@@ -133,7 +127,7 @@ TEST_P(SparseModelTest, MatchesSparseEncoder) {
   }
   EXPECT_EQ(at, indices->shape[0]);
   for (int alone : {1, 2}) {
-    const Tensor* c = Output(out[alone], "sparse_counts");
+    const Tensor* c = FindOutput(out[alone], "sparse_counts");
     ASSERT_NE(c, nullptr);
     const int64_t i = alone == 1 ? 1 : 0;
     EXPECT_EQ(c->as<int64_t>()[0], counts->as<int64_t>()[i]);
@@ -201,8 +195,8 @@ TEST(TokenEmbeddings, MatchTransformersHiddenStates) {
   // The first names nothing: its embedding alone.
   ASSERT_EQ(out[0].outputs.size(), 1u);
   EXPECT_EQ(out[0].outputs[0].name, "embedding");
-  const Tensor* states = Output(out[1], "token_embeddings");
-  const Tensor* counts = Output(out[1], "token_counts");
+  const Tensor* states = FindOutput(out[1], "token_embeddings");
+  const Tensor* counts = FindOutput(out[1], "token_counts");
   ASSERT_TRUE(states != nullptr && counts != nullptr);
   const int64_t hidden = spec.outputs[1].shape[1];
   int64_t row = 0;
@@ -216,7 +210,7 @@ TEST(TokenEmbeddings, MatchTransformersHiddenStates) {
     row += n;
   }
   EXPECT_EQ(states->shape, (std::vector<int64_t>{row, hidden}));
-  const Tensor* c2 = Output(out[2], "token_counts");
+  const Tensor* c2 = FindOutput(out[2], "token_counts");
   ASSERT_NE(c2, nullptr);
   EXPECT_EQ(c2->as<int64_t>()[0], counts->as<int64_t>()[1]);
 }

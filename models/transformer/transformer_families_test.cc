@@ -174,15 +174,24 @@ TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
   }
 }
 
+// A fresh temporary folder holding the checkpoint folder `src`'s config.json
+// and tokenizer.json, for a test to write that checkpoint's tensors into in
+// another layout.
+std::filesystem::path TempFolderWithConfig(const std::string& src, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / (prefix + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json"}) fs::copy(src + "/" + f, dir / f);
+  return dir;
+}
+
 // A checkpoint split into shards (model.safetensors.index.json, as the
 // hub stores large models) loads to the same weights.
 TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
   namespace fs = std::filesystem;
   const std::string src = testing::FixturePath("families/qwen3");
-  const fs::path dir = fs::path(::testing::TempDir()) / ("sharded_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "tokenizer.json"}) fs::copy(src + "/" + f, dir / f);
+  const fs::path dir = TempFolderWithConfig(src, "sharded_");
   auto tensors = ReadSafetensors(src + "/model.safetensors");
   ASSERT_THAT(tensors, IsOk());
   std::map<std::string, CheckpointTensor> shard[2];
@@ -222,10 +231,7 @@ TEST(ShardedCheckpointTest, ShardsLoadAsOneFile) {
 TEST(LegacyCheckpointTest, GammaAndBetaLoadAsWeightAndBias) {
   namespace fs = std::filesystem;
   const std::string src = testing::FixturePath("sparse/bert-splade");
-  const fs::path dir = fs::path(::testing::TempDir()) / ("legacy_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const char* f : {"config.json", "tokenizer.json"}) fs::copy(src + "/" + f, dir / f);
+  const fs::path dir = TempFolderWithConfig(src, "legacy_");
   auto tensors = ReadSafetensors(src + "/model.safetensors");
   ASSERT_THAT(tensors, IsOk());
   std::map<std::string, CheckpointTensor> legacy;

@@ -12,15 +12,13 @@ saying so.
 Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
 """
 
-import json
 import os
 import unittest
-import urllib.error
-import urllib.request
 
 import numpy as np
 
 from infer_server_process import InferServer
+from test_tei import Http, sparse_to_dense
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "splade_tiny_sparse.tsv")
@@ -45,17 +43,6 @@ def read_fixture():
     return out
 
 
-def post(base, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
 @unittest.skipUnless(os.path.exists(os.path.join(FOLDER, "model.safetensors")),
                      f"splade-tiny-msmarco not found in {FOLDER}: run scripts/setup-venv.sh "
                      "--test (scripts/fetch-checkpoints.py), or set INFER_SPLADE_TINY_DIR")
@@ -65,24 +52,18 @@ class RealSpladeTest(unittest.TestCase):
         cls.ref = read_fixture()
         cls.server = InferServer(None, "--precision", "fp32", "--model", f"splade={FOLDER}",
                                  "--pooling", "splade", "--auto-truncate")
-        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.http = Http(f"http://127.0.0.1:{cls.server.http_port}")
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
 
     def dense(self, terms):
-        v = np.zeros(VOCAB, dtype=np.float32)
-        indices = [t["index"] for t in terms]
-        self.assertEqual(indices, sorted(indices))
-        for t in terms:
-            self.assertGreater(t["value"], 0)
-            v[t["index"]] = t["value"]
-        return v
+        return sparse_to_dense(self, terms, VOCAB)
 
     def test_embed_sparse_matches_sparse_encoder(self):
         texts = [t for t, _ in self.ref]
-        status, body = post(self.base, "/embed_sparse", {"inputs": texts})
+        status, body = self.http.call("/embed_sparse", {"inputs": texts})
         self.assertEqual(status, 200, body)
         self.assertEqual(len(body), len(texts))
         for (text, want), got in zip(self.ref, body):
@@ -92,17 +73,17 @@ class RealSpladeTest(unittest.TestCase):
 
     def test_root_and_info_say_splade(self):
         text, want = self.ref[0]
-        status, body = post(self.base, "/", {"inputs": text})
+        status, body = self.http.call("/", {"inputs": text})
         self.assertEqual(status, 200, body)
         np.testing.assert_allclose(self.dense(body[0]), want, atol=2e-4)
-        status, info = post(self.base, "/info")
+        status, info = self.http.call("/info")
         self.assertEqual(status, 200, info)
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "splade"}})
         self.assertEqual(info["max_input_length"], 512)
         # --auto-truncate cuts the 660-token text; a request may still ask
         # for the refusal instead.
-        status, err = post(self.base, "/embed_sparse", {"inputs": self.ref[-1][0],
-                                                        "truncate": False})
+        status, err = self.http.call("/embed_sparse",
+                                     {"inputs": self.ref[-1][0], "truncate": False})
         self.assertEqual((status, err["error_type"]), (422, "validation"), err)
         self.assertIn("660 tokens; model 'splade' allows 512", err["error"])
 

@@ -50,6 +50,18 @@ def cut(v, d):
     return v / np.linalg.norm(v)
 
 
+def sparse_to_dense(test, terms, vocab):
+    """TEI's /embed_sparse terms of one text as a vector of `vocab` values,
+    checking on `test` that the ids ascend and the values are positive."""
+    v = np.zeros(vocab, dtype=np.float32)
+    indices = [t["index"] for t in terms]
+    test.assertEqual(indices, sorted(indices))
+    for t in terms:
+        test.assertGreater(t["value"], 0)
+        v[t["index"]] = t["value"]
+    return v
+
+
 class Http:
     """POST and GET with TEI's JSON, (status, parsed body)."""
 
@@ -316,13 +328,7 @@ class TeiSparseTest(unittest.TestCase):
         cls.server.stop()
 
     def dense(self, terms, vocab):
-        v = np.zeros(vocab, dtype=np.float32)
-        indices = [t["index"] for t in terms]
-        self.assertEqual(indices, sorted(indices))
-        for t in terms:
-            self.assertGreater(t["value"], 0)
-            v[t["index"]] = t["value"]
-        return v
+        return sparse_to_dense(self, terms, vocab)
 
     def test_embed_sparse_matches_sparse_encoder(self):
         for name in self.names:

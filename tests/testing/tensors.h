@@ -1,4 +1,4 @@
-// Small tensor builders for tests.
+// Small tensor builders (and one finder) for tests.
 #ifndef INFER_TESTS_TESTING_TENSORS_H_
 #define INFER_TESTS_TESTING_TENSORS_H_
 
@@ -61,6 +61,14 @@ inline InferRequest IdsRequest(std::string model, int64_t rows, int64_t length, 
   r.inputs.push_back(Int64Matrix(
       "input_ids", std::vector<int64_t>(static_cast<size_t>(rows * length), value), rows));
   return r;
+}
+
+// The response's output named `name`, or nullptr.
+inline const Tensor* FindOutput(const InferResponse& r, const std::string& name) {
+  for (const Tensor& t : r.outputs) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
 }
 
 }  // namespace infer::testing
