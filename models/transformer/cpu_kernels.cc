@@ -26,9 +26,10 @@ using simd::Store;
 // Head sizes and sequence lengths are padded to multiples of 16 in scratch,
 // whatever the vector width, so the scratch layout is one for every width.
 constexpr int64_t kPad = 16;
-// Queries whose scores one pass over the keys computes (times kKeyVectors
-// vectors of keys: see AttendItem).
-constexpr int kQueryBlock = 4;
+// Queries whose scores are in scratch at once (a block). The score and
+// weighted-sum passes cut a block into register tiles (Tiles below); 12 is
+// a multiple of every tile's queries.
+constexpr int kQueryBlock = 12;
 // Work items are (sequence, head) pairs when they spread evenly over the
 // threads (see Attention); otherwise (sequence, head, up to kQueryChunk
 // queries), so that one long sequence still spreads over every thread.
@@ -54,6 +55,34 @@ INFER_INLINE float HorizontalSum(typename Simd<W>::F v) {
   return s;
 }
 
+// Register tiles of W-float vectors. An FMA takes 4 cycles on two pipes on
+// the CPUs this runs on, so a loop wants 8 or more independent sums in
+// flight; the tiles keep 12 (24 with AVX-512's 32 registers) while leaving
+// registers for the operands, with fewer loads per FMA than a square tile:
+//   scores: kScoreQueries queries × kScoreVectors vectors of keys, per head
+//           dimension 1 load per key vector and 1 broadcast per query;
+//   weighted sum: up to kSumAccumulators sums, queries × vectors of a value
+//           row, the queries a divisor of kQueryBlock.
+template <int W>
+struct Tiles {
+  static constexpr int kScoreQueries = W == 16 ? 12 : 6;
+  static constexpr int kScoreVectors = W == 16 ? 1 : 2;  // × W keys ≤ kPad
+  static constexpr int kSumAccumulators = W == 16 ? 24 : 12;
+  static constexpr int kSumVectors = 4;
+};
+static_assert(kQueryBlock % Tiles<4>::kScoreQueries == 0 &&
+              kQueryBlock % Tiles<16>::kScoreQueries == 0);
+
+// A block's last queries, fewer than a tile's, run in tiles of a third of
+// its queries (12 → 4, 6 → 2), so a short sequence or a block's tail does
+// not compute up to 11 queries it drops; tiles of 4 or fewer run whole.
+constexpr int TailQueries(int tile) { return tile >= 6 ? tile / 3 : tile; }
+
+// The largest divisor of kQueryBlock (12) that is at most n.
+constexpr int QueriesPerTile(int n) {
+  return n >= 12 ? 12 : n >= 6 ? 6 : n >= 4 ? 4 : n >= 3 ? 3 : n >= 2 ? 2 : 1;
+}
+
 // One work item: queries [q_begin, q_end) of one head of one sequence.
 struct Item {
   int64_t offset;  // the sequence's first token row
@@ -77,10 +106,130 @@ INFER_INLINE KeyRange KeysOf(const AttentionArgs& a, int64_t q, int64_t len) {
 }
 
 // Per-thread scratch for sequences of up to `lp` tokens (a multiple of 16):
-//   kt [head_dim][lp]  keys, transposed   v [lp][head_dim rounded up to 16]
-//   s  [kQueryBlock][lp] scores → weights q [kQueryBlock][head_dim]
+//   kt [lp / 16][head_dim][16]  keys, transposed in blocks of 16 keys, so a
+//                               score tile reads one contiguous run
+//   v  [lp][head_dim rounded up to 16]
+//   s  [kQueryBlock][lp] scores → weights    q [kQueryBlock][head_dim]
 int64_t ScratchFloats(int64_t lp, int64_t head_dim) {
   return head_dim * lp + lp * RoundUp(head_dim, kPad) + kQueryBlock * lp + kQueryBlock * head_dim;
+}
+
+typedef float F8 __attribute__((vector_size(32)));
+
+// 8 rows of 8 floats → 8 columns, in three rounds of shuffles (the usual
+// unpack, shuffle, 128-bit permute of AVX; GCC lowers them for each target).
+INFER_INLINE void Transpose8x8(F8 r[8]) {
+  F8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    for (int h = 0; h < 2; ++h) {
+      u[i + 2 * h] = __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[i + 2 * h + 1] =
+          __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// Keys [0, kn) of rows `stride` floats apart from `key` into kt's blocks
+// (see ScratchFloats), zeros up to kp, a multiple of 16: 8 × 8 tiles
+// through registers, the ragged edges one float at a time.
+INFER_INLINE void TransposeKeys(const float* key, int64_t stride, int64_t kn, int64_t kp,
+                                int64_t dh, float* kt) {
+  for (int64_t j0 = 0; j0 < kp; j0 += 8) {
+    float* block = kt + j0 / kPad * dh * kPad + j0 % kPad;
+    const int64_t keys = std::clamp<int64_t>(kn - j0, 0, 8);
+    int64_t d0 = 0;
+    if (keys == 8) {
+      for (; d0 + 8 <= dh; d0 += 8) {
+        F8 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = Load<F8>(key + (j0 + i) * stride + d0);
+        Transpose8x8(r);
+        for (int c = 0; c < 8; ++c) Store(block + (d0 + c) * kPad, r[c]);
+      }
+    }
+    for (; d0 < dh; ++d0) {
+      for (int64_t i = 0; i < 8; ++i) {
+        block[d0 * kPad + i] = i < keys ? key[(j0 + i) * stride + d0] : 0.0f;
+      }
+    }
+  }
+}
+
+// Scores of Q queries (rows of `dh` floats at q) against KV vectors of keys
+// (at `keys` in a kt block, vector u at keys + u * W): s[qi][u * W + lane].
+template <int W, int Q, int KV>
+INFER_INLINE void ScoreTile(const float* q, int64_t dh, const float* keys, float* s, int64_t lp) {
+  using F = typename Simd<W>::F;
+  F acc[KV][Q] = {};
+  for (int64_t d = 0; d < dh; ++d) {
+    F k[KV];
+#pragma GCC unroll 2
+    for (int u = 0; u < KV; ++u) k[u] = Load<F>(keys + d * kPad + u * W);
+#pragma GCC unroll 12
+    for (int qi = 0; qi < Q; ++qi) {
+      const float qd = q[qi * dh + d];
+#pragma GCC unroll 2
+      for (int u = 0; u < KV; ++u) acc[u][qi] += qd * k[u];
+    }
+  }
+#pragma GCC unroll 2
+  for (int u = 0; u < KV; ++u) {
+#pragma GCC unroll 12
+    for (int qi = 0; qi < Q; ++qi) Store(s + qi * lp + u * W, acc[u][qi]);
+  }
+}
+
+// Weighted sums of value rows [jb, je) (V vectors from `v`, rows `row`
+// floats apart) for Q queries (weights in rows of s, `lp` apart), into Q
+// rows of `out`, `out_row` floats apart.
+template <int W, int Q, int V>
+INFER_INLINE void SumTile(const float* s, int64_t lp, const float* v, int64_t row, int64_t jb,
+                          int64_t je, float* out, int64_t out_row) {
+  using F = typename Simd<W>::F;
+  F acc[Q][V] = {};
+  for (int64_t j = jb; j < je; ++j) {
+    F vv[V];
+#pragma GCC unroll 4
+    for (int c = 0; c < V; ++c) vv[c] = Load<F>(v + j * row + c * W);
+#pragma GCC unroll 12
+    for (int qi = 0; qi < Q; ++qi) {
+      const float p = s[qi * lp + j];
+#pragma GCC unroll 4
+      for (int c = 0; c < V; ++c) acc[qi][c] += p * vv[c];
+    }
+  }
+  for (int qi = 0; qi < Q; ++qi) {
+    for (int c = 0; c < V; ++c) Store(out + qi * out_row + c * W, acc[qi][c]);
+  }
+}
+
+// The weighted sums of every vector of a value row: kSumVectors at a time,
+// then the rest.
+template <int W, int kNv, int Done = 0>
+INFER_INLINE void SumRow(const float* s, int64_t lp, const float* v, int64_t row, int64_t jb,
+                         int64_t je, int nq, float* out, int64_t out_row) {
+  if constexpr (Done < kNv) {
+    constexpr int kV = std::min(Tiles<W>::kSumVectors, kNv - Done);
+    constexpr int kQ = QueriesPerTile(Tiles<W>::kSumAccumulators / kV);
+    constexpr int kTail = TailQueries(kQ);
+    int qt = 0;
+    for (; qt + kQ <= nq; qt += kQ) {
+      SumTile<W, kQ, kV>(s + qt * lp, lp, v + Done * W, row, jb, je, out + qt * out_row + Done * W,
+                         out_row);
+    }
+    for (; qt < nq; qt += kTail) {
+      SumTile<W, kTail, kV>(s + qt * lp, lp, v + Done * W, row, jb, je,
+                            out + qt * out_row + Done * W, out_row);
+    }
+    SumRow<W, kNv, Done + kV>(s, lp, v, row, jb, je, nq, out, out_row);
+  }
 }
 
 // The attention of one work item, with vectors of W floats, for head sizes
@@ -92,13 +241,7 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
   using F = typename Simd<W>::F;
   constexpr int64_t kDhPadded = N16 * kPad;
   constexpr int kNv = static_cast<int>(kDhPadded / W);  // vectors per value row
-  // Queries whose outputs one pass over the values accumulates: at most 8
-  // vectors of accumulators, so they stay in registers.
-  constexpr int kOutBlock = kNv <= 2 ? 4 : kNv <= 4 ? 2 : 1;
-  // Key vectors per pass of the scores (see there): two where a kPad block
-  // holds two, for 8 sums in flight; AVX-512's 16 registers of 16 already
-  // fill a kPad block with one.
-  constexpr int kKeyVectors = W < kPad ? 2 : 1;
+  constexpr int kScoreQ = Tiles<W>::kScoreQueries, kScoreKv = Tiles<W>::kScoreVectors;
   const int64_t dh = a.head_dim;
   const int64_t len = it.length, lp = RoundUp(len, kPad);
   const int64_t q_width = a.heads * dh, kv_width = a.kv_heads * dh;
@@ -124,9 +267,8 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
 
   // The values are copied to contiguous scratch rows, zero-padded: read in
   // place, rows a multiple of 4 KiB apart would share a few cache sets.
+  TransposeKeys(kbase + ks * stride, stride, kn, kp, dh, kt);
   for (int64_t j = 0; j < kn; ++j) {
-    const float* key = kbase + (ks + j) * stride;
-    for (int64_t d = 0; d < dh; ++d) kt[d * lp + j] = key[d];
     const float* vsrc = vbase + (ks + j) * stride;
     float* vrow = v + j * kDhPadded;
     if (dh == kDhPadded) {  // whole vectors: no call, no padding
@@ -137,7 +279,6 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
       std::fill(vrow + dh, vrow + kDhPadded, 0.0f);
     }
   }
-  for (int64_t d = 0; d < dh; ++d) std::fill(kt + d * lp + kn, kt + d * lp + kp, 0.0f);
 
   for (int64_t i0 = it.q_begin; i0 < it.q_end; i0 += kQueryBlock) {
     const int nq = static_cast<int>(std::min<int64_t>(kQueryBlock, it.q_end - i0));
@@ -163,27 +304,21 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
       je = KeysOf(a, i0 + nq - 1, len).hi - ks;
     }
     const int64_t jp = std::min(RoundUp(je, kPad), kp);
-    // Scores: s[qi][j] = q_qi · k_j, kKeyVectors * W keys at a time, so
-    // that kKeyVectors * kQueryBlock independent sums hide the FMA latency
-    // (4 cycles on two pipes wants 8 in flight). [jb, jp) holds whole
-    // multiples of kPad, hence of kKeyVectors * W.
-    for (int64_t j0 = jb; j0 < jp; j0 += kKeyVectors * W) {
-      F acc[kKeyVectors][kQueryBlock] = {};
-      for (int64_t d = 0; d < dh; ++d) {
-        F k[kKeyVectors];
-#pragma GCC unroll 2
-        for (int u = 0; u < kKeyVectors; ++u) k[u] = Load<F>(kt + d * lp + j0 + u * W);
-#pragma GCC unroll 4
-        for (int qi = 0; qi < kQueryBlock; ++qi) {
-          const float qd = q[qi * dh + d];
-#pragma GCC unroll 2
-          for (int u = 0; u < kKeyVectors; ++u) acc[u][qi] += qd * k[u];
-        }
+    // Scores: s[qi][j] = q_qi · k_j, in tiles of kScoreQ queries ×
+    // kScoreKv * W keys (Tiles). [jb, jp) holds whole multiples of kPad,
+    // hence of kScoreKv * W, which never straddle a block of kt.
+    constexpr int kScoreTail = TailQueries(kScoreQ);
+    int qt = 0;
+    for (; qt + kScoreQ <= nq; qt += kScoreQ) {
+      for (int64_t j0 = jb; j0 < jp; j0 += kScoreKv * W) {
+        ScoreTile<W, kScoreQ, kScoreKv>(q + qt * dh, dh, kt + j0 / kPad * dh * kPad + j0 % kPad,
+                                        s + qt * lp + j0, lp);
       }
-#pragma GCC unroll 2
-      for (int u = 0; u < kKeyVectors; ++u) {
-#pragma GCC unroll 4
-        for (int qi = 0; qi < kQueryBlock; ++qi) Store(s + qi * lp + j0 + u * W, acc[u][qi]);
+    }
+    for (; qt < nq; qt += kScoreTail) {
+      for (int64_t j0 = jb; j0 < jp; j0 += kScoreKv * W) {
+        ScoreTile<W, kScoreTail, kScoreKv>(q + qt * dh, dh, kt + j0 / kPad * dh * kPad + j0 % kPad,
+                                           s + qt * lp + j0, lp);
       }
     }
     // Softmax over the block's keys. Keys past the sequence's end, or that
@@ -221,31 +356,25 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
       }
       inv_sum[qi] = 1.0f / HorizontalSum<W>(sum);
     }
-    // Weighted sum of the values, kOutBlock queries per pass.
-    for (int qb = 0; qb < nq; qb += kOutBlock) {
-      F out[kOutBlock][kNv] = {};
-      for (int64_t j = jb; j < je; ++j) {
-        F vv[kNv];
-#pragma GCC unroll 16
-        for (int c = 0; c < kNv; ++c) vv[c] = Load<F>(v + j * kDhPadded + c * W);
-#pragma GCC unroll 4
-        for (int qi = 0; qi < kOutBlock; ++qi) {
-          const float p = s[(qb + qi) * lp + j];
-#pragma GCC unroll 16
-          for (int c = 0; c < kNv; ++c) out[qi][c] += p * vv[c];
-        }
+    // A last, partial block's other rows: zero weights, whose sums a tile
+    // computes and drops.
+    for (int qi = nq; qi < kQueryBlock; ++qi) std::fill(s + qi * lp + jb, s + qi * lp + jp, 0.0f);
+    // Weighted sums of the values, in tiles (SumRow), then scaled by the
+    // softmax's sums.
+    float out[kQueryBlock][kDhPadded];
+    SumRow<W, kNv>(s, lp, v, kDhPadded, jb, je, nq, &out[0][0], kDhPadded);
+    for (int qi = 0; qi < nq; ++qi) {
+      float result[kDhPadded];
+      for (int c = 0; c < kNv; ++c) {
+        Store(result + c * W, Load<F>(out[qi] + c * W) * inv_sum[qi]);
       }
-      for (int qi = 0; qi < kOutBlock && qb + qi < nq; ++qi) {
-        float result[kDhPadded];
-        for (int c = 0; c < kNv; ++c) Store(result + c * W, out[qi][c] * inv_sum[qb + qi]);
-        const int64_t t = it.offset + i0 + qb + qi;
-        if (a.context_bf16) {
-          uint16_t* dst = static_cast<uint16_t*>(a.context) + t * q_width + it.head * dh;
-          for (int64_t d = 0; d < dh; ++d) dst[d] = RoundToBf16(result[d]);
-        } else {
-          float* dst = static_cast<float*>(a.context) + t * q_width + it.head * dh;
-          std::memcpy(dst, result, dh * sizeof(float));
-        }
+      const int64_t t = it.offset + i0 + qi;
+      if (a.context_bf16) {
+        uint16_t* dst = static_cast<uint16_t*>(a.context) + t * q_width + it.head * dh;
+        for (int64_t d = 0; d < dh; ++d) dst[d] = RoundToBf16(result[d]);
+      } else {
+        float* dst = static_cast<float*>(a.context) + t * q_width + it.head * dh;
+        std::memcpy(dst, result, dh * sizeof(float));
       }
     }
   }

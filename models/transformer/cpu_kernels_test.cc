@@ -85,6 +85,7 @@ TEST(AttentionTest, MatchesPlainLoopsOnEveryInstructionSet) {
       {64, 12, 12, {3, 77, 129}},                 // BERT-base's 64
       {128, 2, 2, {5, 33}},                       // 128, the largest
       {40, 2, 2, {2, 19, 40}},                    // 40: not a multiple of the vector width
+      {20, 3, 3, {1, 13, 45}},                    // 20: keys transposed partly one by one
       {16, 4, 1, {1, 9, 70}, /*causal=*/true},    // Qwen3-like: 1 KV head, causal
       {64, 8, 2, {2, 65, 150}, /*causal=*/true},  // 4 query heads per KV head
       {32, 4, 4, {1, 8, 40, 140}, false, /*window=*/8},           // ModernBERT's sliding window
