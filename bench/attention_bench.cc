@@ -4,7 +4,8 @@
 //   build/bin/attention-bench [--batches 1,8,32] [--lengths 16,64,256]
 //                             [--heads 12] [--head-dim 32] [--kv-heads 0]
 //                             [--causal] [--window 0] [--threads 0]
-//                             [--levels baseline,avx2,avx512] [--runs 20]
+//                             [--levels baseline,avx2,avx512,avx512-bf16]
+//                             [--runs 20]
 //
 // Defaults are all-MiniLM-L6-v2's layer (12 heads of 32). Each shape is
 // batches × length random queries, keys and values (every sequence
@@ -12,8 +13,9 @@
 // run is reported, since the kernel is compute-bound and a shared machine
 // only ever adds time. GFLOP/s counts the two products, 4 · length² ·
 // head_dim per sequence and head (a causal or windowed mask counts the
-// keys it keeps). Levels this CPU (or ONEDNN_MAX_CPU_ISA) does not allow
-// are skipped.
+// keys it keeps). avx512-bf16 is AVX-512 with BF16 products
+// (AttentionArgs::bf16_products). Levels this CPU (or ONEDNN_MAX_CPU_ISA)
+// does not allow are skipped.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   int64_t heads = 12, head_dim = 32, kv_heads = 0, window = 0;
   int threads = 0, runs = 20;
   bool causal = false;
-  std::vector<std::string> levels = {"baseline", "avx2", "avx512"};
+  std::vector<std::string> levels = {"baseline", "avx2", "avx512", "avx512-bf16"};
   app.add_option("--batches", batches, "sequences per batch")
       ->delimiter(',')
       ->capture_default_str();
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
   app.add_option("--window", window, "keys within this distance only (0: all)")
       ->capture_default_str();
   app.add_option("--threads", threads, "threads (0: one per usable core)")->capture_default_str();
-  app.add_option("--levels", levels, "instruction sets: baseline, avx2, avx512")
+  app.add_option("--levels", levels, "instruction sets: baseline, avx2, avx512, avx512-bf16")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--runs", runs, "timed runs per shape (the fastest is reported)")
@@ -90,14 +92,15 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const std::string& name : levels) {
-    const SimdLevel level = name == "avx512" ? SimdLevel::kAvx512
-                            : name == "avx2" ? SimdLevel::kAvx2
-                                             : SimdLevel::kBaseline;
-    if (name != "avx512" && name != "avx2" && name != "baseline") {
+    const bool bf16 = name == "avx512-bf16";
+    const SimdLevel level = name == "avx512" || bf16 ? SimdLevel::kAvx512
+                            : name == "avx2"         ? SimdLevel::kAvx2
+                                                     : SimdLevel::kBaseline;
+    if (name != "avx512" && name != "avx2" && name != "baseline" && !bf16) {
       std::fprintf(stderr, "attention-bench: unknown level %s\n", name.c_str());
       return 1;
     }
-    if (!Allowed(level)) {
+    if (!Allowed(level) || (bf16 && !infer::cpu::HasBf16Products())) {
       std::printf("| %s | skipped: not on this CPU or above ONEDNN_MAX_CPU_ISA | | | |\n",
                   name.c_str());
       continue;
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
         a.causal = causal;
         a.window = window;
         a.context = context.data();
+        a.bf16_products = bf16;
         a.scratch = scratch.data();
         infer::cpu::Attention(level, a, threads);  // warm-up
         double best = 1e30;

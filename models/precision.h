@@ -3,7 +3,9 @@
 //
 //   fp32  FP32 everywhere (the CPU encoder).
 //   bf16  BF16 GEMM inputs and weights with FP32 accumulation; the residual
-//         stream, LayerNorm, softmax and pooling stay FP32 (the CPU encoder).
+//         stream, LayerNorm, softmax and pooling stay FP32 (the CPU encoder),
+//         and attention's q·k and p·v take BF16 inputs in sequences of 128
+//         tokens or more where the CPU has AVX512_BF16 (cpu_kernels.h).
 //   fp16  FP16 storage, FP32 accumulation (the CUDA encoder).
 //   int8  the encoder's linear layers in INT8: weights s8 per output channel,
 //         activations u8 per token, quantized dynamically, int32 sums; the

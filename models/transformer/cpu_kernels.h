@@ -8,11 +8,12 @@
 //
 // Every function here spreads its work over the calling thread's OpenMP team
 // (the same libgomp pool oneDNN runs on), `threads` threads at most; none is
-// a single-threaded loop over the batch. The attention inner loops are
-// written once with GCC vector extensions and compiled three times (AVX-512,
-// AVX2 + FMA, and the x86-64 baseline); the widest one that both this CPU and
-// oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA) allow runs, so one binary runs on any
-// x86-64 CPU and tests can force the narrower paths.
+// a single-threaded loop over the batch. The attention inner loops
+// (attention_tiles.h) are written once with GCC vector extensions and
+// compiled three times (AVX-512, AVX2 + FMA, and the x86-64 baseline), plus
+// AVX-512 with BF16 products; the widest one that both this CPU and oneDNN's
+// ISA cap (ONEDNN_MAX_CPU_ISA) allow runs, so one binary runs on any x86-64
+// CPU and tests can force the narrower paths.
 //
 // Layouts: token rows are packed, sequence r owning rows
 // [offsets[r], offsets[r + 1]) (models/packed_sequences.h).
@@ -32,6 +33,11 @@ enum class SimdLevel { kBaseline, kAvx2, kAvx512 };
 
 // The widest level the CPU supports and oneDNN's effective ISA allows.
 SimdLevel DetectSimdLevel();
+
+// Whether attention can take BF16 products (AttentionArgs::bf16_products):
+// AVX-512 with AVX512_BF16, and oneDNN's ISA cap at avx512_core_bf16 or
+// above (ONEDNN_MAX_CPU_ISA=AVX512_CORE turns it off).
+bool HasBf16Products();
 const char* SimdLevelName(SimdLevel level);
 
 // Largest head size the attention kernel handles.
@@ -65,6 +71,13 @@ struct AttentionArgs {
   // [tokens, heads * head_dim] output, FP32 or BF16 (the next GEMM's input type).
   void* context = nullptr;
   bool context_bf16 = false;
+  // q·k and p·v from BF16 inputs (q, k, the softmax's weights and v rounded
+  // to BF16), summed in FP32, for sequences of 128 tokens or more, where
+  // HasBf16Products() and the level is kAvx512: twice the FP32 rate, with
+  // BF16's rounding (relative 2^-9 per input). Elsewhere, shorter
+  // sequences, or when false: FP32 products. Scores, softmax and the output
+  // stay FP32.
+  bool bf16_products = false;
   // threads × AttentionScratchFloats(longest, head_dim) floats.
   float* scratch = nullptr;
 };

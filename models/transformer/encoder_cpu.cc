@@ -346,6 +346,7 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
   attention.relative_span = c.max_position_embeddings;
   attention.context = ctx;
   attention.context_bf16 = bf16();
+  attention.bf16_products = bf16();
   attention.scratch = static_cast<float*>(p[kAttention]);
 
   cpu::QkTransformArgs qk;

@@ -18,7 +18,9 @@
 // then the final norm (pre-norm families) and pooling. In BF16 the matmul
 // inputs and weights are BF16 (AMX or AVX512_BF16 where the CPU has them)
 // with FP32 accumulation; the residual stream x, the norms' statistics,
-// attention and pooling stay FP32, and the matmul inputs are rounded to
+// the softmax and pooling stay FP32 (attention's products take BF16 inputs
+// in sequences of 128 tokens or more where the CPU has AVX512_BF16:
+// AttentionArgs::bf16_products), and the matmul inputs are rounded to
 // BF16 once per norm. In INT8 each linear layer quantizes its FP32 input per
 // token and multiplies it by s8 weights (models/onednn_ops.h,
 // models/quantize.h); everything else is as in FP32.
