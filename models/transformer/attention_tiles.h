@@ -151,23 +151,28 @@ INFER_INLINE void SumTile(const typename M::Elem* p, int64_t lp, const typename 
   }
 }
 
-// The scores of nq queries against keys [jb, jp) of the item (multiples of
-// kPad), in tiles of kScoreQueries and then tail tiles.
+// The scores of queries [qt, qt + Q) against keys [jb, jp) of the item
+// (multiples of kPad), one tile per kScoreVectors vectors of keys.
+template <class M, int Q>
+INFER_INLINE void ScoreRow(const typename M::Elem* q, int64_t depth, const typename M::Elem* kt,
+                           int64_t jb, int64_t jp, int qt, float* s, int64_t lp) {
+  constexpr int W = M::kWidth, kKv = Tiles<W>::kScoreVectors;
+  for (int64_t j0 = jb; j0 < jp; j0 += kKv * W) {
+    ScoreTile<M, Q, kKv>(q + qt * depth, depth, kt + j0 / kPad * depth * kPad + j0 % kPad,
+                         s + qt * lp + j0, lp);
+  }
+}
+
+// The scores of nq queries against keys [jb, jp): tiles of kScoreQueries,
+// then tail tiles. (No lambda here: a lambda is not always inlined, and an
+// outlined one would be compiled for the baseline, not its caller's target.)
 template <class M>
 INFER_INLINE void Scores(const typename M::Elem* q, int64_t depth, const typename M::Elem* kt,
                          int64_t jb, int64_t jp, int nq, float* s, int64_t lp) {
-  constexpr int W = M::kWidth;
-  constexpr int kQ = Tiles<W>::kScoreQueries, kKv = Tiles<W>::kScoreVectors;
-  constexpr int kTail = TailQueries(kQ);
-  auto tiles = [&]<int Q>(int qt) {
-    for (int64_t j0 = jb; j0 < jp; j0 += kKv * W) {
-      ScoreTile<M, Q, kKv>(q + qt * depth, depth, kt + j0 / kPad * depth * kPad + j0 % kPad,
-                           s + qt * lp + j0, lp);
-    }
-  };
+  constexpr int kQ = Tiles<M::kWidth>::kScoreQueries, kTail = TailQueries(kQ);
   int qt = 0;
-  for (; qt + kQ <= nq; qt += kQ) tiles.template operator()<kQ>(qt);
-  for (; qt < nq; qt += kTail) tiles.template operator()<kTail>(qt);
+  for (; qt + kQ <= nq; qt += kQ) ScoreRow<M, kQ>(q, depth, kt, jb, jp, qt, s, lp);
+  for (; qt < nq; qt += kTail) ScoreRow<M, kTail>(q, depth, kt, jb, jp, qt, s, lp);
 }
 
 // The weighted sums of every vector of a value row (kNv of them) for nq
