@@ -101,53 +101,31 @@ INFER_INLINE void Transpose8x8(T r[8]) {
   }
 }
 
-// Scores of Q queries (rows of `depth` elements at q) against KV vectors of
-// keys (at `keys` in a key block, vector u at keys + u * W): s[qi][u * W +
-// lane] in FP32.
-template <class M, int Q, int KV>
-INFER_INLINE void ScoreTile(const typename M::Elem* q, int64_t depth, const typename M::Elem* keys,
-                            float* s, int64_t lp) {
+// The one register tile of scores and weighted sums alike: for Q rows of
+// scalars a (row qi at a + qi * a_row) and N vectors of W lanes per step
+// (vector c of step t at b + t * b_step + c * W),
+//   out[qi][c * W + lane] = Σ_{t in [begin, end)} a[qi][t] · b[t][c][lane],
+// summed in step order, stored at out + qi * out_row + c * W.
+//   scores:        a = queries (steps: head dimensions), b = a key block;
+//   weighted sums: a = weights (steps: keys), b = value rows.
+template <class M, int Q, int N>
+INFER_INLINE void Tile(const typename M::Elem* a, int64_t a_row, const typename M::Elem* b,
+                       int64_t b_step, int64_t begin, int64_t end, float* out, int64_t out_row) {
   constexpr int W = M::kWidth;
-  typename M::F acc[KV][Q] = {};
-  for (int64_t d = 0; d < depth; ++d) {
-    typename M::V k[KV];
-#pragma GCC unroll 2
-    for (int u = 0; u < KV; ++u) k[u] = Load<typename M::V>(keys + d * kPad + u * W);
+  typename M::F acc[Q][N] = {};
+  for (int64_t t = begin; t < end; ++t) {
+    typename M::V bv[N];
+#pragma GCC unroll 4
+    for (int c = 0; c < N; ++c) bv[c] = Load<typename M::V>(b + t * b_step + c * W);
 #pragma GCC unroll 12
     for (int qi = 0; qi < Q; ++qi) {
-      const typename M::Elem qd = q[qi * depth + d];
-#pragma GCC unroll 2
-      for (int u = 0; u < KV; ++u) acc[u][qi] = M::Fma(acc[u][qi], k[u], qd);
-    }
-  }
-#pragma GCC unroll 2
-  for (int u = 0; u < KV; ++u) {
-#pragma GCC unroll 12
-    for (int qi = 0; qi < Q; ++qi) Store(s + qi * lp + u * W, acc[u][qi]);
-  }
-}
-
-// Weighted sums of value rows [jb, je) (V vectors from `v`, rows `row`
-// elements apart) for Q queries (weights in rows of p, `lp` elements
-// apart), into Q rows of `out`, `out_row` floats apart.
-template <class M, int Q, int V>
-INFER_INLINE void SumTile(const typename M::Elem* p, int64_t lp, const typename M::Elem* v,
-                          int64_t row, int64_t jb, int64_t je, float* out, int64_t out_row) {
-  constexpr int W = M::kWidth;
-  typename M::F acc[Q][V] = {};
-  for (int64_t j = jb; j < je; ++j) {
-    typename M::V vv[V];
+      const typename M::Elem x = a[qi * a_row + t];
 #pragma GCC unroll 4
-    for (int c = 0; c < V; ++c) vv[c] = Load<typename M::V>(v + j * row + c * W);
-#pragma GCC unroll 12
-    for (int qi = 0; qi < Q; ++qi) {
-      const typename M::Elem w = p[qi * lp + j];
-#pragma GCC unroll 4
-      for (int c = 0; c < V; ++c) acc[qi][c] = M::Fma(acc[qi][c], vv[c], w);
+      for (int c = 0; c < N; ++c) acc[qi][c] = M::Fma(acc[qi][c], bv[c], x);
     }
   }
   for (int qi = 0; qi < Q; ++qi) {
-    for (int c = 0; c < V; ++c) Store(out + qi * out_row + c * W, acc[qi][c]);
+    for (int c = 0; c < N; ++c) Store(out + qi * out_row + c * W, acc[qi][c]);
   }
 }
 
@@ -158,8 +136,8 @@ INFER_INLINE void ScoreRow(const typename M::Elem* q, int64_t depth, const typen
                            int64_t jb, int64_t jp, int qt, float* s, int64_t lp) {
   constexpr int W = M::kWidth, kKv = Tiles<W>::kScoreVectors;
   for (int64_t j0 = jb; j0 < jp; j0 += kKv * W) {
-    ScoreTile<M, Q, kKv>(q + qt * depth, depth, kt + j0 / kPad * depth * kPad + j0 % kPad,
-                         s + qt * lp + j0, lp);
+    Tile<M, Q, kKv>(q + qt * depth, depth, kt + j0 / kPad * depth * kPad + j0 % kPad, kPad, 0,
+                    depth, s + qt * lp + j0, lp);
   }
 }
 
@@ -189,12 +167,12 @@ INFER_INLINE void WeightedSums(const typename M::Elem* p, int64_t lp, const type
     constexpr int kTail = TailQueries(kQ);
     int qt = 0;
     for (; qt + kQ <= nq; qt += kQ) {
-      SumTile<M, kQ, kV>(p + qt * lp, lp, v + Done * W, row, jb, je, out + qt * out_row + Done * W,
-                         out_row);
+      Tile<M, kQ, kV>(p + qt * lp, lp, v + Done * W, row, jb, je, out + qt * out_row + Done * W,
+                      out_row);
     }
     for (; qt < nq; qt += kTail) {
-      SumTile<M, kTail, kV>(p + qt * lp, lp, v + Done * W, row, jb, je,
-                            out + qt * out_row + Done * W, out_row);
+      Tile<M, kTail, kV>(p + qt * lp, lp, v + Done * W, row, jb, je, out + qt * out_row + Done * W,
+                         out_row);
     }
     WeightedSums<M, kNv, Done + kV>(p, lp, v, row, jb, je, nq, out, out_row);
   }
@@ -239,6 +217,14 @@ typedef uint32_t U8 __attribute__((vector_size(32)));
 typedef float F16 __attribute__((vector_size(64)));
 typedef uint32_t U16 __attribute__((vector_size(64)));
 
+// 16 floats as 8 BF16 pairs: (x[2i], x[2i + 1]) in lane i.
+INFER_INLINE U8 PairsOf(F16 x) {
+  const U16 bits = Bf16Bits<U16>(x);
+  const U8 lo = __builtin_shufflevector(bits, bits, 0, 2, 4, 6, 8, 10, 12, 14);
+  const U8 hi = __builtin_shufflevector(bits, bits, 1, 3, 5, 7, 9, 11, 13, 15);
+  return lo | hi << 16;
+}
+
 // Keys [0, kn) of rows `stride` floats apart from `key` into kt's blocks
 // (depth = dh), zeros up to kp, a multiple of 16: 8 × 8 tiles through
 // registers, the ragged edges one float at a time.
@@ -276,12 +262,7 @@ INFER_INLINE void PackKeys(const float* key, int64_t stride, int64_t kn, int64_t
     if (keys == 8) {
       for (; 2 * (i0 + 8) <= dh; i0 += 8) {
         U8 r[8];
-        for (int i = 0; i < 8; ++i) {
-          const U16 bits = Bf16Bits<U16>(Load<F16>(key + (j0 + i) * stride + 2 * i0));
-          const U8 lo = __builtin_shufflevector(bits, bits, 0, 2, 4, 6, 8, 10, 12, 14);
-          const U8 hi = __builtin_shufflevector(bits, bits, 1, 3, 5, 7, 9, 11, 13, 15);
-          r[i] = lo | hi << 16;
-        }
+        for (int i = 0; i < 8; ++i) r[i] = PairsOf(Load<F16>(key + (j0 + i) * stride + 2 * i0));
         Transpose8x8(r);
         for (int c = 0; c < 8; ++c) Store(block + (i0 + c) * kPad, r[c]);
       }
@@ -374,12 +355,7 @@ INFER_INLINE void PackQueries(const float* rows, int64_t stride, int nq, int64_t
 INFER_INLINE void WeightsToPairs(float* s, int64_t lp, int64_t jb, int64_t jp) {
   for (int qi = 0; qi < kQueryBlock; ++qi) {
     float* row = s + qi * lp;
-    for (int64_t j = jb; j < jp; j += 16) {
-      const U16 bits = Bf16Bits<U16>(Load<F16>(row + j));
-      const U8 lo = __builtin_shufflevector(bits, bits, 0, 2, 4, 6, 8, 10, 12, 14);
-      const U8 hi = __builtin_shufflevector(bits, bits, 1, 3, 5, 7, 9, 11, 13, 15);
-      Store(row + j / 2, lo | hi << 16);
-    }
+    for (int64_t j = jb; j < jp; j += 16) Store(row + j / 2, PairsOf(Load<F16>(row + j)));
   }
 }
 
