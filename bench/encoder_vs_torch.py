@@ -91,6 +91,8 @@ SYNTHETIC = {
                             max_position_embeddings=8192, local_attention=128,
                             global_attn_every_n_layers=3, vocab_size=50368,
                             pad_token_id=50283),
+    "distilbert-base": dict(model_type="distilbert", dim=768, n_layers=6, n_heads=12,
+                            hidden_dim=3072, max_position_embeddings=512, vocab_size=30522),
     "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                        intermediate_size=3072, max_position_embeddings=40960,
@@ -106,7 +108,7 @@ def make_synthetic(name, layers, out):
     fields = dict(SYNTHETIC[name])
     model_type = fields.pop("model_type")
     if layers:
-        fields["num_hidden_layers"] = layers
+        fields["n_layers" if model_type == "distilbert" else "num_hidden_layers"] = layers
     config = transformers.AutoConfig.for_model(model_type, **fields)
     torch.manual_seed(0)
     model = transformers.AutoModel.from_config(config)

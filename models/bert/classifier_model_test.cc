@@ -221,7 +221,8 @@ TEST_P(ClassifierModelTest, IncompleteOrMixedInputsAreNamed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierModelTest,
-                         ::testing::Values("bert-reranker", "xlm-roberta-classifier"));
+                         ::testing::Values("bert-reranker", "xlm-roberta-classifier",
+                                           "distilbert-classifier"));
 
 }  // namespace
 }  // namespace infer

@@ -149,7 +149,8 @@ TEST_P(SparseModelTest, RefusesEmbeddingOptions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SparseModelTest,
-                         ::testing::Values("bert-splade", "xlm-roberta-splade"));
+                         ::testing::Values("bert-splade", "xlm-roberta-splade",
+                                           "distilbert-splade"));
 
 TEST(SparseModel, MeanPoolingNamedServesTheEncoderAsAnEmbedder) {
   Harness h("sparse/bert-splade");

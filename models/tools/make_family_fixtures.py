@@ -1,30 +1,37 @@
 #!/usr/bin/env python3
 """Reference fixtures for the transformer families, made by `transformers`'
 own model classes: small random-weight checkpoints of XLM-RoBERTa, MPNet,
-ModernBERT, Qwen3 (as the decoder embedder), BERT (with token types), and
-the other decoders Qwen2, Llama and Mistral, each saved as a Hugging Face
+ModernBERT, Qwen3 (as the decoder embedder), BERT (with token types),
+DistilBERT, and the other decoders Qwen2, Llama and Mistral, each saved as a Hugging Face
 folder with a tokenizer.json and sentence-transformers' pooling files, and
 `transformers`' outputs on a fixed multilingual input set.
 
   python3 models/tools/make_family_fixtures.py [--out tests/fixtures/families]
                                               [--families bert,qwen3] [--head-dim 32]
                                               [--dense-head tests/fixtures/dense_head]
-
                                               [--classifiers tests/fixtures/classifiers]
                                               [--sparse tests/fixtures/sparse]
+                                              [--heads distilbert-classifier,...]
 
-(--families "" with --dense-head, --classifiers or --sparse writes those alone.)
+(--families "" with --dense-head, --classifiers or --sparse writes those alone;
+--heads limits the classifier and SPARSE fixtures written to those named.
+The task heads' fixtures are made in head_fixtures.py, the tokenizers and
+inputs in fixture_common.py.)
 
 Run outside the README's two commands, in a virtual environment with torch,
 transformers and tokenizers (pip install torch transformers safetensors). What
 it writes is committed; the tests read the files and need none of these.
+`tokenizers`' trainers do not order a vocabulary's ties the same way from run
+to run, so remaking a committed fixture changes its bytes: write only the
+fixtures added (--families, --heads).
 
 For each family, FOLDER/<family>/ holds:
   config.json, model.safetensors (F32)   the checkpoint (save_pretrained)
   tokenizer.json, tokenizer_config.json  a tokenizer trained here by
                                          `tokenizers`' own trainer, in the
                                          family's style (Unigram for XLM-R,
-                                         WordPiece for MPNet and BERT, byte-level BPE
+                                         WordPiece for MPNet, BERT and
+                                         DistilBERT, byte-level BPE
                                          for ModernBERT and the decoders)
   modules.json, 1_Pooling/config.json,   sentence-transformers' description
   sentence_bert_config.json              (pooling, max_seq_length)
@@ -43,7 +50,8 @@ window (16) is shorter than its longer inputs, and Qwen3 has one KV head
 (grouped-query attention) and causal attention with last-token pooling;
 BERT's pairs have segment ids 0 and 1, one cut to the position table;
 Qwen2 has q/k/v biases and 2 KV heads, Llama 1 KV head and θ 500000, and
-Mistral a sliding window (16) shorter than its long inputs.
+Mistral a sliding window (16) shorter than its long inputs; DistilBERT has
+BERT's blocks without token types.
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
 
@@ -59,82 +67,9 @@ import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration"))
-
-import tokenizer_corpus  # noqa: E402
-
-VOCAB = 1000
-TEXTS = [
-    "A man is playing a guitar.",
-    "Ein Mann spielt Gitarre, und die Straße ist laut!",
-    "Человек играет на гитаре.",
-    "一个男人在弹吉他。",
-    "رجل يعزف على الغيتار",
-    "नमस्ते दुनिया 👍🏽 ok",
-    "x",
-]
-
-
-def train_corpus():
-    return tokenizer_corpus.lines(3000, seed=5) + TEXTS * 20
-
-
-def unigram_tokenizer(max_length):
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from tokenizers import decoders
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(" {2,}", " ")])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tok.train_from_iterator(train_corpus(), trainers.UnigramTrainer(
-        vocab_size=VOCAB, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-        unk_token="<unk>"))
-    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
-        special_tokens=[("<s>", bos), ("</s>", eos)])
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    return tok, {"bos": bos, "eos": eos, "pad": tok.token_to_id("<pad>")}
-
-
-def wordpiece_tokenizer(specials, template_cls, template_sep):
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from tokenizers import decoders
-    tok = Tokenizer(models.WordPiece(unk_token=specials[3]))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(train_corpus(), trainers.WordPieceTrainer(
-        vocab_size=VOCAB, special_tokens=specials))
-    cls, sep = tok.token_to_id(template_cls), tok.token_to_id(template_sep)
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{template_cls} $A {template_sep}",
-        pair=f"{template_cls} $A {template_sep} {template_sep} $B {template_sep}",
-        special_tokens=[(template_cls, cls), (template_sep, sep)])
-    tok.decoder = decoders.WordPiece()
-    return tok, {"bos": cls, "eos": sep, "pad": tok.token_to_id(specials[1])}
-
-
-QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
-                r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-
-
-def bytelevel_tokenizer(specials, single, pair):
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
-    from tokenizers import decoders, trainers
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.train_from_iterator(train_corpus(), trainers.BpeTrainer(
-        vocab_size=VOCAB, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    ids = {s: tok.token_to_id(s) for s in specials}
-    used = [s for s in specials if s in single or s in pair]
-    tok.post_processor = processors.TemplateProcessing(
-        single=single, pair=pair, special_tokens=[(s, ids[s]) for s in used])
-    tok.decoder = decoders.ByteLevel()
-    return tok, ids
+from fixture_common import (HERE, PAIRS, TEXTS, bert_pair_tokenizer, bytelevel_tokenizer,
+                            long_text, unigram_tokenizer, wordpiece_tokenizer)
+from head_fixtures import classifiers, dense_head, distilbert_sizes, sparse
 
 
 def families(head_dim=None):
@@ -190,17 +125,18 @@ def families(head_dim=None):
 
     def bert():
         # Token types: pairs get segment 0 then 1, as a cross-encoder's input.
-        tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"],
-                                       "[CLS]", "[SEP]")
-        cls, sep = ids["bos"], ids["eos"]
-        from tokenizers import processors
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        tok, ids = bert_pair_tokenizer()
         config = tf.BertConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
                                max_position_embeddings=64, type_vocab_size=2,
                                pad_token_id=ids["pad"], **common)
         return eager(tf.BertModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    def distilbert():
+        tok, ids = bert_pair_tokenizer()
+        config = tf.DistilBertConfig(vocab_size=tok.get_vocab_size(), n_layers=2,
+                                     max_position_embeddings=64, pad_token_id=ids["pad"],
+                                     **distilbert_sizes(common))
+        return eager(tf.DistilBertModel, config), tok, "mean", 64
 
     # The other decoders the description covers, smaller (hidden 32): Qwen2
     # (q/k/v biases, 2 KV heads), Llama (no biases, 1 KV head, θ 500000) and
@@ -241,25 +177,8 @@ def families(head_dim=None):
         return eager(tf.MistralModel, config), tok, "mean", 96
 
     return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3,
-            "bert": bert, "qwen2": qwen2, "llama": llama, "mistral": mistral}
-
-
-# (query, passage) pairs for families with token types (bert): encoded as a
-# pair, the passage's tokens are type 1.
-PAIRS = [
-    ("what does the man play?", "A man is playing a guitar."),
-    ("Wer spielt?", "Ein Mann spielt Gitarre, und die Straße ist laut!"),
-    ("x", "一个男人在弹吉他。"),
-]
-
-
-def long_text(tok, max_tokens):
-    """A text whose encoding fills exactly max_tokens positions (cut there)."""
-    words = " ".join(tokenizer_corpus.lines(200, seed=9))
-    tok.enable_truncation(max_tokens)
-    ids = tok.encode(words).ids
-    tok.no_truncation()
-    return words, ids
+            "bert": bert, "qwen2": qwen2, "llama": llama, "mistral": mistral,
+            "distilbert": distilbert}
 
 
 def main():
@@ -274,14 +193,17 @@ def main():
                     "here (tests/fixtures/classifiers)")
     ap.add_argument("--sparse", help="also write the SPLADE fixtures here (tests/fixtures/sparse; "
                     "needs sentence-transformers 5 or later)")
+    ap.add_argument("--heads", help="comma-separated classifier and SPLADE fixtures to write "
+                    "(default: all)")
     a = ap.parse_args()
+    heads = a.heads.split(",") if a.heads else None
     if a.families == "":
         if a.dense_head:
             dense_head(a.dense_head, a.out)
         if a.classifiers:
-            classifiers(a.classifiers)
+            classifiers(a.classifiers, heads)
         if a.sparse:
-            sparse(a.sparse)
+            sparse(a.sparse, heads)
         return
     import torch
     from safetensors.torch import save_file
@@ -349,173 +271,9 @@ def main():
     if a.dense_head:
         dense_head(a.dense_head, a.out)
     if a.classifiers:
-        classifiers(a.classifiers)
-
-
-def dense_head(out, families_dir):
-    """sentence-transformers' own pipeline on the BERT fixture with a Dense
-    module (64 -> 32, tanh) between pooling and normalisation, as LaBSE has:
-    writes `out`/modules.json, 2_Dense/ (config.json, model.safetensors) and
-    reference.json + reference.safetensors (embedding_i of each text, as
-    SentenceTransformer.encode gives it). The test serves the BERT fixture's
-    folder with these files added."""
-    import shutil
-    import torch
-    from safetensors.torch import save_file
-    from sentence_transformers import SentenceTransformer, models
-    torch.manual_seed(0)
-    src = os.path.join(families_dir, "bert")
-    dense = models.Dense(64, 32)
-    torch.nn.init.normal_(dense.linear.weight, std=0.3)
-    model = SentenceTransformer(modules=[models.Transformer(src), models.Pooling(64, "mean"),
-                                         dense, models.Normalize()], device="cpu")
-    saved = os.path.join(out, "saved")
-    shutil.rmtree(out, ignore_errors=True)
-    model.save(saved)
-    os.makedirs(out, exist_ok=True)
-    shutil.copy(os.path.join(saved, "modules.json"), out)
-    shutil.copytree(os.path.join(saved, "2_Dense"), os.path.join(out, "2_Dense"))
-    shutil.rmtree(saved)
-    embeddings = model.encode(TEXTS, convert_to_tensor=True)
-    save_file({f"embedding_{i}": e.float().contiguous() for i, e in enumerate(embeddings)},
-              os.path.join(out, "reference.safetensors"))
-    import sentence_transformers
-    with open(os.path.join(out, "reference.json"), "w", encoding="utf-8") as f:
-        json.dump({"base": "families/bert", "sentence_transformers": sentence_transformers.__version__,
-                   "torch": torch.__version__, "texts": TEXTS}, f, ensure_ascii=False, indent=1)
-    print(f"dense head: {len(TEXTS)} texts -> {out}", file=sys.stderr)
-
-
-def classifiers(out):
-    """Sequence-classification checkpoints, as rerankers and classifiers
-    ship: BertForSequenceClassification with one label (a cross-encoder such
-    as ms-marco-MiniLM) and XLMRobertaForSequenceClassification with three
-    named labels (hidden 32), each with its tokenizer and transformers'
-    logits on (query, passage) pairs: `out`/<name>/reference.json (pairs,
-    ids, types) and reference.safetensors (logits_i)."""
-    import torch
-    import transformers as tf
-    from safetensors.torch import save_file
-    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
-                 initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=66)
-    made = {}
-    tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")
-    from tokenizers import processors
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", ids["bos"]), ("[SEP]", ids["eos"])])
-    config = tf.BertConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=2, num_labels=1,
-                           pad_token_id=ids["pad"], **small)
-    config.architectures = ["BertForSequenceClassification"]
-    made["bert-reranker"] = (tf.BertForSequenceClassification, config, tok)
-    tok, ids = unigram_tokenizer(64)
-    config = tf.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
-                                 pad_token_id=ids["pad"], bos_token_id=ids["bos"],
-                                 eos_token_id=ids["eos"],
-                                 id2label={0: "negative", 1: "neutral", 2: "positive"},
-                                 label2id={"negative": 0, "neutral": 1, "positive": 2},
-                                 **dict(small, max_position_embeddings=66))
-    config.architectures = ["XLMRobertaForSequenceClassification"]
-    made["xlm-roberta-classifier"] = (tf.XLMRobertaForSequenceClassification, config, tok)
-    for name, (cls, config, tok) in made.items():
-        torch.manual_seed(0)
-        config._attn_implementation = "eager"
-        model = cls(config).float().eval()
-        folder = os.path.join(out, name)
-        os.makedirs(folder, exist_ok=True)
-        model.save_pretrained(folder, safe_serialization=True)
-        tok.save(os.path.join(folder, "tokenizer.json"))
-        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-            json.dump({"model_max_length": 64}, f, indent=1)
-        records, tensors = [], {}
-        for i, (q, p) in enumerate(PAIRS + [(t, TEXTS[0]) for t in TEXTS[1:4]]):
-            e = tok.encode(q, p)
-            x = torch.tensor([e.ids])
-            kwargs = {}
-            if config.type_vocab_size > 1:
-                kwargs["token_type_ids"] = torch.tensor([e.type_ids])
-            with torch.no_grad():
-                logits = model(input_ids=x, attention_mask=torch.ones_like(x), **kwargs).logits[0]
-            tensors[f"logits_{i}"] = logits.contiguous()
-            records.append({"pair": [q, p], "ids": e.ids, "types": e.type_ids})
-        save_file(tensors, os.path.join(folder, "reference.safetensors"))
-        with open(os.path.join(folder, "reference.json"), "w", encoding="utf-8") as f:
-            json.dump({"labels": [config.id2label[i] for i in range(config.num_labels)],
-                       "transformers": tf.__version__, "torch": torch.__version__,
-                       "inputs": records}, f, ensure_ascii=False, indent=1)
-        print(f"{name}: {len(records)} pairs -> {folder}", file=sys.stderr)
-
-
-def sparse(out):
-    """SPLADE checkpoints as sentence-transformers' SparseEncoder saves them
-    (an MLMTransformer, then SpladePooling): BertForMaskedLM with its decoder
-    tied to the word embeddings and max pooling of log(1 + ReLU) (SPLADE v2
-    and later, e.g. naver/splade-v3), and XLMRobertaForMaskedLM with an
-    untied decoder, sum pooling and log1p twice (OpenSearch's
-    log1p_relu). The reference is SparseEncoder.encode on TEXTS:
-    `out`/<name>/reference.safetensors (sparse_i, the whole vocabulary-wide
-    vector, F32) and reference.json (texts, ids)."""
-    import shutil
-    import torch
-    import transformers as tf
-    import sentence_transformers
-    from safetensors.torch import save_file
-    from sentence_transformers import SparseEncoder
-    from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
-    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
-                 initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=66)
-    made = {}
-    tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")
-    config = tf.BertConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=2,
-                           pad_token_id=ids["pad"], **small)
-    config.architectures = ["BertForMaskedLM"]
-    made["bert-splade"] = (tf.BertForMaskedLM, config, tok, "max", "relu")
-    tok, ids = unigram_tokenizer(64)
-    config = tf.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
-                                 pad_token_id=ids["pad"], bos_token_id=ids["bos"],
-                                 eos_token_id=ids["eos"], tie_word_embeddings=False, **small)
-    config.architectures = ["XLMRobertaForMaskedLM"]
-    made["xlm-roberta-splade"] = (tf.XLMRobertaForMaskedLM, config, tok, "sum", "log1p_relu")
-    for name, (cls, config, tok, strategy, activation) in made.items():
-        torch.manual_seed(0)
-        config._attn_implementation = "eager"
-        model = cls(config).float().eval()
-        # A trained SPLADE head puts most logits below zero; random weights
-        # put half there. Shift the decoder's bias so that about 3% of the
-        # logits on TEXTS stay positive, as in a real model's sparse output.
-        with torch.no_grad():
-            head = model.cls.predictions if hasattr(model, "cls") else model.lm_head
-            logits = torch.cat([model(input_ids=torch.tensor([tok.encode(t).ids])).logits[0]
-                                for t in TEXTS])
-            shift = float(torch.quantile(logits.flatten(), 0.97))
-            for bias in {id(b): b for b in (head.bias, head.decoder.bias) if b is not None}.values():
-                bias -= shift
-        base = os.path.join(out, name + ".base")
-        shutil.rmtree(base, ignore_errors=True)
-        model.save_pretrained(base, safe_serialization=True)
-        tok.save(os.path.join(base, "tokenizer.json"))
-        with open(os.path.join(base, "tokenizer_config.json"), "w") as f:
-            json.dump({"model_max_length": 64}, f, indent=1)
-        encoder = SparseEncoder(modules=[MLMTransformer(base, max_seq_length=64),
-                                         SpladePooling(strategy, activation)], device="cpu")
-        folder = os.path.join(out, name)
-        shutil.rmtree(folder, ignore_errors=True)
-        encoder.save(folder)
-        shutil.rmtree(base)
-        texts = TEXTS[:8]
-        with torch.no_grad():
-            got = encoder.encode(texts, convert_to_tensor=True, convert_to_sparse_tensor=False)
-        save_file({f"sparse_{i}": e.float().contiguous() for i, e in enumerate(got)},
-                  os.path.join(folder, "reference.safetensors"))
-        with open(os.path.join(folder, "reference.json"), "w", encoding="utf-8") as f:
-            json.dump({"texts": texts, "ids": [tok.encode(t).ids for t in texts],
-                       "pooling_strategy": strategy, "activation_function": activation,
-                       "sentence_transformers": sentence_transformers.__version__,
-                       "transformers": tf.__version__, "torch": torch.__version__},
-                      f, ensure_ascii=False, indent=1)
-        nnz = [int((e > 0).sum()) for e in got]
-        print(f"{name}: {len(texts)} texts, non-zero terms {nnz} of {config.vocab_size} -> {folder}",
-              file=sys.stderr)
+        classifiers(a.classifiers, heads)
+    if a.sparse:
+        sparse(a.sparse, heads)
 
 
 if __name__ == "__main__":

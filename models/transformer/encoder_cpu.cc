@@ -192,7 +192,10 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
       return out;
     };
     std::vector<DenseHead::Layer> head;
-    head.push_back(layer(w.classifier_dense, DenseHead::Activation::kTanh, "classifier dense"));
+    head.push_back(
+        layer(w.classifier_dense,
+              c.classifier_relu ? DenseHead::Activation::kRelu : DenseHead::Activation::kTanh,
+              "classifier dense"));
     head.push_back(layer(w.classifier_out, DenseHead::Activation::kIdentity, "classifier out"));
     m->classifier_ = DenseHead::FromLayers(c.hidden_size, std::move(head));
     bytes += m->classifier_.WeightBytes();

@@ -78,7 +78,11 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
                                              w.position.begin() + c.position_offset * c.hidden_size,
                                              w.position.end())));
   }
-  INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type));
+  // A family without token types (DistilBERT) gets one row of zeros on the
+  // tuned path, whose embedding kernel always adds a row.
+  INFER_ASSIGN_OR_RETURN(m->token_type_, up.Half(w.token_type.empty() && !general
+                                                     ? std::vector<float>(c.hidden_size, 0.0f)
+                                                     : w.token_type));
   INFER_RETURN_IF_ERROR(norm(w.embed_norm, &m->embed_norm_));
   m->layers_.resize(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {

@@ -1,6 +1,6 @@
 // TransformerEncoderCuda: the transformer encoder (models/transformer/encoder.h)
 // on a CUDA GPU, for every family TransformerSpec describes. BERT-shaped specs
-// (TransformerSpec::IsBertShaped: bert, roberta, xlm-roberta, camembert) take
+// (TransformerSpec::IsBertShaped: bert, roberta, xlm-roberta, camembert, distilbert) take
 // the tuned post-norm path below; the others (MPNet's relative position bias,
 // ModernBERT's and the decoders' rotary positions, pre-norm, RMSNorm or
 // LayerNorm without β, gated FFNs, grouped KV heads, causal and sliding-window

@@ -172,7 +172,8 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFamiliesTest,
                          ::testing::Values("families-cuda/xlm-roberta", "families-cuda/mpnet",
                                            "families-cuda/modernbert", "families-cuda/qwen3",
                                            "families-cuda/bert", "families-cuda/qwen2",
-                                           "families-cuda/llama", "families-cuda/mistral"),
+                                           "families-cuda/llama", "families-cuda/mistral",
+                                           "families-cuda/distilbert"),
                          testing::FamilyTestName);
 
 }  // namespace

@@ -19,9 +19,12 @@ constexpr int64_t kAlign = 64;
 int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 cpu::LinearActivation HeadActivation(const TransformerSpec& spec) {
-  // transformers' BertPredictionHeadTransform uses hidden_act; RoBERTa's
-  // lm_head (XLM-R's, CamemBERT's) always the erf GELU.
-  if (spec.model_type != "bert") return cpu::LinearActivation::kGelu;
+  // transformers' BertPredictionHeadTransform uses hidden_act, and
+  // DistilBERT's masked-LM head its activation; RoBERTa's lm_head (XLM-R's,
+  // CamemBERT's) always the erf GELU.
+  if (spec.model_type != "bert" && spec.model_type != "distilbert") {
+    return cpu::LinearActivation::kGelu;
+  }
   switch (spec.activation) {
     case ActivationKind::kGelu:
       return cpu::LinearActivation::kGelu;

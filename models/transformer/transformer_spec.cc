@@ -78,29 +78,37 @@ absl::StatusOr<ActivationKind> Activation(const Fields& f, const char* field,
                             "'; supported: gelu, gelu_new, gelu_pytorch_tanh, silu"));
 }
 
-// Sizes every family has, under the names BERT and Llama configs share.
-absl::Status CommonSizes(const Fields& f, TransformerSpec* s) {
+// The config.json names of the sizes every family has: those BERT and
+// Llama configs share, or DistilBERT's own.
+struct SizeNames {
+  const char* hidden = "hidden_size";
+  const char* layers = "num_hidden_layers";
+  const char* heads = "num_attention_heads";
+  const char* intermediate = "intermediate_size";
+};
+
+absl::Status CommonSizes(const Fields& f, TransformerSpec* s, const SizeNames& names = {}) {
   INFER_ASSIGN_OR_RETURN(s->vocab_size, f.Positive("vocab_size"));
-  INFER_ASSIGN_OR_RETURN(s->hidden_size, f.Positive("hidden_size"));
-  INFER_ASSIGN_OR_RETURN(s->num_layers, f.Positive("num_hidden_layers"));
-  INFER_ASSIGN_OR_RETURN(s->num_heads, f.Positive("num_attention_heads"));
+  INFER_ASSIGN_OR_RETURN(s->hidden_size, f.Positive(names.hidden));
+  INFER_ASSIGN_OR_RETURN(s->num_layers, f.Positive(names.layers));
+  INFER_ASSIGN_OR_RETURN(s->num_heads, f.Positive(names.heads));
   INFER_ASSIGN_OR_RETURN(s->num_kv_heads, f.Positive("num_key_value_heads", s->num_heads));
-  INFER_ASSIGN_OR_RETURN(s->intermediate_size, f.Positive("intermediate_size"));
+  INFER_ASSIGN_OR_RETURN(s->intermediate_size, f.Positive(names.intermediate));
   INFER_ASSIGN_OR_RETURN(s->max_position_embeddings, f.Positive("max_position_embeddings"));
   INFER_ASSIGN_OR_RETURN(s->pad_token_id, f.NonNegative("pad_token_id", 0));
   if (f.Has("head_dim")) {
     INFER_ASSIGN_OR_RETURN(s->head_dim, f.Positive("head_dim"));
   } else {
     if (s->hidden_size % s->num_heads != 0) {
-      return f.Bad(absl::StrCat("hidden_size ", s->hidden_size, " is not divisible by ",
-                                "num_attention_heads ", s->num_heads));
+      return f.Bad(absl::StrCat(names.hidden, " ", s->hidden_size, " is not divisible by ",
+                                names.heads, " ", s->num_heads));
     }
     s->head_dim = s->hidden_size / s->num_heads;
   }
   // Bounds no real checkpoint reaches, so that a malformed config.json
   // cannot size a per-layer table or a position table past memory.
   if (s->num_layers > kMaxLayers) {
-    return f.Bad(absl::StrCat("num_hidden_layers ", s->num_layers, " is over ", kMaxLayers));
+    return f.Bad(absl::StrCat(names.layers, " ", s->num_layers, " is over ", kMaxLayers));
   }
   if (s->max_position_embeddings > kMaxPositionEmbeddings) {
     return f.Bad(absl::StrCat("max_position_embeddings ", s->max_position_embeddings, " is over ",
@@ -166,6 +174,21 @@ absl::Status Bert(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
   INFER_ASSIGN_OR_RETURN(s->tie_word_embeddings, f.Bool("tie_word_embeddings", true));
+  return ClassificationLabels(f, s);
+}
+
+// BERT's blocks under other names, without token types; its classifier's
+// dense layer is followed by ReLU (pre_classifier), not tanh. LayerNorm's ε
+// is fixed at 1e-12 in transformers' DistilBERT, as here.
+absl::Status DistilBert(const Fields& f, TransformerSpec* s) {
+  INFER_RETURN_IF_ERROR(CommonSizes(
+      f, s,
+      {.hidden = "dim", .layers = "n_layers", .heads = "n_heads", .intermediate = "hidden_dim"}));
+  s->absolute_positions = true;
+  s->embed_norm = true;
+  INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "activation", "gelu"));
+  INFER_ASSIGN_OR_RETURN(s->tie_word_embeddings, f.Bool("tie_word_embeddings", true));
+  s->classifier_relu = true;
   return ClassificationLabels(f, s);
 }
 
@@ -312,10 +335,10 @@ using FamilyParser = absl::Status (*)(const Fields&, TransformerSpec*);
 
 const std::map<std::string, FamilyParser>& Families() {
   static const auto* families = new std::map<std::string, FamilyParser>{
-      {"bert", Bert},       {"camembert", Bert},        {"llama", Decoder},
-      {"mistral", Decoder}, {"modernbert", ModernBert}, {"mpnet", Mpnet},
-      {"qwen2", Decoder},   {"qwen3", Decoder},         {"roberta", Bert},
-      {"xlm-roberta", Bert}};
+      {"bert", Bert},     {"camembert", Bert},  {"distilbert", DistilBert},
+      {"llama", Decoder}, {"mistral", Decoder}, {"modernbert", ModernBert},
+      {"mpnet", Mpnet},   {"qwen2", Decoder},   {"qwen3", Decoder},
+      {"roberta", Bert},  {"xlm-roberta", Bert}};
   return *families;
 }
 
@@ -350,7 +373,7 @@ bool TransformerSpec::IsBertShaped() const {
          norm == NormKind::kLayerNorm && norm_bias && !pre_norm && !final_norm && embed_norm &&
          first_attn_norm && !qk_norm && !causal && !windows &&
          activation == ActivationKind::kGelu && !gated && qkv_bias && attn_out_bias && ffn_bias &&
-         num_kv_heads == num_heads && head_dim * num_heads == hidden_size && type_vocab_size > 0;
+         num_kv_heads == num_heads && head_dim * num_heads == hidden_size;
 }
 
 std::string TransformerSpec::Describe() const {

@@ -10,6 +10,8 @@
 //   bert                      absolute positions, post-LayerNorm, GELU
 //   roberta, xlm-roberta,     as bert, positions starting at pad_token_id + 1
 //   camembert
+//   distilbert                as bert without token types, under its own
+//                             config and tensor names
 //   mpnet                     as roberta, no token types, plus relative position
 //                             buckets added to the attention scores (shared by
 //                             every layer)
@@ -72,8 +74,10 @@ struct TransformerSpec {
   // *ForSequenceClassification model of a BERT-shaped family (a
   // cross-encoder reranker or a classifier). Its labels in id order
   // (id2label, else LABEL_0..LABEL_{num_labels-1}); empty: no head.
-  // logits = W_out · tanh(W_dense · x[first token] + b_dense) + b_out.
+  // logits = W_out · act(W_dense · x[first token] + b_dense) + b_out, act
+  // tanh, or ReLU where classifier_relu (DistilBERT's pre_classifier).
   std::vector<std::string> labels;
+  bool classifier_relu = false;
   // A masked-LM head's decoder is the word embeddings (config.json's
   // tie_word_embeddings, default true) unless the checkpoint holds its own.
   bool tie_word_embeddings = true;
@@ -118,7 +122,8 @@ struct TransformerSpec {
   int64_t kv_width() const { return num_kv_heads * head_dim; }
   // BERT's shape: absolute positions, post-LayerNorm with biases, ungated
   // erf GELU, full bidirectional multi-head attention, no relative
-  // positions, biases everywhere. The CUDA encoder computes these.
+  // positions, biases everywhere, with or without token types. The CUDA
+  // encoder's tuned path computes these.
   bool IsBertShaped() const;
   // One line for logs: family, sizes and blocks.
   std::string Describe() const;

@@ -28,6 +28,43 @@ TEST(TransformerSpecTest, BertIsBertShapedWithItsPositionTable) {
   EXPECT_DOUBLE_EQ(s->norm_eps, 1e-12);
 }
 
+// DistilBERT names its sizes its own way (dim, n_layers, n_heads,
+// hidden_dim; transformers' attribute_map), has no token types and no
+// position offset, and its classifier's dense layer is followed by ReLU.
+TEST(TransformerSpecTest, DistilBertIsBertShapedUnderItsOwnNames) {
+  auto s = Parse(R"({"model_type": "distilbert", "vocab_size": 100, "dim": 32, "n_layers": 3,
+      "n_heads": 4, "hidden_dim": 64, "max_position_embeddings": 512, "activation": "gelu",
+      "pad_token_id": 0, "architectures": ["DistilBertForSequenceClassification"],
+      "id2label": {"0": "NEGATIVE", "1": "POSITIVE"}})");
+  ASSERT_THAT(s, IsOk());
+  EXPECT_TRUE(s->IsBertShaped());
+  EXPECT_EQ(s->hidden_size, 32);
+  EXPECT_EQ(s->num_layers, 3);
+  EXPECT_EQ(s->num_heads, 4);
+  EXPECT_EQ(s->head_dim, 8);
+  EXPECT_EQ(s->intermediate_size, 64);
+  EXPECT_EQ(s->type_vocab_size, 0);
+  EXPECT_EQ(s->position_offset, 0);
+  EXPECT_EQ(s->MaxSequenceLength(), 512);
+  EXPECT_DOUBLE_EQ(s->norm_eps, 1e-12);
+  EXPECT_EQ(s->labels, (std::vector<std::string>{"NEGATIVE", "POSITIVE"}));
+  EXPECT_TRUE(s->classifier_relu);
+  // Errors name DistilBERT's fields.
+  EXPECT_THAT(Parse(R"({"model_type": "distilbert", "vocab_size": 100, "dim": 30, "n_layers": 1,
+      "n_heads": 4, "hidden_dim": 64, "max_position_embeddings": 8})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "config.json: dim 30 is not divisible by n_heads 4"));
+  EXPECT_THAT(Parse(R"({"model_type": "distilbert", "vocab_size": 100, "hidden_size": 32,
+      "n_layers": 1, "n_heads": 4, "hidden_dim": 64, "max_position_embeddings": 8})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "config.json: field 'dim' must be a positive integer"));
+  EXPECT_THAT(Parse(R"({"model_type": "distilbert", "vocab_size": 100, "dim": 32, "n_layers": 1,
+      "n_heads": 4, "hidden_dim": 64, "max_position_embeddings": 8, "activation": "relu"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "config.json: field 'activation' = 'relu'; supported: gelu, gelu_new, "
+                       "gelu_pytorch_tanh, silu"));
+}
+
 TEST(TransformerSpecTest, FixtureFamiliesMapToTheirBlocks) {
   auto read = [](const std::string& family) {
     return ReadTransformerSpec(testing::FixturePath("families/" + family + "/config.json"));
@@ -117,10 +154,11 @@ TEST(TransformerSpecTest, ClassificationLabelsComeFromTheArchitecture) {
 }
 
 TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {
-  EXPECT_THAT(Parse(R"({"model_type": "gpt2", "vocab_size": 10})"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "model_type 'gpt2' is not supported; supported: bert, camembert, llama, "
-                       "mistral, modernbert, mpnet, qwen2, qwen3, roberta, xlm-roberta"));
+  EXPECT_THAT(
+      Parse(R"({"model_type": "gpt2", "vocab_size": 10})"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "model_type 'gpt2' is not supported; supported: bert, camembert, distilbert, llama, "
+               "mistral, modernbert, mpnet, qwen2, qwen3, roberta, xlm-roberta"));
   const std::string sizes = R"("vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 1,
       "intermediate_size": 128, "max_position_embeddings": 64)";
   EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 5, )" + sizes + "}"),

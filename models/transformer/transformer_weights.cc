@@ -54,7 +54,7 @@ class Tensors {
  private:
   // `name`, or `name` under the prefix a task head's checkpoint adds.
   std::map<std::string, CheckpointTensor>::iterator Find(const std::string& name) {
-    for (const char* prefix : {"", "bert.", "roberta.", "mpnet.", "model."}) {
+    for (const char* prefix : {"", "bert.", "roberta.", "distilbert.", "mpnet.", "model."}) {
       auto it = t_.find(prefix + name);
       if (it != t_.end()) return it;
     }
@@ -178,6 +178,33 @@ absl::Status LoadBertLayout(Tensors& t, W* w) {
   return absl::OkStatus();
 }
 
+absl::Status LoadDistilBert(Tensors& t, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size, inter = s.intermediate_size;
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.position_embeddings.weight",
+                               {s.max_position_embeddings, h}, &w->position));
+  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.LayerNorm", h, true, &w->embed_norm));
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = absl::StrCat("transformer.layer.", i, ".");
+    const std::string a = p + "attention.";
+    W::Layer& l = w->layers[i];
+    INFER_RETURN_IF_ERROR(
+        Linear(t, {a + "q_lin", a + "k_lin", a + "v_lin"}, {h, h, h}, h, true, &l.qkv));
+    INFER_RETURN_IF_ERROR(Linear(t, {a + "out_lin"}, {h}, h, true, &l.attn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "sa_layer_norm", h, true, &l.attn_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "ffn.lin1"}, {inter}, h, true, &l.ffn_in));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "ffn.lin2"}, {h}, inter, true, &l.ffn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "output_layer_norm", h, true, &l.ffn_norm));
+  }
+  if (!s.labels.empty()) {
+    const auto labels = static_cast<int64_t>(s.labels.size());
+    INFER_RETURN_IF_ERROR(Linear(t, {"pre_classifier"}, {h}, h, true, &w->classifier_dense));
+    INFER_RETURN_IF_ERROR(Linear(t, {"classifier"}, {labels}, h, true, &w->classifier_out));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoadModernBert(Tensors& t, W* w) {
   const TransformerSpec& s = w->spec;
   const int64_t h = s.hidden_size, inter = s.intermediate_size;
@@ -222,36 +249,53 @@ absl::Status LoadDecoder(Tensors& t, W* w) {
   return Norm(t, "norm", h, false, &w->final_norm);
 }
 
-// The masked-LM head of the BERT layout's families (TransformerWeights::MaskedLm).
+// The masked-LM head's tensor names in one family.
+struct MaskedLmNames {
+  std::string dense, norm, decoder;  // decoder: ".weight", and ".bias" or the bias below
+  std::string bias;                  // the decoder's bias under its other name, or ""
+};
+
+MaskedLmNames MaskedLmNamesOf(const std::string& model_type) {
+  if (model_type == "bert") {
+    return {"cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+            "cls.predictions.decoder", "cls.predictions.bias"};
+  }
+  if (model_type == "distilbert") {
+    return {"vocab_transform", "vocab_layer_norm", "vocab_projector", ""};
+  }
+  return {"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"};
+}
+
+// The masked-LM head of the BERT layout's families and DistilBERT's
+// (TransformerWeights::MaskedLm).
 absl::Status LoadMaskedLm(Tensors& t, bool tied, W* w) {
   const TransformerSpec& s = w->spec;
   const int64_t h = s.hidden_size;
   W::MaskedLm& m = w->masked_lm;
-  const bool bert = s.model_type == "bert";
-  const std::string p = bert ? "cls.predictions." : "lm_head.";
-  if (!t.Has(p + (bert ? "transform.dense.weight" : "dense.weight"))) {
+  const MaskedLmNames n = MaskedLmNamesOf(s.model_type);
+  if (!t.Has(n.dense + ".weight")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the checkpoint has no masked-LM head (", p,
-        "*): SPLADE needs a *ForMaskedLM checkpoint, as sentence-transformers' MLMTransformer "
+        "the checkpoint has no masked-LM head (", n.dense,
+        ".*): SPLADE needs a *ForMaskedLM checkpoint, as sentence-transformers' MLMTransformer "
         "loads it"));
   }
-  INFER_RETURN_IF_ERROR(
-      Linear(t, {p + (bert ? "transform.dense" : "dense")}, {h}, h, true, &m.dense));
-  INFER_RETURN_IF_ERROR(
-      Norm(t, p + (bert ? "transform.LayerNorm" : "layer_norm"), h, true, &m.norm));
+  INFER_RETURN_IF_ERROR(Linear(t, {n.dense}, {h}, h, true, &m.dense));
+  INFER_RETURN_IF_ERROR(Norm(t, n.norm, h, true, &m.norm));
   m.decoder.in = h;
   m.decoder.out = s.vocab_size;
-  if (t.Has(p + "decoder.weight")) {
-    INFER_RETURN_IF_ERROR(t.Take(p + "decoder.weight", {s.vocab_size, h}, &m.decoder.w));
+  if (t.Has(n.decoder + ".weight")) {
+    INFER_RETURN_IF_ERROR(t.Take(n.decoder + ".weight", {s.vocab_size, h}, &m.decoder.w));
   } else if (tied) {
     m.decoder.w = w->word;  // the word embeddings, as transformers ties them
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("the checkpoint has no tensor '", p,
-                     "decoder.weight' and config.json's tie_word_embeddings is false"));
+        absl::StrCat("the checkpoint has no tensor '", n.decoder,
+                     ".weight' and config.json's tie_word_embeddings is false"));
   }
-  // The decoder's bias is stored under either name (transformers ties the two).
-  const std::string bias = t.Has(p + "decoder.bias") ? p + "decoder.bias" : p + "bias";
+  // BERT's and RoBERTa's decoder bias is stored under either name
+  // (transformers ties the two).
+  const std::string bias =
+      t.Has(n.decoder + ".bias") || n.bias.empty() ? n.decoder + ".bias" : n.bias;
   return t.Take(bias, {s.vocab_size}, &m.decoder.b);
 }
 
@@ -312,15 +356,18 @@ absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir
     INFER_RETURN_IF_ERROR(LoadModernBert(t, &w));
   } else if (type == "qwen3" || type == "qwen2" || type == "llama" || type == "mistral") {
     INFER_RETURN_IF_ERROR(LoadDecoder(t, &w));
+  } else if (type == "distilbert") {
+    INFER_RETURN_IF_ERROR(LoadDistilBert(t, &w));
   } else {
     INFER_RETURN_IF_ERROR(LoadBertLayout(t, &w));
   }
   if (masked_lm_head) {
-    if (type != "bert" && type != "roberta" && type != "xlm-roberta" && type != "camembert") {
+    if (type != "bert" && type != "roberta" && type != "xlm-roberta" && type != "camembert" &&
+        type != "distilbert") {
       return absl::InvalidArgumentError(absl::StrCat(
           file,
-          ": a masked-LM head (SPLADE) is read for bert, roberta, xlm-roberta and camembert; "
-          "this model is '",
+          ": a masked-LM head (SPLADE) is read for bert, roberta, xlm-roberta, camembert and "
+          "distilbert; this model is '",
           type, "'"));
     }
     absl::Status s = LoadMaskedLm(t, w.spec.tie_word_embeddings, &w);

@@ -53,14 +53,16 @@ struct TransformerWeights {
   // The classification head when spec.labels is not empty (else empty):
   // [hidden, hidden] then [labels, hidden], both with biases (BERT's
   // bert.pooler.dense and classifier; RoBERTa's and XLM-R's
-  // classifier.dense and classifier.out_proj).
+  // classifier.dense and classifier.out_proj; DistilBERT's pre_classifier
+  // and classifier).
   Linear classifier_dense, classifier_out;
   // The masked-language-model head, when asked for at load (else empty):
   // transform = Norm(act(dense · x + b)), then logits = decoder · transform
   // + b over the vocabulary. BERT's cls.predictions (its decoder tied to the
   // word embeddings unless config.json's tie_word_embeddings is false and
   // the checkpoint holds cls.predictions.decoder.weight); RoBERTa's, XLM-R's
-  // and CamemBERT's lm_head (dense, layer_norm, decoder).
+  // and CamemBERT's lm_head (dense, layer_norm, decoder); DistilBERT's
+  // vocab_transform, vocab_layer_norm and vocab_projector (tied likewise).
   struct MaskedLm {
     Linear dense;    // [hidden, hidden]
     Norm norm;       // LayerNorm [hidden]
@@ -86,12 +88,12 @@ std::vector<float> RelativeBiasByDistance(const TransformerWeights& w);
 
 // Reads `dir`/config.json and `dir`/model.safetensors (or, when the folder has
 // none, the shards `dir`/model.safetensors.index.json lists). Tensor names may carry
-// the prefix the family's task heads add ("bert.", "roberta.", "mpnet.",
-// "model."). INVALID_ARGUMENT naming the file and tensor when one is
-// missing or has the wrong shape, or the model_type is not supported.
+// the prefix the family's task heads add ("bert.", "roberta.", "distilbert.",
+// "mpnet.", "model."). INVALID_ARGUMENT naming the file and tensor when one
+// is missing or has the wrong shape, or the model_type is not supported.
 // `masked_lm_head` also reads the masked-LM head (SPLADE's logits):
 // INVALID_ARGUMENT for a family without one here (all but bert, roberta,
-// xlm-roberta and camembert) or a checkpoint that lacks it.
+// xlm-roberta, camembert and distilbert) or a checkpoint that lacks it.
 absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir,
                                                           bool masked_lm_head = false);
 

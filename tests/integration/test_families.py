@@ -29,7 +29,8 @@ from infer_server_process import InferServer
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
 DENSE = os.path.join(HERE, "..", "fixtures", "dense_head")
-FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral"]
+FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral",
+            "distilbert"]
 
 
 def read_safetensors(path):

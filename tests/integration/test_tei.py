@@ -309,7 +309,7 @@ class TeiSparseTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.names = ["bert-splade", "xlm-roberta-splade"]
+        cls.names = ["bert-splade", "xlm-roberta-splade", "distilbert-splade"]
         args = []
         for name in cls.names:
             args += ["--model", f"{name}={os.path.join(SPARSE, name)}"]
