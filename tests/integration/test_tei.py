@@ -413,27 +413,36 @@ class TeiWithoutEmbeddingOptionsTest(unittest.TestCase):
 
 
 class TeiScoringRootTest(unittest.TestCase):
-    """POST / on a classifier and on a re-ranker (TEI serves one model; so
-    do these servers), and text_classification through InferenceClient."""
+    """POST / on a classifier (XLM-R's tanh head, DistilBERT's ReLU head) and
+    on a re-ranker (TEI serves one model; so do these servers), and
+    text_classification through InferenceClient."""
 
     @classmethod
     def setUpClass(cls):
-        cls.classifier = InferServer(
-            None, "--precision", "fp32",
-            "--model", f"classifier={os.path.join(CLASSIFIERS, 'xlm-roberta-classifier')}")
+        cls.classifiers = {}
+        for name in ("xlm-roberta-classifier", "distilbert-classifier"):
+            server = InferServer(None, "--precision", "fp32",
+                                 "--model", f"classifier={os.path.join(CLASSIFIERS, name)}")
+            cls.classifiers[name] = (server, *scoring_reference(name))
         cls.reranker = InferServer(
             None, "--precision", "fp32",
             "--model", f"reranker={os.path.join(CLASSIFIERS, 'bert-reranker')}")
-        cls.labels, cls.classified = scoring_reference("xlm-roberta-classifier")
         _, cls.pairs = scoring_reference("bert-reranker")
 
     @classmethod
     def tearDownClass(cls):
-        cls.classifier.stop()
+        for server, _, _ in cls.classifiers.values():
+            server.stop()
         cls.reranker.stop()
 
     def test_text_classification(self):
-        base = f"http://127.0.0.1:{self.classifier.http_port}"
+        for name in self.classifiers:
+            with self.subTest(name):
+                self.check_text_classification(*self.classifiers[name])
+
+    def check_text_classification(self, server, labels, classified):
+        self.labels, self.classified = labels, classified
+        base = f"http://127.0.0.1:{server.http_port}"
         http = Http(base)
         # POST / on a pair: TEI's predict, against transformers' logits.
         for query, passage, logits in self.classified:
