@@ -15,8 +15,9 @@
 //   Erf                   within 7e-7 absolute (Abramowitz & Stegun 7.1.26,
 //                         the form oneDNN's own GELU uses; the most near 0,
 //                         where 1 - erfc cancels);
-//   Gelu, GeluTanh, Silu  within 3e-7 · max(1, |x|) absolute for finite x
-//                         (Gelu(-inf) is NaN; the encoders' values are finite).
+//   Gelu, GeluTanh, Silu  within 3e-7 · max(1, |x|) absolute, and 0 below
+//                         -88 (their limit at -inf, whose true values there
+//                         are below 1e-36 in magnitude).
 //
 // Thread-safety: pure functions.
 #ifndef INFER_MODELS_SIMD_MATH_H_
@@ -125,6 +126,16 @@ INFER_SIMD_INLINE typename Lanes<W>::F Erf(typename Lanes<W>::F x) {
   return x < F{} ? -e : e;
 }
 
+// 0 where x < -88, else f: the activations' limit at -inf, which their
+// forms below would reach as -inf · 0 (NaN: GELU) or as x / e^88 (-inf, or
+// far from 0 for |x| near FLT_MAX: tanh-GELU, SiLU).
+template <int W>
+INFER_SIMD_INLINE typename Lanes<W>::F ZeroFarBelowZero(typename Lanes<W>::F x,
+                                                        typename Lanes<W>::F f) {
+  using F = typename Lanes<W>::F;
+  return x < Splat<F>(-88.0f) ? F{} : f;
+}
+
 // GELU, erf form: x/2 · (1 + erf(x / √2)). For x < 0, 1 + erf(u) is
 // computed as 1 - erf(|u|) directly, without the cancellation of 1 - 0.99….
 template <int W>
@@ -132,7 +143,7 @@ INFER_SIMD_INLINE typename Lanes<W>::F Gelu(typename Lanes<W>::F x) {
   using F = typename Lanes<W>::F;
   const F c = ErfcOfAbs<W>(x * 0.70710678118654752f);
   const F one_plus_erf = x < F{} ? c : Splat<F>(2.0f) - c;
-  return x * 0.5f * one_plus_erf;
+  return ZeroFarBelowZero<W>(x, x * 0.5f * one_plus_erf);
 }
 
 // GELU, tanh form: x/2 · (1 + tanh(u)) = x / (1 + e^(-2u)),
@@ -140,13 +151,13 @@ INFER_SIMD_INLINE typename Lanes<W>::F Gelu(typename Lanes<W>::F x) {
 template <int W>
 INFER_SIMD_INLINE typename Lanes<W>::F GeluTanh(typename Lanes<W>::F x) {
   const auto u = (x + x * x * x * 0.044715f) * 0.79788456080286536f;
-  return x / (Exp<W>(u * -2.0f) + 1.0f);
+  return ZeroFarBelowZero<W>(x, x / (Exp<W>(u * -2.0f) + 1.0f));
 }
 
 // SiLU (swish): x · sigmoid(x) = x / (1 + e^-x).
 template <int W>
 INFER_SIMD_INLINE typename Lanes<W>::F Silu(typename Lanes<W>::F x) {
-  return x / (Exp<W>(-x) + 1.0f);
+  return ZeroFarBelowZero<W>(x, x / (Exp<W>(-x) + 1.0f));
 }
 
 // act(x) for the activation Act, a constant, so that a loop calling it has
