@@ -63,7 +63,7 @@ class ServedMpnet : public ServedBert {
     o.checkpoint_dir = MpnetDir();
     o.precision = precision;
     o.auto_truncate = auto_truncate;
-    // The gate runs 1,000 sentences through both precisions at load; the
+    // The gate runs 1,050 texts through both precisions at load; the
     // tests below check the same floors on the fixture's texts instead.
     o.precision_gate = false;
     return o;

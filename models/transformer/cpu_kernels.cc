@@ -35,13 +35,6 @@ constexpr int64_t kQueryChunk = 64;
 // Whole-sequence items need at least this many (sequence, head) pairs per
 // thread.
 constexpr int64_t kItemsPerThread = 4;
-// BF16 products pay for their packing from this many tokens in a sequence
-// (attention-bench on a Zen 4: 0.75× FP32's rate at 16 tokens, even at 64,
-// 1.2× at 256 and 1.4× at 1024); shorter sequences take FP32 products. The
-// choice depends on the sequence alone, so a sequence's result does not
-// depend on its batch.
-constexpr int64_t kBf16MinTokens = 128;
-
 template <int W>
 INFER_INLINE float HorizontalMax(typename Simd<W>::F v) {
   float m = v[0];
@@ -338,7 +331,7 @@ void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
   const int64_t n = static_cast<int64_t>(items.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) {
-    (bf16 && items[i].length >= kBf16MinTokens ? AttendAvx512Bf16 : attend)(
+    (bf16 && items[i].length >= kBf16ProductsMinTokens ? AttendAvx512Bf16 : attend)(
         items[i], a, a.scratch + omp_get_thread_num() * per_thread);
   }
 }

@@ -38,6 +38,12 @@ SimdLevel DetectSimdLevel();
 // AVX-512 with AVX512_BF16, and oneDNN's ISA cap at avx512_core_bf16 or
 // above (ONEDNN_MAX_CPU_ISA=AVX512_CORE turns it off).
 bool HasBf16Products();
+// BF16 products pay for their packing from this many tokens in a sequence
+// (attention-bench on a Zen 4: 0.75× FP32's rate at 16 tokens, even at 64,
+// 1.2× at 256 and 1.4× at 1024); shorter sequences take FP32 products. The
+// choice depends on the sequence alone, so a sequence's result does not
+// depend on its batch.
+inline constexpr int64_t kBf16ProductsMinTokens = 128;
 const char* SimdLevelName(SimdLevel level);
 
 // Largest head size the attention kernel handles.

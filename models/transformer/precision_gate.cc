@@ -67,24 +67,33 @@ GateEmbedder CpuEmbedder(const TransformerEncoderCpu& encoder, Pooling pooling) 
   };
 }
 
-// The gate's sentences tokenized: each alone, or for a classifier the pairs
-// (sentence i, sentence i + 1) with their segment ids.
+// The gate's texts tokenized: each sentence, then each passage, alone; or
+// for a classifier the pairs (sentence i, sentence i + 1), then (sentence
+// i, passage i), with their segment ids.
 absl::StatusOr<Tokenized> TokenizeGate(const Tokenizer& tokenizer, int64_t max_length, bool pairs) {
   const std::vector<std::string>& sentences = GateSentences();
+  const std::vector<std::string>& passages = GatePassages();
   const text::Truncation cut{static_cast<size_t>(max_length)};
   Tokenized t;
+  auto add_pair = [&](const std::string& first, const std::string& second) -> absl::Status {
+    INFER_ASSIGN_OR_RETURN(std::vector<text::PairIds> pair,
+                           tokenizer.EncodePairIds(first, {second}, cut));
+    t.ids.emplace_back(pair[0].ids.begin(), pair[0].ids.end());
+    t.types.emplace_back(pair[0].type_ids.begin(), pair[0].type_ids.end());
+    return absl::OkStatus();
+  };
+  auto add_text = [&](const std::string& text) -> absl::Status {
+    INFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.EncodeIds(text, cut));
+    t.ids.emplace_back(ids.begin(), ids.end());
+    t.types.emplace_back();
+    return absl::OkStatus();
+  };
   for (size_t i = 0; i < sentences.size(); ++i) {
-    if (pairs) {
-      const std::string& second = sentences[(i + 1) % sentences.size()];
-      INFER_ASSIGN_OR_RETURN(std::vector<text::PairIds> pair,
-                             tokenizer.EncodePairIds(sentences[i], {second}, cut));
-      t.ids.emplace_back(pair[0].ids.begin(), pair[0].ids.end());
-      t.types.emplace_back(pair[0].type_ids.begin(), pair[0].type_ids.end());
-    } else {
-      INFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.EncodeIds(sentences[i], cut));
-      t.ids.emplace_back(ids.begin(), ids.end());
-      t.types.emplace_back();
-    }
+    INFER_RETURN_IF_ERROR(pairs ? add_pair(sentences[i], sentences[(i + 1) % sentences.size()])
+                                : add_text(sentences[i]));
+  }
+  for (size_t i = 0; i < passages.size(); ++i) {
+    INFER_RETURN_IF_ERROR(pairs ? add_pair(sentences[i], passages[i]) : add_text(passages[i]));
   }
   return t;
 }
@@ -150,6 +159,26 @@ const std::vector<std::string>& GateSentences() {
     return v;
   }();
   return *sentences;
+}
+
+const std::vector<std::string>& GatePassages() {
+  static const std::vector<std::string>* const passages = [] {
+    const std::vector<std::string>& s = GateSentences();
+    auto* v = new std::vector<std::string>;
+    for (size_t block = 0; block < kGatePassageBlocks; ++block) {
+      for (size_t language = 0; language < kGateLanguages; ++language) {
+        std::string passage;
+        for (size_t k = 0; k < kGatePassageSentences; ++k) {
+          const size_t group = block * kGatePassageSentences + k;
+          const size_t at = group * kGateLanguages + language;
+          if (at < s.size()) absl::StrAppend(&passage, passage.empty() ? "" : " ", s[at]);
+        }
+        v->push_back(std::move(passage));
+      }
+    }
+    return v;
+  }();
+  return *passages;
 }
 
 GateFigures CompareEmbeddings(const std::vector<float>& reference,

@@ -3,13 +3,17 @@
 // the reduced one embed a fixed set of 1,000 multilingual sentences
 // (gate_sentences.txt, compiled in: 100 everyday sentences, each in English,
 // German, French, Spanish, Portuguese, Italian, Dutch, Russian, Chinese and
-// Japanese), and
-//   - each sentence's embedding under the reduced precision has cosine
+// Japanese) and 50 passages made of them (ten consecutive sentences of one
+// language: 125 to 575 tokens with all-MiniLM-L6-v2's tokenizer, cut at the
+// model's length, so that what long sequences alone run, such as BF16
+// attention products from 128 tokens, is judged too), and
+//   - each text's embedding under the reduced precision has cosine
 //     >= 0.97 to its FP32 embedding, and >= 0.99 on average;
-//   - each sentence's 10 nearest neighbours (by cosine, among the others)
+//   - each text's 10 nearest neighbours (by cosine, among the others)
 //     are on average >= 90% the same under both;
 //   - for a sequence-classification head (a reranker), each label's scores
-//     over 1,000 sentence pairs rank the pairs alike: Spearman >= 0.99.
+//     over 1,050 pairs (sentence, next sentence; and sentence, passage)
+//     rank the pairs alike: Spearman >= 0.99.
 // A classifier is judged by its scores alone (its pooled states are not
 // what it serves). A SPLADE model is judged by its pooled last hidden states
 // (the model's pooling), which its sparse vectors are computed from.
@@ -19,16 +23,18 @@
 // chose (BF16) falls back to FP32 (models/bert/bert_model.cc).
 //
 // Cost: the FP32 encoder is loaded beside the reduced one for the check
-// (its weights, host memory, freed after), and both encode about 30,000
-// tokens: seconds for MiniLM on two cores, about a minute for a base-sized
-// model. The config may skip it (parameter precision_gate: false), which the
-// model's description then says.
+// (its weights, host memory, freed after), and both encode about 39,000
+// tokens (27,000 in the sentences, 11,500 in the passages, with
+// all-MiniLM-L6-v2's tokenizer cut at 256): seconds for MiniLM on two
+// cores, about a minute for a base-sized model. The config may skip it (parameter precision_gate:
+// false), which the model's description then says.
 //
 // Thread-safety: pure functions; the encoders run on the calling thread's
 // OpenMP team.
 #ifndef INFER_MODELS_TRANSFORMER_PRECISION_GATE_H_
 #define INFER_MODELS_TRANSFORMER_PRECISION_GATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -57,8 +63,16 @@ struct GateLimits {
   double spearman = 0.99;
 };
 
-// The gate's sentences, in file order (groups of 10 translations).
+// The gate's sentences, in file order (groups of kGateLanguages
+// translations).
+inline constexpr size_t kGateLanguages = 10;
 const std::vector<std::string>& GateSentences();
+// The gate's passages: for each of kGatePassageBlocks blocks of
+// kGatePassageSentences sentence groups and each language, that language's
+// sentences of the block joined by spaces (block-major).
+inline constexpr size_t kGatePassageBlocks = 5;
+inline constexpr size_t kGatePassageSentences = 10;
+const std::vector<std::string>& GatePassages();
 
 // Cosine figures and top-`neighbours` agreement of two sets of `n`
 // embeddings of `width` floats each (any norm).

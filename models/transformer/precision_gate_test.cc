@@ -1,12 +1,14 @@
 // The reduced-precision quality gate: its figures on made-up embeddings and
 // scores, its sentences, and the gate itself on the real all-MiniLM-L6-v2
-// in INT8 and on the reranker fixture.
+// in INT8 and BF16, and on the reranker fixture.
 #include "models/transformer/precision_gate.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "models/precision.h"
 #include "models/text/load_tokenizer.h"
+#include "models/transformer/cpu_kernels.h"
 #include "models/transformer/encode_on_device.h"
 #include "tests/testing/random_data.h"
 #include "tests/testing/reference_data.h"
@@ -31,6 +33,29 @@ TEST(GateSentencesTest, AThousandSentencesInGroupsOfTenLanguages) {
   // UTF-8), line 9 Chinese (three bytes a character).
   EXPECT_EQ(static_cast<unsigned char>(s[7][0]) & 0xE0, 0xC0) << s[7];
   EXPECT_EQ(static_cast<unsigned char>(s[8][0]) & 0xF0, 0xE0) << s[8];
+}
+
+// The passages: ten sentences of one language each, long enough for what
+// only long sequences run (BF16 attention products) with a real tokenizer.
+TEST(GateSentencesTest, FiftyPassagesOfOneLanguageEach) {
+  const std::vector<std::string>& s = GateSentences();
+  const std::vector<std::string>& p = GatePassages();
+  ASSERT_EQ(p.size(), 50u);
+  // Block 1, language 8 (Chinese): sentence groups 10 to 19.
+  const std::string& chinese = p[1 * kGateLanguages + 8];
+  EXPECT_EQ(chinese.find(s[10 * kGateLanguages + 8]), 0u) << chinese;
+  EXPECT_NE(chinese.find(s[19 * kGateLanguages + 8]), std::string::npos) << chinese;
+  EXPECT_EQ(chinese.find(s[10 * kGateLanguages + 7]), std::string::npos) << "Russian mixed in";
+  if (testing::MiniLmDir().empty()) GTEST_SKIP() << testing::kNoMiniLm;
+  auto tokenizer = text::LoadFolderTokenizer(testing::MiniLmDir());
+  ASSERT_THAT(tokenizer, IsOk());
+  int long_enough = 0;
+  for (const std::string& passage : p) {
+    auto ids = tokenizer->tokenizer->EncodeIds(passage, text::Truncation{256});
+    ASSERT_THAT(ids, IsOk());
+    long_enough += static_cast<int64_t>(ids->size()) >= cpu::kBf16ProductsMinTokens;
+  }
+  EXPECT_GE(long_enough, 45);
 }
 
 TEST(SpearmanTest, RanksNotValues) {
@@ -113,10 +138,33 @@ TEST(MeasureGateTest, MiniLmInt8Passes) {
   ASSERT_THAT(tokenizer, IsOk());
   auto figures = MeasureGate(**fp32, **int8, *tokenizer->tokenizer, 256, Pooling::kMean);
   ASSERT_THAT(figures, IsOk());
-  EXPECT_EQ(figures->texts, 1000);
+  EXPECT_EQ(figures->texts, 1050);
   EXPECT_EQ(GateFailure(*figures), "") << DescribeGate(*figures);
   EXPECT_LT(*figures->min_cosine, 0.99999) << "INT8 that is FP32 under another name";
   std::printf("all-MiniLM-L6-v2 int8 against fp32: %s\n", DescribeGate(*figures).c_str());
+}
+
+// BF16 where the CPU has it: the gate's passages run the BF16 attention
+// products (from kBf16ProductsMinTokens tokens), and all-MiniLM-L6-v2 passes.
+TEST(MeasureGateTest, MiniLmBf16PassesOnItsPassagesToo) {
+  if (testing::MiniLmDir().empty()) GTEST_SKIP() << testing::kNoMiniLm;
+  if (!CpuHasNativeBf16()) GTEST_SKIP() << "this CPU has no native BF16";
+  auto fp32 = TransformerEncoderCpu::Load(testing::MiniLmDir());
+  EncoderCpuOptions o;
+  o.precision = Precision::kBf16;
+  auto bf16 = TransformerEncoderCpu::Load(testing::MiniLmDir(), o);
+  auto tokenizer = text::LoadFolderTokenizer(testing::MiniLmDir());
+  ASSERT_THAT(fp32, IsOk());
+  ASSERT_THAT(bf16, IsOk());
+  ASSERT_THAT(tokenizer, IsOk());
+  auto figures = MeasureGate(**fp32, **bf16, *tokenizer->tokenizer, 256, Pooling::kMean);
+  ASSERT_THAT(figures, IsOk());
+  EXPECT_EQ(figures->texts, 1050);
+  EXPECT_EQ(GateFailure(*figures), "") << DescribeGate(*figures);
+  EXPECT_LT(*figures->min_cosine, 1.0) << "BF16 that is FP32 under another name";
+  std::printf("all-MiniLM-L6-v2 bf16 against fp32 (attention products in %s): %s\n",
+              cpu::HasBf16Products() ? "BF16 from 128 tokens" : "FP32",
+              DescribeGate(*figures).c_str());
 }
 
 // A reranker is judged by its scores over sentence pairs.
@@ -181,7 +229,7 @@ TEST(MeasureGateTest, AnEncoderOnADeviceGivesTheCpuFigures) {
   ASSERT_THAT(via_device, IsOk());
   ASSERT_THAT(direct, IsOk());
   EXPECT_GT(calls, 0);
-  EXPECT_EQ(via_device->texts, 1000);
+  EXPECT_EQ(via_device->texts, 1050);
   EXPECT_EQ(*via_device->mean_cosine, *direct->mean_cosine);
   EXPECT_EQ(*via_device->min_cosine, *direct->min_cosine);
   EXPECT_EQ(*via_device->neighbour_overlap, *direct->neighbour_overlap);
