@@ -181,6 +181,17 @@ const std::vector<std::string>& GatePassages() {
   return *passages;
 }
 
+std::string GateTextName(int64_t index) {
+  static constexpr const char* kLanguages[kGateLanguages] = {
+      "English", "German", "French",  "Spanish", "Portuguese",
+      "Italian", "Dutch",  "Russian", "Chinese", "Japanese"};
+  const auto sentences = static_cast<int64_t>(GateSentences().size());
+  const bool passage = index >= sentences;
+  const int64_t i = passage ? index - sentences : index;
+  return absl::StrCat(passage ? "passage " : "sentence ", i + 1, ", ",
+                      kLanguages[i % static_cast<int64_t>(kGateLanguages)]);
+}
+
 GateFigures CompareEmbeddings(const std::vector<float>& reference,
                               const std::vector<float>& candidate, int64_t n, int64_t width,
                               int neighbours) {
@@ -213,7 +224,10 @@ GateFigures CompareEmbeddings(const std::vector<float>& reference,
   for (int64_t i = 0; i < n; ++i) {
     const double c = dot(a, i, b, i);
     sum += c;
-    lowest = std::min(lowest, c);
+    if (c < lowest || f.lowest_text < 0) {
+      lowest = c;
+      f.lowest_text = i;
+    }
     for (int64_t j = 0; j < n; ++j) {
       sa[j] = dot(a, i, a, j);
       sb[j] = dot(b, i, b, j);
@@ -292,8 +306,10 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
 std::string DescribeGate(const GateFigures& f, const GateLimits& limits) {
   std::string out = absl::StrCat(f.texts, " texts:");
   if (f.mean_cosine.has_value()) {
-    absl::StrAppendFormat(&out, " cosine mean %.4f, min %.4f; top-%d neighbours %.3f",
-                          *f.mean_cosine, *f.min_cosine, limits.neighbours, *f.neighbour_overlap);
+    absl::StrAppendFormat(&out, " cosine mean %.4f, min %.4f", *f.mean_cosine, *f.min_cosine);
+    if (f.lowest_text >= 0) absl::StrAppend(&out, " (", GateTextName(f.lowest_text), ")");
+    absl::StrAppendFormat(&out, "; top-%d neighbours %.3f", limits.neighbours,
+                          *f.neighbour_overlap);
   }
   if (f.spearman.has_value()) absl::StrAppendFormat(&out, " score Spearman %.4f", *f.spearman);
   return out;

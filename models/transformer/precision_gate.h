@@ -51,6 +51,8 @@ struct GateFigures {
   int64_t texts = 0;
   // Embeddings (absent for a classifier).
   std::optional<double> mean_cosine, min_cosine, neighbour_overlap;
+  // The text with the lowest cosine (its index), or -1.
+  int64_t lowest_text = -1;
   // A classifier's scores: the lowest over its labels.
   std::optional<double> spearman;
 };
@@ -73,6 +75,9 @@ const std::vector<std::string>& GateSentences();
 inline constexpr size_t kGatePassageBlocks = 5;
 inline constexpr size_t kGatePassageSentences = 10;
 const std::vector<std::string>& GatePassages();
+// "sentence 12, German" or "passage 38, Russian" for the gate's text
+// `index` (sentences first, then passages, as MeasureGate embeds them).
+std::string GateTextName(int64_t index);
 
 // Cosine figures and top-`neighbours` agreement of two sets of `n`
 // embeddings of `width` floats each (any norm).
@@ -109,8 +114,9 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         int64_t max_length, Pooling pooling,
                                         const GateLimits& limits = GateLimits());
 
-// The figures in one line, e.g. "1000 texts: cosine mean 0.9961, min
-// 0.9812; top-10 neighbours 0.951".
+// The figures in one line, e.g. "1050 texts: cosine mean 0.9961, min
+// 0.9812 (passage 38, Russian); top-10 neighbours 0.951" (the text named
+// where figures.lowest_text is set).
 std::string DescribeGate(const GateFigures& figures, const GateLimits& limits = GateLimits());
 // Empty when the figures pass; else which limits they miss.
 std::string GateFailure(const GateFigures& figures, const GateLimits& limits = GateLimits());

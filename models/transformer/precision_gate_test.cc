@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "models/precision.h"
 #include "models/text/load_tokenizer.h"
 #include "models/transformer/cpu_kernels.h"
@@ -58,6 +59,15 @@ TEST(GateSentencesTest, FiftyPassagesOfOneLanguageEach) {
   EXPECT_GE(long_enough, 45);
 }
 
+TEST(GateSentencesTest, TextsAreNamedByKindNumberAndLanguage) {
+  EXPECT_EQ(GateTextName(0), "sentence 1, English");
+  EXPECT_EQ(GateTextName(17), "sentence 18, Russian");
+  EXPECT_EQ(GateTextName(999), "sentence 1000, Japanese");
+  EXPECT_EQ(GateTextName(1000), "passage 1, English");
+  EXPECT_EQ(GateTextName(1018), "passage 19, Chinese");
+  EXPECT_EQ(GateTextName(1049), "passage 50, Japanese");
+}
+
 TEST(SpearmanTest, RanksNotValues) {
   EXPECT_DOUBLE_EQ(Spearman({1, 2, 3, 4}, {10, 20, 30, 1000}), 1.0);
   EXPECT_DOUBLE_EQ(Spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
@@ -90,6 +100,17 @@ TEST(CompareEmbeddingsTest, IdenticalPassesAndNoiseOrShufflingFails) {
   const GateFigures small = CompareEmbeddings(e, near, n, width, 10);
   EXPECT_GT(*small.mean_cosine, 0.999);
   EXPECT_GT(*small.neighbour_overlap, 0.8);
+
+  // One row far off: it is the lowest, and named.
+  std::vector<float> one_off = near;
+  for (int64_t d = 0; d < width; ++d) one_off[137 * width + d] += d % 2 == 0 ? 1.0f : -1.0f;
+  const GateFigures off = CompareEmbeddings(e, one_off, n, width, 10);
+  EXPECT_EQ(off.lowest_text, 137);
+  EXPECT_LT(*off.min_cosine, *small.min_cosine);
+  EXPECT_NE(DescribeGate(off).find(", min " + absl::StrFormat("%.4f", *off.min_cosine) +
+                                   " (sentence 138, Russian);"),
+            std::string::npos)
+      << DescribeGate(off);
 
   // Each row swapped with another group's: the neighbours are others.
   std::vector<float> shuffled = e;
