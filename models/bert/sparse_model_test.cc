@@ -261,6 +261,7 @@ void ExpectPeakBounded(const std::string& fixture, std::vector<std::string> outp
 TEST(SparseModel, MemoryModelBoundsTheMeasuredPeak) {
   ExpectPeakBounded("sparse/bert-splade", {});
   ExpectPeakBounded("sparse/xlm-roberta-splade", {});
+  ExpectPeakBounded("sparse/distilbert-splade", {});
 }
 
 TEST(TokenEmbeddings, MemoryModelBoundsTheMeasuredPeak) {
