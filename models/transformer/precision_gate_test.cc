@@ -146,18 +146,24 @@ TEST(GateFailureTest, NamesEachMissedLimit) {
   EXPECT_NE(GateFailure(f).find("mean cosine nan"), std::string::npos) << GateFailure(f);
 }
 
+// all-MiniLM-L6-v2 in `precision` through the gate against its FP32, cut
+// at 256 tokens, mean pooling.
+absl::StatusOr<GateFigures> MiniLmGate(Precision precision) {
+  auto fp32 = TransformerEncoderCpu::Load(testing::MiniLmDir());
+  EncoderCpuOptions o;
+  o.precision = precision;
+  auto reduced = TransformerEncoderCpu::Load(testing::MiniLmDir(), o);
+  auto tokenizer = text::LoadFolderTokenizer(testing::MiniLmDir());
+  if (!fp32.ok()) return fp32.status();
+  if (!reduced.ok()) return reduced.status();
+  if (!tokenizer.ok()) return tokenizer.status();
+  return MeasureGate(**fp32, **reduced, *tokenizer->tokenizer, 256, Pooling::kMean);
+}
+
 // The real gate: all-MiniLM-L6-v2 in INT8 against its FP32 passes.
 TEST(MeasureGateTest, MiniLmInt8Passes) {
   if (testing::MiniLmDir().empty()) GTEST_SKIP() << testing::kNoMiniLm;
-  auto fp32 = TransformerEncoderCpu::Load(testing::MiniLmDir());
-  EncoderCpuOptions o;
-  o.precision = Precision::kInt8;
-  auto int8 = TransformerEncoderCpu::Load(testing::MiniLmDir(), o);
-  auto tokenizer = text::LoadFolderTokenizer(testing::MiniLmDir());
-  ASSERT_THAT(fp32, IsOk());
-  ASSERT_THAT(int8, IsOk());
-  ASSERT_THAT(tokenizer, IsOk());
-  auto figures = MeasureGate(**fp32, **int8, *tokenizer->tokenizer, 256, Pooling::kMean);
+  auto figures = MiniLmGate(Precision::kInt8);
   ASSERT_THAT(figures, IsOk());
   EXPECT_EQ(figures->texts, 1050);
   EXPECT_EQ(GateFailure(*figures), "") << DescribeGate(*figures);
@@ -170,15 +176,7 @@ TEST(MeasureGateTest, MiniLmInt8Passes) {
 TEST(MeasureGateTest, MiniLmBf16PassesOnItsPassagesToo) {
   if (testing::MiniLmDir().empty()) GTEST_SKIP() << testing::kNoMiniLm;
   if (!CpuHasNativeBf16()) GTEST_SKIP() << "this CPU has no native BF16";
-  auto fp32 = TransformerEncoderCpu::Load(testing::MiniLmDir());
-  EncoderCpuOptions o;
-  o.precision = Precision::kBf16;
-  auto bf16 = TransformerEncoderCpu::Load(testing::MiniLmDir(), o);
-  auto tokenizer = text::LoadFolderTokenizer(testing::MiniLmDir());
-  ASSERT_THAT(fp32, IsOk());
-  ASSERT_THAT(bf16, IsOk());
-  ASSERT_THAT(tokenizer, IsOk());
-  auto figures = MeasureGate(**fp32, **bf16, *tokenizer->tokenizer, 256, Pooling::kMean);
+  auto figures = MiniLmGate(Precision::kBf16);
   ASSERT_THAT(figures, IsOk());
   EXPECT_EQ(figures->texts, 1050);
   EXPECT_EQ(GateFailure(*figures), "") << DescribeGate(*figures);
