@@ -166,7 +166,7 @@ TEST(VocabTxtOptionsTest, AgreesWithTheReferenceOnTheRealVocabulary) {
 // ids transformers' models were run on.
 TEST(FamilyFixturesTest, FolderTokenizersGiveTheRecordedIds) {
   for (const char* family : {"xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2",
-                             "llama", "mistral", "distilbert"}) {
+                             "llama", "mistral", "distilbert", "nomic_bert", "new"}) {
     const std::string dir = ::infer::testing::FixturePath(std::string("families/") + family);
     auto t = LoadFolderTokenizer(dir);
     ASSERT_THAT(t, IsOk()) << family;

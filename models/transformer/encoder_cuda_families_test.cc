@@ -173,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFamiliesTest,
                                            "families-cuda/modernbert", "families-cuda/qwen3",
                                            "families-cuda/bert", "families-cuda/qwen2",
                                            "families-cuda/llama", "families-cuda/mistral",
-                                           "families-cuda/distilbert"),
+                                           "families-cuda/distilbert", "families-cuda/nomic_bert",
+                                           "families-cuda/new"),
                          testing::FamilyTestName);
 
 }  // namespace

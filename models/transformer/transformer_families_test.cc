@@ -1,7 +1,10 @@
 // Each family's CPU encoder against transformers on the same weights: the
 // fixtures in tests/fixtures/families (small random-weight checkpoints made
 // and run by transformers' own classes, models/tools/make_family_fixtures.py)
-// hold every input's last hidden states and pooled embedding.
+// hold every input's last hidden states and pooled embedding. NomicBERT and
+// GTE ("new"), whose reference is their authors' own modelling code, are
+// made and run by a NumPy transcription of that code
+// (models/tools/make_remote_code_fixtures.py), as is the GTE reranker.
 //
 // FP32: max abs error <= 1e-4 on the hidden states, cosine >= 0.9999 on the
 // embeddings, for each input alone and for all of them in one batch (lengths
@@ -328,12 +331,13 @@ TEST(ClassifierTest, AnEmbeddingCheckpointHasNoHead) {
 
 INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
-                                           "distilbert-classifier"),
+                                           "distilbert-classifier", "gte-reranker"),
                          testing::FamilyTestName);
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
-                                           "qwen2", "llama", "mistral", "distilbert"),
+                                           "qwen2", "llama", "mistral", "distilbert", "nomic_bert",
+                                           "new"),
                          testing::FamilyTestName);
 
 // The CUDA encoder's fixtures (heads of 32; Qwen3's query width past its
@@ -344,7 +348,8 @@ INSTANTIATE_TEST_SUITE_P(CudaFixtures, FamiliesTest,
                                            "families-cuda/modernbert", "families-cuda/qwen3",
                                            "families-cuda/bert", "families-cuda/qwen2",
                                            "families-cuda/llama", "families-cuda/mistral",
-                                           "families-cuda/distilbert"),
+                                           "families-cuda/distilbert", "families-cuda/nomic_bert",
+                                           "families-cuda/new"),
                          testing::FamilyTestName);
 
 }  // namespace

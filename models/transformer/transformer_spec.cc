@@ -9,62 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/checkpoint.h"
+#include "models/transformer/config_fields.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
-namespace {
-
-using Json = nlohmann::json;
-
-// Reads config.json fields, each error naming the file and the field.
-class Fields {
- public:
-  Fields(const Json& j, const std::string& path) : j_(j), path_(path) {}
-
-  absl::Status Bad(const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what));
-  }
-  bool Has(const char* field) const { return j_.contains(field) && !j_[field].is_null(); }
-  const Json& at(const char* field) const { return j_[field]; }
-
-  // A positive integer; `fallback` when absent (0: required).
-  absl::StatusOr<int64_t> Positive(const char* field, int64_t fallback = 0) const {
-    if (!Has(field) && fallback > 0) return fallback;
-    if (!Has(field) || !j_[field].is_number_integer() || j_[field].get<int64_t>() < 1) {
-      return Bad(absl::StrCat("field '", field, "' must be a positive integer"));
-    }
-    return j_[field].get<int64_t>();
-  }
-  absl::StatusOr<int64_t> NonNegative(const char* field, int64_t fallback) const {
-    if (!Has(field)) return fallback;
-    if (!j_[field].is_number_integer() || j_[field].get<int64_t>() < 0) {
-      return Bad(absl::StrCat("field '", field, "' must be a non-negative integer"));
-    }
-    return j_[field].get<int64_t>();
-  }
-  absl::StatusOr<double> PositiveNumber(const char* field, double fallback) const {
-    if (!Has(field)) return fallback;
-    if (!j_[field].is_number() || !(j_[field].get<double>() > 0)) {
-      return Bad(absl::StrCat("field '", field, "' must be a positive number"));
-    }
-    return j_[field].get<double>();
-  }
-  absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
-    if (!Has(field)) return fallback;
-    if (!j_[field].is_boolean()) return Bad(absl::StrCat("field '", field, "' must be a boolean"));
-    return j_[field].get<bool>();
-  }
-  absl::StatusOr<std::string> String(const char* field, const std::string& fallback) const {
-    if (!Has(field)) return fallback;
-    if (!j_[field].is_string()) return Bad(absl::StrCat("field '", field, "' must be a string"));
-    return j_[field].get<std::string>();
-  }
-
- private:
-  const Json& j_;
-  const std::string path_;
-};
+namespace config_detail {
 
 absl::StatusOr<ActivationKind> Activation(const Fields& f, const char* field,
                                           const std::string& fallback) {
@@ -78,23 +28,15 @@ absl::StatusOr<ActivationKind> Activation(const Fields& f, const char* field,
                             "'; supported: gelu, gelu_new, gelu_pytorch_tanh, silu"));
 }
 
-// The config.json names of the sizes every family has: those BERT and
-// Llama configs share, or DistilBERT's own.
-struct SizeNames {
-  const char* hidden = "hidden_size";
-  const char* layers = "num_hidden_layers";
-  const char* heads = "num_attention_heads";
-  const char* intermediate = "intermediate_size";
-};
-
-absl::Status CommonSizes(const Fields& f, TransformerSpec* s, const SizeNames& names = {}) {
+absl::Status CommonSizes(const Fields& f, TransformerSpec* s, const SizeNames& names) {
   INFER_ASSIGN_OR_RETURN(s->vocab_size, f.Positive("vocab_size"));
   INFER_ASSIGN_OR_RETURN(s->hidden_size, f.Positive(names.hidden));
   INFER_ASSIGN_OR_RETURN(s->num_layers, f.Positive(names.layers));
   INFER_ASSIGN_OR_RETURN(s->num_heads, f.Positive(names.heads));
-  INFER_ASSIGN_OR_RETURN(s->num_kv_heads, f.Positive("num_key_value_heads", s->num_heads));
-  INFER_ASSIGN_OR_RETURN(s->intermediate_size, f.Positive(names.intermediate));
-  INFER_ASSIGN_OR_RETURN(s->max_position_embeddings, f.Positive("max_position_embeddings"));
+  INFER_ASSIGN_OR_RETURN(s->num_kv_heads, f.Positive(names.kv_heads, s->num_heads));
+  INFER_ASSIGN_OR_RETURN(s->intermediate_size,
+                         f.Positive(names.intermediate, names.intermediate_fallback));
+  INFER_ASSIGN_OR_RETURN(s->max_position_embeddings, f.Positive(names.positions));
   INFER_ASSIGN_OR_RETURN(s->pad_token_id, f.NonNegative("pad_token_id", 0));
   if (f.Has("head_dim")) {
     INFER_ASSIGN_OR_RETURN(s->head_dim, f.Positive("head_dim"));
@@ -111,12 +53,12 @@ absl::Status CommonSizes(const Fields& f, TransformerSpec* s, const SizeNames& n
     return f.Bad(absl::StrCat(names.layers, " ", s->num_layers, " is over ", kMaxLayers));
   }
   if (s->max_position_embeddings > kMaxPositionEmbeddings) {
-    return f.Bad(absl::StrCat("max_position_embeddings ", s->max_position_embeddings, " is over ",
+    return f.Bad(absl::StrCat(names.positions, " ", s->max_position_embeddings, " is over ",
                               kMaxPositionEmbeddings));
   }
   if (s->num_heads % s->num_kv_heads != 0) {
-    return f.Bad(absl::StrCat("num_attention_heads ", s->num_heads, " is not a multiple of ",
-                              "num_key_value_heads ", s->num_kv_heads));
+    return f.Bad(absl::StrCat(names.heads, " ", s->num_heads, " is not a multiple of ",
+                              names.kv_heads, " ", s->num_kv_heads));
   }
   if (s->pad_token_id >= s->vocab_size) {
     return f.Bad(absl::StrCat("field 'pad_token_id' = ", s->pad_token_id, " is outside [0, ",
@@ -157,6 +99,12 @@ absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
   for (int64_t i = 0; i < n; ++i) s->labels.push_back(absl::StrCat("LABEL_", i));
   return absl::OkStatus();
 }
+
+}  // namespace config_detail
+
+namespace {
+
+using namespace config_detail;  // NOLINT: the readers this file shares
 
 // bert, roberta, xlm-roberta, camembert.
 absl::Status Bert(const Fields& f, TransformerSpec* s) {
@@ -276,7 +224,8 @@ absl::Status ModernBert(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("norm_eps", 1e-5));
   INFER_ASSIGN_OR_RETURN(s->norm_bias, f.Bool("norm_bias", false));
   INFER_ASSIGN_OR_RETURN(const bool attention_bias, f.Bool("attention_bias", false));
-  INFER_ASSIGN_OR_RETURN(s->ffn_bias, f.Bool("mlp_bias", false));
+  INFER_ASSIGN_OR_RETURN(s->ffn_in_bias, f.Bool("mlp_bias", false));
+  s->ffn_out_bias = s->ffn_in_bias;
   s->qkv_bias = s->attn_out_bias = attention_bias;
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_activation", "gelu"));
   INFER_ASSIGN_OR_RETURN(const int64_t every, f.Positive("global_attn_every_n_layers", 3));
@@ -310,7 +259,8 @@ absl::Status Decoder(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(const bool attention_bias, f.Bool("attention_bias", false));
   s->qkv_bias = s->model_type == "qwen2" || attention_bias;
   s->attn_out_bias = attention_bias;
-  INFER_ASSIGN_OR_RETURN(s->ffn_bias, f.Bool("mlp_bias", false));
+  INFER_ASSIGN_OR_RETURN(s->ffn_in_bias, f.Bool("mlp_bias", false));
+  s->ffn_out_bias = s->ffn_in_bias;
   // Sliding windows: Mistral's sliding_window applies to every layer;
   // Qwen's only with use_sliding_window, to the layers layer_types marks.
   int64_t sliding_window = 0;
@@ -335,10 +285,11 @@ using FamilyParser = absl::Status (*)(const Fields&, TransformerSpec*);
 
 const std::map<std::string, FamilyParser>& Families() {
   static const auto* families = new std::map<std::string, FamilyParser>{
-      {"bert", Bert},     {"camembert", Bert},  {"distilbert", DistilBert},
-      {"llama", Decoder}, {"mistral", Decoder}, {"modernbert", ModernBert},
-      {"mpnet", Mpnet},   {"qwen2", Decoder},   {"qwen3", Decoder},
-      {"roberta", Bert},  {"xlm-roberta", Bert}};
+      {"bert", Bert},       {"camembert", Bert},  {"distilbert", DistilBert},
+      {"llama", Decoder},   {"mistral", Decoder}, {"modernbert", ModernBert},
+      {"mpnet", Mpnet},     {"new", Gte},         {"nomic_bert", NomicBert},
+      {"qwen2", Decoder},   {"qwen3", Decoder},   {"roberta", Bert},
+      {"xlm-roberta", Bert}};
   return *families;
 }
 
@@ -372,8 +323,9 @@ bool TransformerSpec::IsBertShaped() const {
   return absolute_positions && rope_theta.empty() && relative_buckets == 0 &&
          norm == NormKind::kLayerNorm && norm_bias && !pre_norm && !final_norm && embed_norm &&
          first_attn_norm && !qk_norm && !causal && !windows &&
-         activation == ActivationKind::kGelu && !gated && qkv_bias && attn_out_bias && ffn_bias &&
-         num_kv_heads == num_heads && head_dim * num_heads == hidden_size;
+         activation == ActivationKind::kGelu && !gated && qkv_bias && attn_out_bias &&
+         ffn_in_bias && ffn_out_bias && num_kv_heads == num_heads &&
+         head_dim * num_heads == hidden_size;
 }
 
 std::string TransformerSpec::Describe() const {

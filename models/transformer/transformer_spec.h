@@ -22,6 +22,13 @@
 //   mistral                   attention with grouped KV heads, SwiGLU, a final
 //                             norm (qwen3: RMSNorm on each head's q and k;
 //                             qwen2: biases on q, k and v)
+//   nomic_bert                NomicBERT (Nomic's own modelling code): BERT's
+//                             post-LayerNorm blocks with rotary positions in
+//                             place of the position table, SwiGLU, biases as
+//                             its config says
+//   new                       GTE v1.5 and gte-multilingual (Alibaba's own
+//                             modelling code): the same with GeGLU and NTK-
+//                             scaled rotary positions
 //
 // Thread-compatible (plain functions and value types).
 #ifndef INFER_MODELS_TRANSFORMER_TRANSFORMER_SPEC_H_
@@ -83,7 +90,8 @@ struct TransformerSpec {
   bool tie_word_embeddings = true;
 
   // Rotary positions (rotate-half form) on q and k, θ per layer; empty:
-  // none. rope_linear_factor divides the positions ("linear" scaling).
+  // none. rope_linear_factor divides the positions ("linear" scaling; GTE's
+  // fixed NTK scaling by f is θ · f with positions divided by f^(2/head_dim)).
   std::vector<double> rope_theta;
   double rope_linear_factor = 1.0;
 
@@ -112,7 +120,8 @@ struct TransformerSpec {
   bool gated = false;
   bool qkv_bias = true;
   bool attn_out_bias = true;
-  bool ffn_bias = true;
+  bool ffn_in_bias = true;
+  bool ffn_out_bias = true;
 
   // Tokens one sequence may have: what the position table (absolute
   // positions past the offset) or max_position_embeddings allows, at most

@@ -86,7 +86,7 @@ TEST(TransformerSpecTest, FixtureFamiliesMapToTheirBlocks) {
   ASSERT_THAT(modern, IsOk());
   EXPECT_TRUE(modern->pre_norm && modern->final_norm && modern->gated && !modern->norm_bias);
   EXPECT_FALSE(modern->first_attn_norm);
-  EXPECT_FALSE(modern->qkv_bias || modern->ffn_bias);
+  EXPECT_FALSE(modern->qkv_bias || modern->ffn_in_bias || modern->ffn_out_bias);
   EXPECT_EQ(modern->window, (std::vector<int64_t>{0, 8, 8}));  // local_attention 16, halved
   EXPECT_EQ(modern->rope_theta, (std::vector<double>{160000.0, 10000.0, 10000.0}));
   EXPECT_EQ(modern->MaxSequenceLength(), 128);
@@ -158,7 +158,7 @@ TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {
       Parse(R"({"model_type": "gpt2", "vocab_size": 10})"),
       StatusIs(absl::StatusCode::kInvalidArgument,
                "model_type 'gpt2' is not supported; supported: bert, camembert, distilbert, llama, "
-               "mistral, modernbert, mpnet, qwen2, qwen3, roberta, xlm-roberta"));
+               "mistral, modernbert, mpnet, new, nomic_bert, qwen2, qwen3, roberta, xlm-roberta"));
   const std::string sizes = R"("vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 1,
       "intermediate_size": 128, "max_position_embeddings": 64)";
   EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 5, )" + sizes + "}"),

@@ -54,7 +54,8 @@ class Tensors {
  private:
   // `name`, or `name` under the prefix a task head's checkpoint adds.
   std::map<std::string, CheckpointTensor>::iterator Find(const std::string& name) {
-    for (const char* prefix : {"", "bert.", "roberta.", "distilbert.", "mpnet.", "model."}) {
+    for (const char* prefix :
+         {"", "bert.", "roberta.", "distilbert.", "mpnet.", "model.", "new."}) {
       auto it = t_.find(prefix + name);
       if (it != t_.end()) return it;
     }
@@ -217,10 +218,77 @@ absl::Status LoadModernBert(Tensors& t, W* w) {
     INFER_RETURN_IF_ERROR(Linear(t, {p + "attn.Wqkv"}, {3 * h}, h, s.qkv_bias, &l.qkv));
     INFER_RETURN_IF_ERROR(Linear(t, {p + "attn.Wo"}, {h}, h, s.attn_out_bias, &l.attn_out));
     INFER_RETURN_IF_ERROR(Norm(t, p + "mlp_norm", h, s.norm_bias, &l.ffn_norm));
-    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wi"}, {2 * inter}, h, s.ffn_bias, &l.ffn_in));
-    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wo"}, {h}, inter, s.ffn_bias, &l.ffn_out));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wi"}, {2 * inter}, h, s.ffn_in_bias, &l.ffn_in));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wo"}, {h}, inter, s.ffn_out_bias, &l.ffn_out));
   }
   return Norm(t, "final_norm", h, s.norm_bias, &w->final_norm);
+}
+
+// NomicBERT (transformer_spec.h): Wqkv holds q, k and v; the gated MLP's
+// fc12 is the activated half and fc11 the other.
+absl::Status LoadNomicBert(Tensors& t, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size, inter = s.intermediate_size;
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
+  if (s.type_vocab_size > 0) {
+    INFER_RETURN_IF_ERROR(
+        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
+  }
+  INFER_RETURN_IF_ERROR(Norm(t, "emb_ln", h, true, &w->embed_norm));
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = absl::StrCat("encoder.layers.", i, ".");
+    W::Layer& l = w->layers[i];
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "attn.Wqkv"}, {3 * h}, h, s.qkv_bias, &l.qkv));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "attn.out_proj"}, {h}, h, s.attn_out_bias, &l.attn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "norm1", h, true, &l.attn_norm));
+    if (s.gated) {
+      INFER_RETURN_IF_ERROR(
+          Linear(t, {p + "mlp.fc12", p + "mlp.fc11"}, {inter, inter}, h, s.ffn_in_bias, &l.ffn_in));
+    } else {
+      INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.fc1"}, {inter}, h, s.ffn_in_bias, &l.ffn_in));
+    }
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.fc2"}, {h}, inter, s.ffn_out_bias, &l.ffn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "norm2", h, true, &l.ffn_norm));
+  }
+  return absl::OkStatus();
+}
+
+// GTE "new" (transformer_spec.h): qkv_proj holds q, k and v (or q_proj,
+// k_proj and v_proj when config.json's pack_qkv is false); up_gate_proj
+// holds the up rows, then the activated gate rows, swapped here into the
+// description's order.
+absl::Status LoadGte(Tensors& t, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size, inter = s.intermediate_size;
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
+  if (s.type_vocab_size > 0) {
+    INFER_RETURN_IF_ERROR(
+        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
+  }
+  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.LayerNorm", h, true, &w->embed_norm));
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = absl::StrCat("encoder.layer.", i, ".");
+    const std::string a = p + "attention.";
+    W::Layer& l = w->layers[i];
+    if (t.Has(a + "qkv_proj.weight")) {
+      INFER_RETURN_IF_ERROR(Linear(t, {a + "qkv_proj"}, {3 * h}, h, true, &l.qkv));
+    } else {
+      INFER_RETURN_IF_ERROR(
+          Linear(t, {a + "q_proj", a + "k_proj", a + "v_proj"}, {h, h, h}, h, true, &l.qkv));
+    }
+    INFER_RETURN_IF_ERROR(Linear(t, {a + "o_proj"}, {h}, h, true, &l.attn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "attn_ln", h, true, &l.attn_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.up_gate_proj"}, {2 * inter}, h, false, &l.ffn_in));
+    std::rotate(l.ffn_in.w.begin(), l.ffn_in.w.begin() + inter * h, l.ffn_in.w.end());
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.down_proj"}, {h}, inter, true, &l.ffn_out));
+    INFER_RETURN_IF_ERROR(Norm(t, p + "mlp_ln", h, true, &l.ffn_norm));
+  }
+  if (!s.labels.empty()) {
+    const auto labels = static_cast<int64_t>(s.labels.size());
+    INFER_RETURN_IF_ERROR(Linear(t, {"pooler.dense"}, {h}, h, true, &w->classifier_dense));
+    INFER_RETURN_IF_ERROR(Linear(t, {"classifier"}, {labels}, h, true, &w->classifier_out));
+  }
+  return absl::OkStatus();
 }
 
 // qwen3, qwen2, llama, mistral.
@@ -243,8 +311,8 @@ absl::Status LoadDecoder(Tensors& t, W* w) {
     }
     INFER_RETURN_IF_ERROR(Norm(t, p + "post_attention_layernorm", h, false, &l.ffn_norm));
     INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h,
-                                 s.ffn_bias, &l.ffn_in));
-    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.down_proj"}, {h}, inter, s.ffn_bias, &l.ffn_out));
+                                 s.ffn_in_bias, &l.ffn_in));
+    INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.down_proj"}, {h}, inter, s.ffn_out_bias, &l.ffn_out));
   }
   return Norm(t, "norm", h, false, &w->final_norm);
 }
@@ -358,6 +426,10 @@ absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir
     INFER_RETURN_IF_ERROR(LoadDecoder(t, &w));
   } else if (type == "distilbert") {
     INFER_RETURN_IF_ERROR(LoadDistilBert(t, &w));
+  } else if (type == "nomic_bert") {
+    INFER_RETURN_IF_ERROR(LoadNomicBert(t, &w));
+  } else if (type == "new") {
+    INFER_RETURN_IF_ERROR(LoadGte(t, &w));
   } else {
     INFER_RETURN_IF_ERROR(LoadBertLayout(t, &w));
   }

@@ -6,7 +6,8 @@
 // Layout: Linear weights are [out, in] as Hugging Face stores them. Q, K and
 // V are one linear layer (the rows of q, then k, then v); a gated FFN's
 // input layer holds the activated half's rows first, then the other half's
-// (Llama's gate_proj then up_proj; ModernBERT's Wi as stored). An absent
+// (Llama's gate_proj then up_proj; ModernBERT's Wi as stored; NomicBERT's
+// fc12 then fc11; GTE's up_gate_proj with its halves swapped). An absent
 // bias or norm β is an empty vector.
 //
 // Thread-compatible (value types).
@@ -54,7 +55,7 @@ struct TransformerWeights {
   // [hidden, hidden] then [labels, hidden], both with biases (BERT's
   // bert.pooler.dense and classifier; RoBERTa's and XLM-R's
   // classifier.dense and classifier.out_proj; DistilBERT's pre_classifier
-  // and classifier).
+  // and classifier; GTE's pooler.dense and classifier).
   Linear classifier_dense, classifier_out;
   // The masked-language-model head, when asked for at load (else empty):
   // transform = Norm(act(dense · x + b)), then logits = decoder · transform
@@ -89,7 +90,7 @@ std::vector<float> RelativeBiasByDistance(const TransformerWeights& w);
 // Reads `dir`/config.json and `dir`/model.safetensors (or, when the folder has
 // none, the shards `dir`/model.safetensors.index.json lists). Tensor names may carry
 // the prefix the family's task heads add ("bert.", "roberta.", "distilbert.",
-// "mpnet.", "model."). INVALID_ARGUMENT naming the file and tensor when one
+// "mpnet.", "model.", "new."). INVALID_ARGUMENT naming the file and tensor when one
 // is missing or has the wrong shape, or the model_type is not supported.
 // `masked_lm_head` also reads the masked-LM head (SPLADE's logits):
 // INVALID_ARGUMENT for a family without one here (all but bert, roberta,

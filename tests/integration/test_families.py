@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
 DENSE = os.path.join(HERE, "..", "fixtures", "dense_head")
 FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral",
-            "distilbert"]
+            "distilbert", "nomic_bert", "new"]
 
 
 def read_safetensors(path):

@@ -1,7 +1,9 @@
 """Rerank and classification served from plain Hugging Face folders
 (tests/fixtures/classifiers: a one-label BERT cross-encoder and a
 three-label XLM-R classifier that transformers made and ran,
-models/tools/make_family_fixtures.py --classifiers), through the clients
+models/tools/make_family_fixtures.py --classifiers; and a GTE cross-encoder
+as gte-multilingual-reranker-base ships, made and run by the NumPy
+transcription of its authors' code, make_remote_code_fixtures.py), through the clients
 that speak them: Cohere's SDK (Client on /v1/rerank, ClientV2 on
 /v2/rerank), TEI's /rerank and /predict over plain HTTP, and Triton's gRPC
 client with the KServe inputs query/documents and text/text_pair. Every
@@ -226,6 +228,42 @@ class ScoringTest(unittest.TestCase):
         self.assertEqual(len(self.cohere.rerank(model="reranker", query=query,
                                                 documents=docs).results), len(docs))
 
+
+class GteRerankerTest(unittest.TestCase):
+    """A GTE ("new") cross-encoder, the family's reranker head (pooler.dense,
+    tanh, classifier under the "new." prefix), through Cohere's SDK and TEI's
+    /rerank, against the reference's logits."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = InferServer(
+            None, "--precision", "fp32",
+            "--model", f"gte={os.path.join(FIXTURES, 'gte-reranker')}")
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.cohere = cohere.ClientV2(base_url=cls.base, api_key="unused", timeout=30)
+        _, cls.pairs = reference("gte-reranker")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_rerank_scores_match_the_reference(self):
+        self.assertGreaterEqual(len(self.pairs), 4)
+        # Each reference pair: its passage ranked beside a one-word one
+        # (every pair stays within the model's 64 tokens).
+        for query, passage, logits in self.pairs:
+            docs = ["x", passage]
+            r = self.cohere.rerank(model="gte", query=query, documents=docs)
+            got = {x.index: x.relevance_score for x in r.results}
+            self.assertEqual(sorted(got), [0, 1])
+            self.assertAlmostEqual(got[1], sigmoid(float(logits[0])), delta=1e-4, msg=query)
+            req = urllib.request.Request(
+                self.base + "/rerank", headers={"Content-Type": "application/json"},
+                data=json.dumps({"query": query, "texts": docs, "raw_scores": True}).encode())
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                ranks = {x["index"]: x["score"] for x in json.loads(resp.read())}
+            self.assertAlmostEqual(ranks[1], float(logits[0]), delta=1e-4, msg=query)
+            self.assertAlmostEqual(ranks[0], math.log(got[0] / (1 - got[0])), delta=1e-3)
 
 if __name__ == "__main__":
     unittest.main()
