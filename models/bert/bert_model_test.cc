@@ -497,7 +497,7 @@ TEST(PromptTest, ThePromptIsPrependedToEveryText) {
 INSTANTIATE_TEST_SUITE_P(Families, FamilyMemoryTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
                                            "qwen2", "llama", "mistral", "distilbert", "nomic_bert",
-                                           "new"),
+                                           "new", "nomic_bert-native", "gte"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

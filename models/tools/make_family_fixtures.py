@@ -51,7 +51,8 @@ window (16) is shorter than its longer inputs, and Qwen3 has one KV head
 BERT's pairs have segment ids 0 and 1, one cut to the position table;
 Qwen2 has q/k/v biases and 2 KV heads, Llama 1 KV head and θ 500000, and
 Mistral a sliding window (16) shorter than its long inputs; DistilBERT has
-BERT's blocks without token types.
+BERT's blocks without token types; NomicBERT and GTE are transformers' own
+classes (GTE with CLS pooling).
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
 
@@ -176,9 +177,29 @@ def families(head_dim=None):
                                   eos_token_id=ids["<|endoftext|>"], **small)
         return eager(tf.MistralModel, config), tok, "mean", 96
 
+    # NomicBERT and GTE as transformers' own classes write them (BERT's
+    # config names, rope_parameters; the checkpoints' original tensor
+    # names). Their authors' code, which the hub's configs name, is checked
+    # by make_remote_code_fixtures.py.
+    def nomic_native():
+        tok, ids = bert_pair_tokenizer()
+        config = tf.NomicBertConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                                    max_position_embeddings=64, type_vocab_size=2,
+                                    rope_parameters={"rope_theta": 1000.0, "rope_type": "default"},
+                                    pad_token_id=ids["pad"], **common)
+        return eager(tf.NomicBertModel, config), tok, "mean", 64
+
+    def gte():
+        tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")
+        config = tf.GteConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                              max_position_embeddings=64, type_vocab_size=1,
+                              rope_parameters={"rope_theta": 500000.0, "rope_type": "default"},
+                              pad_token_id=ids["pad"], **common)
+        return eager(tf.GteModel, config, add_pooling_layer=False), tok, "cls", 64
+
     return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3,
             "bert": bert, "qwen2": qwen2, "llama": llama, "mistral": mistral,
-            "distilbert": distilbert}
+            "distilbert": distilbert, "nomic_bert-native": nomic_native, "gte": gte}
 
 
 def main():
@@ -230,7 +251,7 @@ def main():
                         "sentence_transformers.models.Normalize"}], f, indent=1)
         with open(os.path.join(folder, "1_Pooling", "config.json"), "w") as f:
             json.dump({"word_embedding_dimension": model.config.hidden_size,
-                       "pooling_mode_cls_token": False,
+                       "pooling_mode_cls_token": pooling == "cls",
                        "pooling_mode_mean_tokens": pooling == "mean",
                        "pooling_mode_lasttoken": pooling == "lasttoken"}, f, indent=1)
         inputs = [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS]
@@ -256,7 +277,7 @@ def main():
             with torch.no_grad():
                 h = model(input_ids=x, attention_mask=torch.ones_like(x),
                           **kwargs).last_hidden_state[0]
-            pooled = h.mean(0) if pooling == "mean" else h[-1]
+            pooled = h.mean(0) if pooling == "mean" else h[0] if pooling == "cls" else h[-1]
             tensors[f"hidden_{i}"] = h.contiguous()
             tensors[f"embedding_{i}"] = torch.nn.functional.normalize(pooled, dim=0).contiguous()
             records.append({k: v for k, v in item.items()})

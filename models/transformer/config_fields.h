@@ -96,6 +96,12 @@ absl::StatusOr<ActivationKind> Activation(const Fields& f, const char* field,
 // from id2label or num_labels; none otherwise.
 absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s);
 
+// θ of one layer type: rope_parameters (transformers 5: one object, or one
+// per layer type), rope_scaling, or the top-level `legacy_field`; "linear"
+// scaling sets s->rope_linear_factor; other scalings are refused.
+absl::StatusOr<double> RopeTheta(const Fields& f, TransformerSpec* s, const std::string& layer_type,
+                                 const char* legacy_field, double fallback);
+
 // The families of remote_code_families.cc.
 absl::Status NomicBert(const Fields& f, TransformerSpec* s);
 absl::Status Gte(const Fields& f, TransformerSpec* s);

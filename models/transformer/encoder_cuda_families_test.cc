@@ -174,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFamiliesTest,
                                            "families-cuda/bert", "families-cuda/qwen2",
                                            "families-cuda/llama", "families-cuda/mistral",
                                            "families-cuda/distilbert", "families-cuda/nomic_bert",
-                                           "families-cuda/new"),
+                                           "families-cuda/new", "families-cuda/nomic_bert-native",
+                                           "families-cuda/gte"),
                          testing::FamilyTestName);
 
 }  // namespace

@@ -46,7 +46,31 @@ absl::Status Refuse(const Fields& f, const std::string& field, const std::string
 //   of one sequence. With it, sequences are served up to
 //   max_trained_positions, where no scaling happens; without it, up to
 //   n_positions, as the code computes them.
+//
+// transformers 5's own NomicBertConfig (BERT's field names, no n_embd) is
+// the same model with every linear bias off, always gated (hidden_act,
+// default silu), θ from rope_parameters; its save_pretrained writes the
+// tensors under the names above.
+absl::Status NomicBertTransformers(const Fields& f, TransformerSpec* s) {
+  INFER_RETURN_IF_ERROR(CommonSizes(f, s));
+  INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "silu"));
+  s->gated = true;
+  INFER_ASSIGN_OR_RETURN(s->type_vocab_size, f.NonNegative("type_vocab_size", 2));
+  s->embed_norm = true;
+  INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
+  INFER_ASSIGN_OR_RETURN(const double theta,
+                         RopeTheta(f, s, "full_attention", "rope_theta", 1000.0));
+  s->rope_theta.assign(s->num_layers, theta);
+  s->qkv_bias = s->attn_out_bias = s->ffn_in_bias = s->ffn_out_bias = false;
+  INFER_RETURN_IF_ERROR(ClassificationLabels(f, s));
+  if (!s->labels.empty()) {
+    return f.Bad("a NomicBERT sequence classifier is not supported (its head is not BERT's)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NomicBert(const Fields& f, TransformerSpec* s) {
+  if (!f.Has("n_embd") && f.Has("hidden_size")) return NomicBertTransformers(f, s);
   INFER_ASSIGN_OR_RETURN(const std::string act, f.String("activation_function", "gelu"));
   s->gated = act == "swiglu" || act == "geglu";
   if (act == "swiglu") {
@@ -125,7 +149,9 @@ absl::Status NomicBert(const Fields& f, TransformerSpec* s) {
 // - Rotary positions on the whole head, halves rotated, θ = rope_theta
 //   (default 10000). rope_scaling {type: ntk, factor: f} is fixed NTK
 //   scaling, applied at every length: inverse frequencies of θ · f divided
-//   by f^(2 / head_dim) (mixed_b is not supported).
+//   by f^(2 / head_dim) (mixed_b is not supported). Otherwise θ and any
+//   linear scaling as the other families read them (transformers 5's own
+//   GteConfig, model_type gte, writes rope_parameters).
 // - GeGLU (or another hidden_act): down(act(gate) · up), up_gate_proj
 //   holding up's rows then gate's, without a bias; biases on qkv_proj,
 //   o_proj and down_proj.
@@ -150,15 +176,21 @@ absl::Status Gte(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
   s->gated = true;
   s->ffn_in_bias = false;
+  const bool ntk = f.Has("rope_scaling") && f.at("rope_scaling").is_object() &&
+                   f.at("rope_scaling").contains("type") && f.at("rope_scaling")["type"] == "ntk";
+  if (!ntk) {
+    // rope_theta, or transformers 5's rope_parameters (GteConfig): the
+    // default or linear scaling.
+    INFER_ASSIGN_OR_RETURN(const double theta,
+                           RopeTheta(f, s, "full_attention", "rope_theta", 10000.0));
+    s->rope_theta.assign(s->num_layers, theta);
+    return ClassificationLabels(f, s);
+  }
   INFER_ASSIGN_OR_RETURN(double theta, f.PositiveNumber("rope_theta", 10000.0));
-  if (f.Has("rope_scaling")) {
-    if (!f.at("rope_scaling").is_object()) return Refuse(f, "rope_scaling", "must be an object");
+  {
     const Fields r(f.at("rope_scaling"), "");
-    INFER_ASSIGN_OR_RETURN(const std::string type, r.String("type", ""));
-    if (type != "ntk" || r.Has("mixed_b")) {
-      return Refuse(f, "rope_scaling",
-                    absl::StrCat("type '", type, "'", r.Has("mixed_b") ? " with mixed_b" : "",
-                                 "; supported: ntk (without mixed_b)"));
+    if (r.Has("mixed_b")) {
+      return Refuse(f, "rope_scaling", "type 'ntk' with mixed_b; supported: ntk without mixed_b");
     }
     if (!r.Has("factor") || !r.at("factor").is_number() || !(r.at("factor").get<double>() > 0)) {
       return Refuse(f, "rope_scaling", "its factor must be a positive number");

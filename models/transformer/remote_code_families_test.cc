@@ -152,6 +152,38 @@ TEST(RemoteCodeFamiliesTest, GteIsPostNormRotaryGeGluWithFixedNtk) {
   EXPECT_EQ(reranker->labels, std::vector<std::string>{"LABEL_0"});
 }
 
+// transformers 5's own classes (NomicBertConfig, GteConfig: model_type gte)
+// write BERT's field names and rope_parameters; their save_pretrained keeps
+// the original tensor names.
+TEST(RemoteCodeFamiliesTest, TransformersOwnConfigsAreRead) {
+  auto nomic = Parse(R"({"model_type": "nomic_bert", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+      "max_position_embeddings": 2048, "hidden_act": "silu", "layer_norm_eps": 1e-12,
+      "type_vocab_size": 2, "rope_parameters": {"rope_theta": 1000.0, "rope_type": "default"}})");
+  ASSERT_THAT(nomic, IsOk());
+  EXPECT_EQ(nomic->intermediate_size, 128);  // as written: no rounding here
+  EXPECT_TRUE(nomic->gated && nomic->embed_norm && !nomic->pre_norm);
+  EXPECT_EQ(nomic->activation, ActivationKind::kSilu);
+  EXPECT_FALSE(nomic->qkv_bias || nomic->attn_out_bias || nomic->ffn_in_bias ||
+               nomic->ffn_out_bias);
+  EXPECT_EQ(nomic->rope_theta, std::vector<double>(2, 1000.0));
+  EXPECT_EQ(nomic->MaxSequenceLength(), 2048);
+  auto gte = Parse(R"({"model_type": "gte", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 128,
+      "max_position_embeddings": 8192, "hidden_act": "gelu", "type_vocab_size": 1,
+      "rope_parameters": {"rope_theta": 160000.0, "rope_type": "default"}})");
+  ASSERT_THAT(gte, IsOk());
+  EXPECT_EQ(gte->rope_theta, std::vector<double>(1, 160000.0));
+  EXPECT_DOUBLE_EQ(gte->rope_linear_factor, 1.0);
+  EXPECT_TRUE(gte->gated && gte->qkv_bias && !gte->ffn_in_bias && gte->ffn_out_bias);
+  // Linear scaling, as the other families read it.
+  auto linear = Parse(R"({"model_type": "new", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 128,
+      "max_position_embeddings": 64, "rope_scaling": {"type": "linear", "factor": 2.0}})");
+  ASSERT_THAT(linear, IsOk());
+  EXPECT_DOUBLE_EQ(linear->rope_linear_factor, 2.0);
+}
+
 TEST(RemoteCodeFamiliesTest, GteRefusesWhatItCannotComputeNamingTheField) {
   const std::string sizes = R"("model_type": "new", "vocab_size": 100, "hidden_size": 64,
       "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 128,
@@ -165,9 +197,9 @@ TEST(RemoteCodeFamiliesTest, GteRefusesWhatItCannotComputeNamingTheField) {
   refused(R"("layer_norm_type": "rms_norm")", "field 'layer_norm_type'");
   refused(R"("logn_attention_scale": true)", "field 'logn_attention_scale'");
   refused(R"("rope_scaling": {"type": "ntk", "factor": 2.0, "mixed_b": 0.8})", "mixed_b");
-  refused(R"("rope_scaling": {"type": "linear", "factor": 2.0})", "type 'linear'");
+  refused(R"("rope_scaling": {"type": "yarn", "factor": 2.0})", "rope type 'yarn'");
   refused(R"("rope_scaling": {"type": "ntk"})", "factor must be a positive number");
-  refused(R"("rope_scaling": 3)", "field 'rope_scaling': must be an object");
+  refused(R"("rope_scaling": 3)", "rope parameters must be an object");
   refused(R"("hidden_act": "relu")", "field 'hidden_act' = 'relu'");
 }
 

@@ -337,7 +337,7 @@ INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
                                            "qwen2", "llama", "mistral", "distilbert", "nomic_bert",
-                                           "new"),
+                                           "new", "nomic_bert-native", "gte"),
                          testing::FamilyTestName);
 
 // The CUDA encoder's fixtures (heads of 32; Qwen3's query width past its
@@ -349,7 +349,8 @@ INSTANTIATE_TEST_SUITE_P(CudaFixtures, FamiliesTest,
                                            "families-cuda/bert", "families-cuda/qwen2",
                                            "families-cuda/llama", "families-cuda/mistral",
                                            "families-cuda/distilbert", "families-cuda/nomic_bert",
-                                           "families-cuda/new"),
+                                           "families-cuda/new", "families-cuda/nomic_bert-native",
+                                           "families-cuda/gte"),
                          testing::FamilyTestName);
 
 }  // namespace

@@ -100,6 +100,41 @@ absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
   return absl::OkStatus();
 }
 
+// θ of one layer type: rope_parameters (transformers 5: either one object,
+// or one per layer type) or the older top-level fields. Only the default
+// and "linear" scalings are computed.
+absl::StatusOr<double> RopeTheta(const Fields& f, TransformerSpec* s, const std::string& layer_type,
+                                 const char* legacy_field, double fallback) {
+  const Json* params = nullptr;
+  if (f.Has("rope_parameters")) {
+    const Json& p = f.at("rope_parameters");
+    if (!p.is_object()) return f.Bad("field 'rope_parameters' must be an object");
+    params = p.contains(layer_type) ? &p[layer_type] : &p;
+  } else if (f.Has("rope_scaling")) {
+    params = &f.at("rope_scaling");
+  }
+  double theta = fallback;
+  if (f.Has(legacy_field)) {
+    INFER_ASSIGN_OR_RETURN(theta, f.PositiveNumber(legacy_field, fallback));
+  }
+  if (params == nullptr) return theta;
+  if (!params->is_object()) return f.Bad("rope parameters must be an object");
+  const Fields p(*params, "");
+  INFER_ASSIGN_OR_RETURN(theta, p.PositiveNumber("rope_theta", theta));
+  std::string type = "default";
+  if (p.Has("rope_type")) {
+    INFER_ASSIGN_OR_RETURN(type, p.String("rope_type", type));
+  } else if (p.Has("type")) {
+    INFER_ASSIGN_OR_RETURN(type, p.String("type", type));
+  }
+  if (type == "linear") {
+    INFER_ASSIGN_OR_RETURN(s->rope_linear_factor, p.PositiveNumber("factor", 1.0));
+  } else if (type != "default") {
+    return f.Bad(absl::StrCat("rope type '", type, "'; supported: default, linear"));
+  }
+  return theta;
+}
+
 }  // namespace config_detail
 
 namespace {
@@ -154,41 +189,6 @@ absl::Status Mpnet(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
   return absl::OkStatus();
-}
-
-// θ of one layer type: rope_parameters (transformers 5: either one object,
-// or one per layer type) or the older top-level fields. Only the default
-// and "linear" scalings are computed.
-absl::StatusOr<double> RopeTheta(const Fields& f, TransformerSpec* s, const std::string& layer_type,
-                                 const char* legacy_field, double fallback) {
-  const Json* params = nullptr;
-  if (f.Has("rope_parameters")) {
-    const Json& p = f.at("rope_parameters");
-    if (!p.is_object()) return f.Bad("field 'rope_parameters' must be an object");
-    params = p.contains(layer_type) ? &p[layer_type] : &p;
-  } else if (f.Has("rope_scaling")) {
-    params = &f.at("rope_scaling");
-  }
-  double theta = fallback;
-  if (f.Has(legacy_field)) {
-    INFER_ASSIGN_OR_RETURN(theta, f.PositiveNumber(legacy_field, fallback));
-  }
-  if (params == nullptr) return theta;
-  if (!params->is_object()) return f.Bad("rope parameters must be an object");
-  const Fields p(*params, "");
-  INFER_ASSIGN_OR_RETURN(theta, p.PositiveNumber("rope_theta", theta));
-  std::string type = "default";
-  if (p.Has("rope_type")) {
-    INFER_ASSIGN_OR_RETURN(type, p.String("rope_type", type));
-  } else if (p.Has("type")) {
-    INFER_ASSIGN_OR_RETURN(type, p.String("type", type));
-  }
-  if (type == "linear") {
-    INFER_ASSIGN_OR_RETURN(s->rope_linear_factor, p.PositiveNumber("factor", 1.0));
-  } else if (type != "default") {
-    return f.Bad(absl::StrCat("rope type '", type, "'; supported: default, linear"));
-  }
-  return theta;
 }
 
 // Per layer: "full_attention" or "sliding_attention", from layer_types when
@@ -285,11 +285,10 @@ using FamilyParser = absl::Status (*)(const Fields&, TransformerSpec*);
 
 const std::map<std::string, FamilyParser>& Families() {
   static const auto* families = new std::map<std::string, FamilyParser>{
-      {"bert", Bert},       {"camembert", Bert},  {"distilbert", DistilBert},
-      {"llama", Decoder},   {"mistral", Decoder}, {"modernbert", ModernBert},
-      {"mpnet", Mpnet},     {"new", Gte},         {"nomic_bert", NomicBert},
-      {"qwen2", Decoder},   {"qwen3", Decoder},   {"roberta", Bert},
-      {"xlm-roberta", Bert}};
+      {"bert", Bert},     {"camembert", Bert},       {"distilbert", DistilBert}, {"gte", Gte},
+      {"llama", Decoder}, {"mistral", Decoder},      {"modernbert", ModernBert}, {"mpnet", Mpnet},
+      {"new", Gte},       {"nomic_bert", NomicBert}, {"qwen2", Decoder},         {"qwen3", Decoder},
+      {"roberta", Bert},  {"xlm-roberta", Bert}};
   return *families;
 }
 

@@ -157,8 +157,9 @@ TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {
   EXPECT_THAT(
       Parse(R"({"model_type": "gpt2", "vocab_size": 10})"),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               "model_type 'gpt2' is not supported; supported: bert, camembert, distilbert, llama, "
-               "mistral, modernbert, mpnet, new, nomic_bert, qwen2, qwen3, roberta, xlm-roberta"));
+               "model_type 'gpt2' is not supported; supported: bert, camembert, distilbert, gte, "
+               "llama, mistral, modernbert, mpnet, new, nomic_bert, qwen2, qwen3, roberta, "
+               "xlm-roberta"));
   const std::string sizes = R"("vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 1,
       "intermediate_size": 128, "max_position_embeddings": 64)";
   EXPECT_THAT(Parse(R"({"model_type": "bert", "num_attention_heads": 5, )" + sizes + "}"),

@@ -428,7 +428,7 @@ absl::StatusOr<TransformerWeights> LoadTransformerWeights(const std::string& dir
     INFER_RETURN_IF_ERROR(LoadDistilBert(t, &w));
   } else if (type == "nomic_bert") {
     INFER_RETURN_IF_ERROR(LoadNomicBert(t, &w));
-  } else if (type == "new") {
+  } else if (type == "new" || type == "gte") {
     INFER_RETURN_IF_ERROR(LoadGte(t, &w));
   } else {
     INFER_RETURN_IF_ERROR(LoadBertLayout(t, &w));
