@@ -13,7 +13,8 @@ and the ratio torch_ms / our_ms (above 1: we are faster).
 
 --synthetic FAMILY times a random-weight checkpoint of that family's real
 widths instead (made here by transformers from a config: xlm-roberta-base,
-mpnet-base, modernbert-base, qwen3-0.6b), with --layers layers (default:
+mpnet-base, modernbert-base, distilbert-base, nomic-embed-text-v1.5,
+gte-base-en-v1.5, qwen3-0.6b), with --layers layers (default:
 the real depth); fewer layers keep a CPU run short, and both sides run the
 same layers.
 
@@ -93,6 +94,16 @@ SYNTHETIC = {
                             pad_token_id=50283),
     "distilbert-base": dict(model_type="distilbert", dim=768, n_layers=6, n_heads=12,
                             hidden_dim=3072, max_position_embeddings=512, vocab_size=30522),
+    # transformers' own NomicBertModel and GteModel (the hub's configs name
+    # their authors' code; these are the same blocks).
+    "nomic-embed-text-v1.5": dict(model_type="nomic_bert", hidden_size=768,
+                                  num_hidden_layers=12, num_attention_heads=12,
+                                  intermediate_size=3072, max_position_embeddings=2048,
+                                  type_vocab_size=2, vocab_size=30528),
+    "gte-base-en-v1.5": dict(model_type="gte", hidden_size=768, num_hidden_layers=12,
+                             num_attention_heads=12, intermediate_size=3072,
+                             max_position_embeddings=8192, type_vocab_size=0, vocab_size=30528,
+                             rope_parameters={"rope_theta": 500000.0, "rope_type": "default"}),
     "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                        intermediate_size=3072, max_position_embeddings=40960,
