@@ -106,6 +106,28 @@ PAIRS = [
 ]
 
 
+def write_sentence_transformers_files(folder, hidden, pooling, max_tokens):
+    """sentence-transformers' description of a fixture folder: modules.json
+    (Transformer, Pooling, Normalize), 1_Pooling/config.json ("mean", "cls"
+    or "lasttoken") and sentence_bert_config.json (max_seq_length)."""
+    import json
+    os.makedirs(os.path.join(folder, "1_Pooling"), exist_ok=True)
+    with open(os.path.join(folder, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": max_tokens, "do_lower_case": False}, f, indent=1)
+    with open(os.path.join(folder, "modules.json"), "w") as f:
+        json.dump([{"idx": 0, "name": "0", "path": "", "type":
+                    "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling", "type":
+                    "sentence_transformers.models.Pooling"},
+                   {"idx": 2, "name": "2", "path": "2_Normalize", "type":
+                    "sentence_transformers.models.Normalize"}], f, indent=1)
+    with open(os.path.join(folder, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": hidden,
+                   "pooling_mode_cls_token": pooling == "cls",
+                   "pooling_mode_mean_tokens": pooling == "mean",
+                   "pooling_mode_lasttoken": pooling == "lasttoken"}, f, indent=1)
+
+
 def long_text(tok, max_tokens):
     """A text whose encoding fills exactly max_tokens positions (cut there)."""
     words = " ".join(tokenizer_corpus.lines(200, seed=9))

@@ -69,7 +69,8 @@ import os
 import sys
 
 from fixture_common import (HERE, PAIRS, TEXTS, bert_pair_tokenizer, bytelevel_tokenizer,
-                            long_text, unigram_tokenizer, wordpiece_tokenizer)
+                            long_text, unigram_tokenizer, wordpiece_tokenizer,
+                            write_sentence_transformers_files)
 from head_fixtures import classifiers, dense_head, distilbert_sizes, sparse
 
 
@@ -235,25 +236,11 @@ def main():
         model, tok, pooling, max_tokens = make()
         model = model.float().eval()
         folder = os.path.join(a.out, name)
-        os.makedirs(os.path.join(folder, "1_Pooling"), exist_ok=True)
         model.save_pretrained(folder, safe_serialization=True)
         tok.save(os.path.join(folder, "tokenizer.json"))
         with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
             json.dump({"model_max_length": max_tokens}, f, indent=1)
-        with open(os.path.join(folder, "sentence_bert_config.json"), "w") as f:
-            json.dump({"max_seq_length": max_tokens, "do_lower_case": False}, f, indent=1)
-        with open(os.path.join(folder, "modules.json"), "w") as f:
-            json.dump([{"idx": 0, "name": "0", "path": "", "type":
-                        "sentence_transformers.models.Transformer"},
-                       {"idx": 1, "name": "1", "path": "1_Pooling", "type":
-                        "sentence_transformers.models.Pooling"},
-                       {"idx": 2, "name": "2", "path": "2_Normalize", "type":
-                        "sentence_transformers.models.Normalize"}], f, indent=1)
-        with open(os.path.join(folder, "1_Pooling", "config.json"), "w") as f:
-            json.dump({"word_embedding_dimension": model.config.hidden_size,
-                       "pooling_mode_cls_token": pooling == "cls",
-                       "pooling_mode_mean_tokens": pooling == "mean",
-                       "pooling_mode_lasttoken": pooling == "lasttoken"}, f, indent=1)
+        write_sentence_transformers_files(folder, model.config.hidden_size, pooling, max_tokens)
         inputs = [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS]
         text, ids = long_text(tok, max_tokens)
         inputs.append({"text": None, "ids": ids, "note": f"the longest: {max_tokens} tokens"})

@@ -62,7 +62,7 @@ import sys
 import numpy as np
 
 from fixture_common import (HERE, PAIRS, TEXTS, bert_pair_tokenizer, long_text, unigram_tokenizer,
-                            wordpiece_tokenizer)
+                            wordpiece_tokenizer, write_sentence_transformers_files)
 
 STD = 0.2
 
@@ -276,21 +276,8 @@ def write_family(out, name, make, seed=0):
     tensors, forward = model(config, seed)
     folder = os.path.join(out, name)
     write_folder(folder, config, tensors, tok, max_tokens)
-    os.makedirs(os.path.join(folder, "1_Pooling"), exist_ok=True)
-    with open(os.path.join(folder, "sentence_bert_config.json"), "w") as f:
-        json.dump({"max_seq_length": max_tokens, "do_lower_case": False}, f, indent=1)
-    with open(os.path.join(folder, "modules.json"), "w") as f:
-        json.dump([{"idx": 0, "name": "0", "path": "", "type":
-                    "sentence_transformers.models.Transformer"},
-                   {"idx": 1, "name": "1", "path": "1_Pooling", "type":
-                    "sentence_transformers.models.Pooling"},
-                   {"idx": 2, "name": "2", "path": "2_Normalize", "type":
-                    "sentence_transformers.models.Normalize"}], f, indent=1)
     hidden = config.get("n_embd", config.get("hidden_size"))
-    with open(os.path.join(folder, "1_Pooling", "config.json"), "w") as f:
-        json.dump({"word_embedding_dimension": hidden,
-                   "pooling_mode_cls_token": pooling == "cls",
-                   "pooling_mode_mean_tokens": pooling == "mean"}, f, indent=1)
+    write_sentence_transformers_files(folder, hidden, pooling, max_tokens)
     inputs = [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS]
     inputs.append({"text": None, "ids": long_text(tok, max_tokens)[1],
                    "note": f"the longest: {max_tokens} tokens"})

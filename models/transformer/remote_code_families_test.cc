@@ -19,6 +19,13 @@ absl::StatusOr<TransformerSpec> Parse(const std::string& text) {
   return ParseTransformerSpec(text, "config.json");
 }
 
+// `sizes` with `extra` fields is refused, the message containing `message`.
+void ExpectRefused(const std::string& sizes, const std::string& extra, const std::string& message) {
+  EXPECT_THAT(Parse("{" + sizes + ", " + extra + "}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, message))
+      << extra;
+}
+
 // nomic-embed-text-v1.5's config.json as published (sizes and fields).
 const char* kNomicV15 = R"({"model_type": "nomic_bert", "vocab_size": 30528,
     "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": 3072, "n_positions": 8192,
@@ -95,9 +102,7 @@ TEST(RemoteCodeFamiliesTest, NomicBertRefusesWhatItCannotComputeNamingTheField) 
   const std::string sizes = R"("model_type": "nomic_bert", "vocab_size": 100, "n_embd": 64,
       "n_layer": 1, "n_head": 4, "n_positions": 64)";
   auto refused = [&](const std::string& extra, const std::string& message) {
-    EXPECT_THAT(Parse("{" + sizes + ", " + extra + "}"),
-                StatusIs(absl::StatusCode::kInvalidArgument, message))
-        << extra;
+    ExpectRefused(sizes, extra, message);
   };
   refused(R"("activation_function": "swiglu")", "field 'rotary_emb_fraction': must be 1");
   refused(R"("rotary_emb_fraction": 0.5)", "field 'rotary_emb_fraction'");
@@ -189,9 +194,7 @@ TEST(RemoteCodeFamiliesTest, GteRefusesWhatItCannotComputeNamingTheField) {
       "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 128,
       "max_position_embeddings": 64)";
   auto refused = [&](const std::string& extra, const std::string& message) {
-    EXPECT_THAT(Parse("{" + sizes + ", " + extra + "}"),
-                StatusIs(absl::StatusCode::kInvalidArgument, message))
-        << extra;
+    ExpectRefused(sizes, extra, message);
   };
   refused(R"("position_embedding_type": "absolute")", "field 'position_embedding_type'");
   refused(R"("layer_norm_type": "rms_norm")", "field 'layer_norm_type'");

@@ -132,19 +132,30 @@ absl::Status Norm(Tensors& t, const std::string& name, int64_t size, bool bias, 
   return absl::OkStatus();
 }
 
+// The embeddings every encoder family stores under BERT's names: words, the
+// position table (absolute positions), token types (when the family has a
+// table), then the norm `norm` (with β).
+absl::Status Embeddings(Tensors& t, const std::string& norm, W* w) {
+  const TransformerSpec& s = w->spec;
+  const int64_t h = s.hidden_size;
+  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
+  if (s.absolute_positions) {
+    INFER_RETURN_IF_ERROR(t.Take("embeddings.position_embeddings.weight",
+                                 {s.max_position_embeddings, h}, &w->position));
+  }
+  if (s.type_vocab_size > 0) {
+    INFER_RETURN_IF_ERROR(
+        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
+  }
+  return Norm(t, norm, h, true, &w->embed_norm);
+}
+
 // bert, roberta, xlm-roberta, camembert, mpnet: the BERT layout.
 absl::Status LoadBertLayout(Tensors& t, W* w) {
   const TransformerSpec& s = w->spec;
   const int64_t h = s.hidden_size, inter = s.intermediate_size;
   const bool mpnet = s.model_type == "mpnet";
-  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
-  INFER_RETURN_IF_ERROR(t.Take("embeddings.position_embeddings.weight",
-                               {s.max_position_embeddings, h}, &w->position));
-  if (s.type_vocab_size > 0) {
-    INFER_RETURN_IF_ERROR(
-        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
-  }
-  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.LayerNorm", h, true, &w->embed_norm));
+  INFER_RETURN_IF_ERROR(Embeddings(t, "embeddings.LayerNorm", w));
   if (mpnet) {
     INFER_RETURN_IF_ERROR(t.Take("encoder.relative_attention_bias.weight",
                                  {s.relative_buckets, s.num_heads}, &w->relative_bias));
@@ -182,10 +193,7 @@ absl::Status LoadBertLayout(Tensors& t, W* w) {
 absl::Status LoadDistilBert(Tensors& t, W* w) {
   const TransformerSpec& s = w->spec;
   const int64_t h = s.hidden_size, inter = s.intermediate_size;
-  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
-  INFER_RETURN_IF_ERROR(t.Take("embeddings.position_embeddings.weight",
-                               {s.max_position_embeddings, h}, &w->position));
-  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.LayerNorm", h, true, &w->embed_norm));
+  INFER_RETURN_IF_ERROR(Embeddings(t, "embeddings.LayerNorm", w));
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = absl::StrCat("transformer.layer.", i, ".");
     const std::string a = p + "attention.";
@@ -229,12 +237,7 @@ absl::Status LoadModernBert(Tensors& t, W* w) {
 absl::Status LoadNomicBert(Tensors& t, W* w) {
   const TransformerSpec& s = w->spec;
   const int64_t h = s.hidden_size, inter = s.intermediate_size;
-  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
-  if (s.type_vocab_size > 0) {
-    INFER_RETURN_IF_ERROR(
-        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
-  }
-  INFER_RETURN_IF_ERROR(Norm(t, "emb_ln", h, true, &w->embed_norm));
+  INFER_RETURN_IF_ERROR(Embeddings(t, "emb_ln", w));
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = absl::StrCat("encoder.layers.", i, ".");
     W::Layer& l = w->layers[i];
@@ -260,12 +263,7 @@ absl::Status LoadNomicBert(Tensors& t, W* w) {
 absl::Status LoadGte(Tensors& t, W* w) {
   const TransformerSpec& s = w->spec;
   const int64_t h = s.hidden_size, inter = s.intermediate_size;
-  INFER_RETURN_IF_ERROR(t.Take("embeddings.word_embeddings.weight", {s.vocab_size, h}, &w->word));
-  if (s.type_vocab_size > 0) {
-    INFER_RETURN_IF_ERROR(
-        t.Take("embeddings.token_type_embeddings.weight", {s.type_vocab_size, h}, &w->token_type));
-  }
-  INFER_RETURN_IF_ERROR(Norm(t, "embeddings.LayerNorm", h, true, &w->embed_norm));
+  INFER_RETURN_IF_ERROR(Embeddings(t, "embeddings.LayerNorm", w));
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = absl::StrCat("encoder.layer.", i, ".");
     const std::string a = p + "attention.";
