@@ -1,8 +1,8 @@
 // BertModel's batches (bert_model.h): Prepare packs the requests' real
-// tokens, and the Batch runs the encoder and what follows it (SPLADE's
-// head, the Dense modules or the classification head, the per-token
-// outputs), then shapes each request's output (normalisation, Matryoshka
-// width, sparse terms).
+// tokens, and the Batch runs the encoder and what follows it on the device
+// (SPLADE's head, the per-token outputs), then on the host each request's
+// rows through the Dense modules or the classification head, and shapes its
+// output (normalisation, Matryoshka width, sparse terms).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,7 +29,7 @@ class BertModel::Batch final : public StagedRowsBatch {
   Batch(const BertModel& model, std::vector<int64_t> rows_per_request, PackedLayout layout,
         std::vector<int32_t> host_offsets, int64_t longest, int64_t width, StagingBuffer input,
         std::vector<Shaping> shaping)
-      : StagedRowsBatch(model.context_, model.spec_.outputs[0].name, model.output_width(),
+      : StagedRowsBatch(model.context_, model.spec_.outputs[0].name, model.device_width(),
                         rows_per_request, std::move(input), layout.bytes()),
         model_(model),
         layout_(layout),
@@ -38,9 +38,9 @@ class BertModel::Batch final : public StagedRowsBatch {
         width_(width),
         shaping_(std::move(shaping)) {
     // The device normalises, as it does by default, unless a request in the
-    // batch wants its embeddings as they are; then those that want them
-    // normalised are, on the host (AdjustOutput).
-    device_normalizes_ = model_.normalize();
+    // batch wants its embeddings as they are, or a head follows pooling;
+    // then those that want them normalised are, on the host (AdjustOutput).
+    device_normalizes_ = model_.normalize() && model_.head().empty();
     for (const Shaping& s : shaping_) {
       device_normalizes_ = device_normalizes_ && s.normalize;
       tokens_ = tokens_ || s.tokens;
@@ -59,7 +59,7 @@ class BertModel::Batch final : public StagedRowsBatch {
     if (layout_.tokens == 0 && (model_.splade_ != nullptr || tokens_)) {
       // Empty sequences only (CPU-only paths: host memory): zero rows, no
       // states.
-      std::fill(out, out + rows * model_.output_width(), 0.0f);
+      std::fill(out, out + rows * model_.device_width(), 0.0f);
       return absl::OkStatus();
     }
     // Every token's state: SPLADE's input (scratch), or an output.
@@ -82,36 +82,34 @@ class BertModel::Batch final : public StagedRowsBatch {
       return model_.splade_->Run(states, host_offsets_.data(), rows, layout_.tokens,
                                  model_.splade_pooling_, out, scratch.get());
     }
-    auto encode = [&](bool normalize, float* pooled) {
-      return states != nullptr ? encoder.EncodeWithStates(stream, view, model_.pooling_, normalize,
-                                                          pooled, states)
-                               : encoder.Encode(stream, view, model_.pooling_, normalize, pooled);
-    };
-    const DenseHead& dense = model_.head();
-    if (dense.empty()) return encode(device_normalizes_, out);
-    // Pooled, then the Dense modules, then normalised (CPU only: Create), as
-    // sentence-transformers orders them; or the first token's state, then
-    // the classification head.
-    INFER_ASSIGN_OR_RETURN(DeviceBuffer pooled,
-                           DeviceBuffer::Allocate(allocator, rows * hidden * 4, stream));
-    std::vector<DeviceBuffer> between;
-    std::vector<float*> between_ptrs;
-    for (int64_t w : dense.IntermediateWidths()) {
-      INFER_ASSIGN_OR_RETURN(DeviceBuffer b,
-                             DeviceBuffer::Allocate(allocator, rows * w * 4, stream));
-      between_ptrs.push_back(b.as<float>());
-      between.push_back(std::move(b));
-    }
-    INFER_RETURN_IF_ERROR(encode(/*normalize=*/false, pooled.as<float>()));
-    dense.Apply(pooled.as<float>(), rows, between_ptrs, out, device_normalizes_);
-    return absl::OkStatus();
+    // With Dense modules or a classification head, the pooled rows (the
+    // classifier's pooling) as they are: the head runs on
+    // the host (AdjustOutput).
+    return states != nullptr
+               ? encoder.EncodeWithStates(stream, view, model_.pooling_, device_normalizes_, out,
+                                          states)
+               : encoder.Encode(stream, view, model_.pooling_, device_normalizes_, out);
   }
 
   void AdjustOutput(size_t index, InferResponse* response) override {
     if (model_.splade_ != nullptr) return Sparse(response);
     if (index >= shaping_.size()) return;
+    if (const DenseHead& head = model_.head(); !head.empty()) {
+      Head(head, &response->outputs.back());
+    }
     Shape(shaping_[index], &response->outputs.back());
     if (shaping_[index].tokens) Tokens(index, response);
+  }
+
+  // A request's pooled rows through what follows pooling (the Dense
+  // modules, as sentence-transformers orders them: pooling, Dense,
+  // Normalize; or the classification head on its pooling), on
+  // the host, whatever the device: a matrix-vector product or two per row.
+  static void Head(const DenseHead& head, Tensor* output) {
+    const int64_t rows = output->shape[0];
+    const std::vector<float> y = head.Apply(output->as<float>(), rows);
+    output->data.assign(reinterpret_cast<const char*>(y.data()), y.size() * sizeof(float));
+    output->shape[1] = head.out_features();
   }
 
   // Cuts a request's embeddings to its dimensions and normalises them

@@ -11,7 +11,6 @@
 #include "models/bert/sentence_transformers_files.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
-#include "models/transformer/encode_on_device.h"
 #include "models/transformer/encoder_cpu.h"
 #include "models/transformer/load_encoder.h"
 #include "models/transformer/precision_gate.h"
@@ -56,14 +55,9 @@ absl::StatusOr<PrecisionCheck> CheckPrecision(const BertModelOptions& options,
   if (cpu != nullptr) {
     INFER_ASSIGN_OR_RETURN(figures, MeasureGate(*reference, *cpu, tokenizer, max_length, pooling));
   } else {
-    const GateEmbedder on_device =
-        [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
-            const std::vector<int64_t>& types, int64_t batch, int64_t seq) {
-          return EncodeOnDevice(encoder, context, ids, mask, types, batch, seq, pooling,
-                                /*normalize=*/true);
-        };
-    INFER_ASSIGN_OR_RETURN(figures,
-                           MeasureGate(*reference, on_device, tokenizer, max_length, pooling));
+    INFER_ASSIGN_OR_RETURN(
+        figures, MeasureGate(*reference, DeviceEmbedder(encoder, context, pooling), tokenizer,
+                             max_length, pooling));
   }
   if (const std::string missed = GateFailure(figures); !missed.empty()) {
     if (options.precision == Precision::kAuto) {
@@ -149,21 +143,16 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     // token's state gives the scores, raw logits.
     m->classifier_ = m->encoder_->classifier();
     if (m->classifier_ == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(options.checkpoint_dir, ": a sequence-classification head (config.json's ",
-                       c.labels.size(), " labels) is computed on the CPU only"));
+      return absl::InternalError(absl::StrCat(options.checkpoint_dir, ": the encoder holds no ",
+                                              "classification head for config.json's ",
+                                              c.labels.size(), " labels"));
     }
     if (!m->dense_.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           options.checkpoint_dir, ": a sequence-classification checkpoint with Dense modules (",
           m->dense_.Describe(), ") is not supported"));
     }
-    m->pooling_ = Pooling::kCls;
-  }
-  if (!m->dense_.empty() && context.device->info().kind != DeviceKind::kCpu) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(options.checkpoint_dir, "/modules.json lists Dense modules (",
-                     m->dense_.Describe(), "), which are computed on the CPU only"));
+    m->pooling_ = ClassifierPooling(c);
   }
   INFER_ASSIGN_OR_RETURN(
       const PrecisionCheck gate,
@@ -184,8 +173,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   std::string task = absl::StrCat(PoolingName(m->pooling_), " pooling",
                                   options.normalize ? ", L2-normalised" : "");
   if (m->classifier_ != nullptr) {
-    task = absl::StrCat("sequence classification (", absl::StrJoin(c.labels, ", "),
-                        ") on the first token");
+    task = absl::StrCat("sequence classification (", absl::StrJoin(c.labels, ", "), ") on ",
+                        c.classifier_mean ? "the mean of the tokens" : "the first token");
   }
   if (m->splade_ != nullptr) {
     task = absl::StrCat("SPLADE: ", m->splade_pooling_.sum ? "sum" : "max", " of log(1 + ",
@@ -258,6 +247,10 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
 
 int64_t BertModel::output_width() const {
   return splade_ != nullptr ? splade_->vocab() : head().out_features();
+}
+
+int64_t BertModel::device_width() const {
+  return splade_ != nullptr ? splade_->vocab() : encoder_->spec().hidden_size;
 }
 
 absl::StatusOr<std::string> BertModel::PromptText(const std::string& prompt_name) const {
@@ -334,12 +327,12 @@ int64_t BertModel::RealTokens(const InferRequest& request) const {
 
 int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   if (shape.rows == 0) return 0;
-  // The packed ids, positions, offsets and types, the output, the
-  // encoder's scratch, and with Dense modules or a classification head the
-  // pooled rows and those between the head's layers.
+  // The packed ids, positions, offsets and types, the device's output, and
+  // the encoder's scratch. The head after pooling (Dense modules or a
+  // classifier) runs on the host after the download, out of this memory.
   const PackedLayout layout{shape.rows, shape.tokens, with_types()};
   const int64_t io = StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()),
-                                                          shape.rows, output_width());
+                                                          shape.rows, device_width());
   // Every token's state: SPLADE's head input, or the per-token outputs a
   // request may ask for.
   const int64_t states =
@@ -353,14 +346,7 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
            std::max(encoder_->PeakBytes(shape),
                     CachingAllocator::BlockBytes(splade_->ScratchBytes(shape.tokens)));
   }
-  int64_t dense = 0;
-  if (!head().empty()) {
-    dense += CachingAllocator::BlockBytes(shape.rows * encoder_->spec().hidden_size * 4);
-    for (int64_t w : head().IntermediateWidths()) {
-      dense += CachingAllocator::BlockBytes(shape.rows * w * 4);
-    }
-  }
-  return io + states + encoder_->PeakBytes(shape) + dense;
+  return io + states + encoder_->PeakBytes(shape);
 }
 
 }  // namespace infer

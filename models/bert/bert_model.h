@@ -2,7 +2,7 @@
 // folder (config.json, model.safetensors, tokenizer.json or vocab.txt), e.g.
 // all-MiniLM-L6-v2, or any family models/transformer/transformer_spec.h lists
 // (multilingual-e5 as XLM-R, all-mpnet-base-v2, gte-modernbert,
-// Qwen3-Embedding) on the CPU; BERT-shaped families on CUDA too.
+// Qwen3-Embedding) on the CPU and on CUDA.
 //
 // Inputs (send either text, or token ids):
 //   text            BYTES [-1]       one sentence per element (UTF-8)
@@ -24,16 +24,17 @@
 //                                       normalised again
 //
 // A sequence-classification checkpoint (config.json's architectures names a
-// *ForSequenceClassification: a cross-encoder reranker or a classifier;
-// CPU only) answers scores instead, and takes pairs of texts too
+// *ForSequenceClassification: a cross-encoder reranker or a classifier)
+// answers scores instead, and takes pairs of texts too
 // (models/bert/text_inputs.h):
 //   text_pair       BYTES [-1]       optional with text: text[i] pairs with it
 //   query           BYTES [1]        one text for the whole request, with
 //   documents       BYTES [-1]       each: the pairs (query, documents[i])
 // Output:
 //   scores          FP32  [-1, labels]  the head's raw logits on the first
-//                                       token's state, as transformers'
-//                                       model(...).logits; the output's
+//                                       token's state (ModernBERT's: the
+//                                       mean, where its config says), as
+//                                       transformers' model(...).logits; the output's
 //                                       TensorSpec::labels are id2label's
 //
 // An embedding model also gives, to a request that names them
@@ -171,6 +172,10 @@ class BertModel final : public Model {
   // The width of the batch's output rows: the vocabulary for SPLADE, else
   // what follows pooling gives.
   int64_t output_width() const;
+  // The width of the rows the device writes: the vocabulary for SPLADE,
+  // else the hidden size (pooled; any head after pooling runs on the host,
+  // after the download).
+  int64_t device_width() const;
   // Whether the model declares the per-token outputs (token_embeddings).
   bool token_outputs() const { return token_outputs_; }
 
@@ -183,8 +188,8 @@ class BertModel final : public Model {
   int64_t max_length_ = 0;  // tokens a sequence may have, the special ones included
   std::string prompt_;      // prepended to every text
   Pooling pooling_ = Pooling::kMean;
-  DenseHead dense_;  // modules.json's Dense modules after pooling (CPU only)
-  // The encoder's sequence-classification head (CPU only), or null: the
+  DenseHead dense_;  // modules.json's Dense modules after pooling (on the host)
+  // The encoder's sequence-classification head (on the host), or null: the
   // model then answers scores instead of embeddings.
   const DenseHead* classifier_ = nullptr;
   // The encoder's SPLADE head, or null: the model then answers sparse

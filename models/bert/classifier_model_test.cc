@@ -4,6 +4,7 @@
 // for pairs sent as text and text_pair, or as one query with documents,
 // against transformers' logits; truncation of pairs; and what it refuses.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_model.h"
 #include "models/checkpoint.h"
+#include "runtime/device.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
@@ -66,12 +68,13 @@ class ClassifierModelTest : public ::testing::TestWithParam<const char*> {
     ref_ = ReadReference(dir_);
   }
 
-  std::unique_ptr<BertModel> Load(int64_t max_sequence_length = 0) {
+  std::unique_ptr<BertModel> Load(int64_t max_sequence_length = 0,
+                                  const TestDevice* device = nullptr) {
     BertModelOptions o;
     o.checkpoint_dir = dir_;
-    o.precision = Precision::kFp32;
+    o.precision = device == nullptr ? Precision::kFp32 : Precision::kAuto;
     o.max_sequence_length = max_sequence_length;
-    auto m = BertModel::Create(o, device_->context());
+    auto m = BertModel::Create(o, (device != nullptr ? device : device_.get())->context());
     EXPECT_THAT(m, IsOk());
     return m.ok() ? *std::move(m) : nullptr;
   }
@@ -85,12 +88,14 @@ class ClassifierModelTest : public ::testing::TestWithParam<const char*> {
   }
 
   // The scores of one request, [rows][labels].
-  std::vector<std::vector<float>> Scores(BertModel& m, InferRequest r) {
+  std::vector<std::vector<float>> Scores(BertModel& m, InferRequest r,
+                                         const TestDevice* device = nullptr) {
+    if (device == nullptr) device = device_.get();
     EXPECT_THAT(Admit(m, &r), IsOk());
     InferResponse out;
     const InferRequest* in[] = {&r};
     InferResponse* res[] = {&out};
-    EXPECT_THAT(RunBatch(m, device_->device.get(), device_->stream.get(), in, res), IsOk());
+    EXPECT_THAT(RunBatch(m, device->device.get(), device->stream.get(), in, res), IsOk());
     std::vector<std::vector<float>> rows;
     if (out.outputs.size() != 1) return rows;
     const Tensor& t = out.outputs[0];
@@ -220,9 +225,51 @@ TEST_P(ClassifierModelTest, IncompleteOrMixedInputsAreNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, "input 'documents' element 1"));
 }
 
+// On a GPU, in FP16: the encoder on the device, the head on the host after
+// the download. Each logit within 2e-2 · max(1, |logit|) of transformers'
+// FP32 (FP16 keeps about 3 decimal digits through the layers; these
+// random-weight heads give logits of order 0.1 to 1), and a rerank request
+// scores as the pairs do.
+TEST_P(ClassifierModelTest, ScoresOnAGpuMatchTransformersInFp16) {
+  const CudaAvailability cuda = ProbeCuda();
+  if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
+  auto gpu = TestDevice::Create("cuda:0");
+  ASSERT_THAT(gpu, IsOk());
+  std::unique_ptr<BertModel> m = Load(1 << 20, gpu->get());
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->encoder().precision(), Precision::kFp16);
+  std::vector<std::string> firsts, seconds;
+  for (const auto& [a, b] : ref_.pairs) {
+    firsts.push_back(a);
+    seconds.push_back(b);
+  }
+  InferRequest r;
+  r.inputs = {Texts("text", firsts), Texts("text_pair", seconds)};
+  const auto scores = Scores(*m, r, gpu->get());
+  ASSERT_EQ(scores.size(), ref_.pairs.size());
+  for (size_t i = 0; i < scores.size(); ++i) {
+    ASSERT_EQ(scores[i].size(), ref_.logits[i].size());
+    for (size_t l = 0; l < scores[i].size(); ++l) {
+      EXPECT_NEAR(scores[i][l], ref_.logits[i][l],
+                  2e-2 * std::max(1.0f, std::abs(ref_.logits[i][l])))
+          << "pair " << i << " label " << l;
+    }
+  }
+  InferRequest rerank;
+  rerank.inputs = {Texts("query", {firsts[0]}), Texts("documents", {seconds[0], seconds[0]})};
+  const auto twice = Scores(*m, rerank, gpu->get());
+  ASSERT_EQ(twice.size(), 2u);
+  EXPECT_EQ(twice[0], twice[1]);
+  ASSERT_EQ(twice[0].size(), scores[0].size());
+  for (size_t l = 0; l < scores[0].size(); ++l) {
+    EXPECT_NEAR(twice[0][l], scores[0][l], 1e-2 * std::max(1.0f, std::abs(scores[0][l])));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierModelTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
-                                           "distilbert-classifier"));
+                                           "distilbert-classifier", "gte-reranker",
+                                           "mpnet-reranker", "modernbert-classifier"));
 
 }  // namespace
 }  // namespace infer

@@ -8,7 +8,8 @@ import json
 import os
 import sys
 
-from fixture_common import PAIRS, TEXTS, bert_pair_tokenizer, unigram_tokenizer, wordpiece_tokenizer
+from fixture_common import (PAIRS, TEXTS, bert_pair_tokenizer, bytelevel_tokenizer, unigram_tokenizer,
+                            wordpiece_tokenizer)
 
 
 def distilbert_sizes(bert_sizes):
@@ -67,14 +68,19 @@ def classifiers(out, only=None):
     as ms-marco-MiniLM), XLMRobertaForSequenceClassification with three
     named labels, and DistilBertForSequenceClassification with two (as
     distilbert-base-uncased-finetuned-sst-2-english; its head's ReLU is
-    not BERT's tanh), all hidden 32, each with its tokenizer and
+    not BERT's tanh), MPNetForSequenceClassification with one label (its
+    head is RoBERTa's), and ModernBertForSequenceClassification with two,
+    pooled by the mean of the tokens and through its GELU and LayerNorm
+    head (as Alibaba-NLP/gte-reranker-modernbert-base), all hidden 32 in
+    one head of 32 (a size the CUDA encoder's attention takes, so the GPU
+    tests serve them too), each with its tokenizer and
     transformers' logits on (query, passage) pairs: `out`/<name>/
     reference.json (pairs, ids, types) and reference.safetensors
     (logits_i). `only`: the names to write (default all)."""
     import torch
     import transformers as tf
     from safetensors.torch import save_file
-    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
+    small = dict(hidden_size=32, num_attention_heads=1, intermediate_size=64,
                  initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=66)
     made = {}
     tok, ids = bert_pair_tokenizer()
@@ -98,6 +104,26 @@ def classifiers(out, only=None):
                                  label2id={"NEGATIVE": 0, "POSITIVE": 1})
     config.architectures = ["DistilBertForSequenceClassification"]
     made["distilbert-classifier"] = (tf.DistilBertForSequenceClassification, config, tok)
+    tok, ids = wordpiece_tokenizer(["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>")
+    config = tf.MPNetConfig(vocab_size=tok.get_vocab_size(), relative_attention_num_buckets=32,
+                            pad_token_id=ids["pad"], bos_token_id=ids["bos"],
+                            eos_token_id=ids["eos"], num_labels=1,
+                            **dict(small, max_position_embeddings=130))
+    config.architectures = ["MPNetForSequenceClassification"]
+    made["mpnet-reranker"] = (tf.MPNetForSequenceClassification, config, tok)
+    tok, ids = bytelevel_tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                                   "[CLS] $A [SEP]", "[CLS] $A [SEP] $B [SEP]")
+    config = tf.ModernBertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32,
+                                 num_attention_heads=1, intermediate_size=64,
+                                 initializer_range=0.2, num_hidden_layers=3,
+                                 max_position_embeddings=128, global_attn_every_n_layers=3,
+                                 local_attention=16, pad_token_id=ids["[PAD]"],
+                                 cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
+                                 bos_token_id=ids["[CLS]"], eos_token_id=ids["[SEP]"],
+                                 classifier_pooling="mean", id2label={0: "no", 1: "yes"},
+                                 label2id={"no": 0, "yes": 1})
+    config.architectures = ["ModernBertForSequenceClassification"]
+    made["modernbert-classifier"] = (tf.ModernBertForSequenceClassification, config, tok)
     for name, (cls, config, tok) in made.items():
         if only and name not in only:
             continue
@@ -147,7 +173,7 @@ def sparse(out, only=None):
     from safetensors.torch import save_file
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
-    small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
+    small = dict(hidden_size=32, num_attention_heads=1, intermediate_size=64,
                  initializer_range=0.2, num_hidden_layers=2, max_position_embeddings=66)
     made = {}
     tok, ids = wordpiece_tokenizer(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")

@@ -304,13 +304,14 @@ def write_family(out, name, make, seed=0):
 def write_gte_reranker(out):
     """A GTE cross-encoder as gte-multilingual-reranker-base ships
     (NewForSequenceClassification, one label, an XLM-R-style tokenizer whose
-    pairs are all segment 0, one token type): logits on (query, passage)
+    pairs are all segment 0, one token type; one head of 32, which the CUDA
+    encoder takes): logits on (query, passage)
     pairs, in make_family_fixtures.py's classifier layout."""
     from safetensors.numpy import save_file
     tok, ids = unigram_tokenizer(64)
     config = {"architectures": ["NewForSequenceClassification"], "model_type": "new",
               "vocab_size": tok.get_vocab_size(), "hidden_size": 32, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu",
+              "num_attention_heads": 1, "intermediate_size": 64, "hidden_act": "gelu",
               "max_position_embeddings": 64, "type_vocab_size": 1,
               "layer_norm_type": "layer_norm", "layer_norm_eps": 1e-12,
               "position_embedding_type": "rope", "rope_theta": 20000,

@@ -92,6 +92,9 @@ absl::Status CommonSizes(const Fields& f, TransformerSpec* s, const SizeNames& n
 absl::StatusOr<ActivationKind> Activation(const Fields& f, const char* field,
                                           const std::string& fallback);
 
+// Whether architectures names a *ForSequenceClassification model.
+bool NamesSequenceClassifier(const Fields& f);
+
 // The labels of a *ForSequenceClassification checkpoint (architectures),
 // from id2label or num_labels; none otherwise.
 absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s);

@@ -9,12 +9,69 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/checkpoint.h"
+#include "models/simd_math.h"
 #include "models/transformer/cpu_kernels.h"
 #include "runtime/json_parse.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
 namespace {
+
+// Σ_k w[k] · v[k] in one fixed order whatever the CPU: 16 running sums
+// (lane j takes k ≡ j mod 16; a GCC vector, so independent chains instead
+// of one serial one), the remainder into lanes 0, 1, ..., then the lanes
+// added pairwise. Compiled for AVX-512, AVX2 and the baseline below, the
+// same operations in the same order (this file is compiled with
+// -ffp-contract=off: no product is fused into an FMA where the target has
+// them), so the same bits on every CPU.
+// Written as 16 / W vectors of W lanes (one register each on the target
+// compiled for): the same 16 sums whatever W.
+template <int W>
+INFER_SIMD_INLINE float Dot(const float* w, const float* v, int64_t n) {
+  // memcpy rather than simd::Load, whose by-value vectors the baseline's
+  // ABI would pass in memory.
+  using F = typename cpu::simd::Lanes<W>::F;
+  constexpr int kParts = 16 / W;
+  F acc[kParts] = {};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    for (int p = 0; p < kParts; ++p) {
+      F a, b;
+      __builtin_memcpy(&a, w + k + p * W, sizeof a);
+      __builtin_memcpy(&b, v + k + p * W, sizeof b);
+      acc[p] += a * b;
+    }
+  }
+  float lanes[16];
+  __builtin_memcpy(lanes, acc, sizeof lanes);
+  for (int j = 0; k < n; ++k, ++j) lanes[j] += w[k] * v[k];
+  for (int width = 8; width >= 1; width /= 2) {
+    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  }
+  return lanes[0];
+}
+
+// y[r][o] = Dot(w[o], x[r]) for a layer's [out, in] weights: weight row
+// by weight row, each against every input row while it is in cache.
+template <int W>
+INFER_SIMD_INLINE void Products(const float* x, int64_t rows, const float* w, int64_t in,
+                                int64_t out, float* y) {
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t r = 0; r < rows; ++r) y[r * out + o] = Dot<W>(w + o * in, x + r * in, in);
+  }
+}
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void ProductsAvx512(
+    const float* x, int64_t rows, const float* w, int64_t in, int64_t out, float* y) {
+  Products<16>(x, rows, w, in, out, y);
+}
+__attribute__((target("avx2,fma"))) void ProductsAvx2(const float* x, int64_t rows, const float* w,
+                                                      int64_t in, int64_t out, float* y) {
+  Products<8>(x, rows, w, in, out, y);
+}
+void ProductsBaseline(const float* x, int64_t rows, const float* w, int64_t in, int64_t out,
+                      float* y) {
+  Products<4>(x, rows, w, in, out, y);
+}
 
 // The class name of a module type: the part after the last dot.
 std::string ClassName(const std::string& type) {
@@ -39,13 +96,16 @@ absl::StatusOr<DenseHead::Activation> ActivationFromName(const std::string& name
   if (kind == "Tanh") return DenseHead::Activation::kTanh;
   if (kind == "Identity") return DenseHead::Activation::kIdentity;
   if (kind == "ReLU") return DenseHead::Activation::kRelu;
-  return absl::InvalidArgumentError(absl::StrCat(where, ": activation_function '", name,
-                                                 "' is not computed; Tanh, Identity and ReLU are"));
+  if (kind == "GELU") return DenseHead::Activation::kGelu;
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": activation_function '", name,
+                   "' is not computed; Tanh, Identity, ReLU and GELU are"));
 }
 
 const char* ActivationName(DenseHead::Activation a) {
   return a == DenseHead::Activation::kTanh   ? "tanh"
          : a == DenseHead::Activation::kRelu ? "relu"
+         : a == DenseHead::Activation::kGelu ? "gelu"
                                              : "identity";
 }
 
@@ -168,16 +228,25 @@ std::vector<int64_t> DenseHead::IntermediateWidths() const {
 
 void DenseHead::Apply(const float* x, int64_t rows, const std::vector<float*>& between, float* y,
                       bool normalize) const {
+  static const auto products = [] {
+    switch (cpu::DetectSimdLevel()) {
+      case cpu::SimdLevel::kAvx512:
+        return ProductsAvx512;
+      case cpu::SimdLevel::kAvx2:
+        return ProductsAvx2;
+      case cpu::SimdLevel::kBaseline:
+        break;
+    }
+    return ProductsBaseline;
+  }();
   const float* in = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     float* out = i + 1 == layers_.size() ? y : between[i];
+    products(in, rows, l.weight.data(), l.in, l.out, out);
     for (int64_t r = 0; r < rows; ++r) {
-      const float* v = in + r * l.in;
       for (int64_t o = 0; o < l.out; ++o) {
-        const float* w = l.weight.data() + o * l.in;
-        float sum = 0;
-        for (int64_t k = 0; k < l.in; ++k) sum += w[k] * v[k];
+        float sum = out[r * l.out + o];
         if (!l.bias.empty()) sum += l.bias[o];
         switch (l.activation) {
           case Activation::kTanh:
@@ -186,21 +255,49 @@ void DenseHead::Apply(const float* x, int64_t rows, const std::vector<float*>& b
           case Activation::kRelu:
             sum = std::max(sum, 0.0f);
             break;
+          case Activation::kGelu:
+            sum = static_cast<float>(0.5 * sum * (1.0 + std::erf(sum * M_SQRT1_2)));
+            break;
           case Activation::kIdentity:
             break;
         }
         out[r * l.out + o] = sum;
       }
+      if (!l.norm_gamma.empty()) Normalize(l, out + r * l.out);
     }
     in = out;
   }
   if (normalize) cpu::L2NormalizeRows(y, rows, out_features());
 }
 
+void DenseHead::Normalize(const Layer& l, float* row) {
+  double mean = 0, var = 0;
+  for (int64_t o = 0; o < l.out; ++o) mean += row[o];
+  mean /= static_cast<double>(l.out);
+  for (int64_t o = 0; o < l.out; ++o) var += (row[o] - mean) * (row[o] - mean);
+  const double inv = 1.0 / std::sqrt(var / static_cast<double>(l.out) + l.norm_eps);
+  for (int64_t o = 0; o < l.out; ++o) {
+    row[o] = static_cast<float>((row[o] - mean) * inv * l.norm_gamma[o] +
+                                (l.norm_beta.empty() ? 0.0 : l.norm_beta[o]));
+  }
+}
+
+std::vector<float> DenseHead::Apply(const float* x, int64_t rows, bool normalize) const {
+  std::vector<std::vector<float>> between;
+  std::vector<float*> between_ptrs;
+  for (int64_t w : IntermediateWidths()) {
+    between.emplace_back(rows * w);
+    between_ptrs.push_back(between.back().data());
+  }
+  std::vector<float> y(rows * out_features());
+  Apply(x, rows, between_ptrs, y.data(), normalize);
+  return y;
+}
+
 std::string DenseHead::Describe() const {
   return absl::StrJoin(layers_, ", ", [](std::string* out, const Layer& l) {
     absl::StrAppend(out, l.path, " (", l.in, " -> ", l.out, ", ", ActivationName(l.activation),
-                    ")");
+                    l.norm_gamma.empty() ? "" : ", LayerNorm", ")");
   });
 }
 

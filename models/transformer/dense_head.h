@@ -12,11 +12,13 @@
 // of that order is refused at load, naming it: the embeddings would differ.
 // A Dense module's weights are its folder's model.safetensors (linear.weight
 // [out, in], linear.bias [out]); its activation is Tanh (the default),
-// Identity or ReLU.
+// Identity, ReLU or GELU (erf).
 //
 // Written here rather than with oneDNN: one small matrix-vector product per
 // pooled row (e.g. 768 x 768), next to a transformer's whole forward pass
-// per token; plain loops keep it exact FP32 in a fixed order on every CPU.
+// per token; plain loops (16 running sums per dot product) keep it exact
+// FP32 in a fixed order on every CPU. It runs on the host whatever the
+// encoder's device (the served model applies it after the download).
 //
 // Thread-safety: immutable after Load.
 #ifndef INFER_MODELS_TRANSFORMER_DENSE_HEAD_H_
@@ -33,13 +35,18 @@ namespace infer {
 
 class DenseHead {
  public:
-  enum class Activation { kIdentity, kTanh, kRelu };
+  // kGelu: the erf form (torch's nn.GELU, transformers' "gelu").
+  enum class Activation { kIdentity, kTanh, kRelu, kGelu };
   struct Layer {
     int64_t in = 0, out = 0;
     std::vector<float> weight;  // [out, in]
     std::vector<float> bias;    // [out], or empty
     Activation activation = Activation::kTanh;
     std::string path;  // the module's folder, for logs
+    // A LayerNorm over the activated row (ModernBERT's classification
+    // head): γ [out], β [out] or empty, ε; none where norm_gamma is empty.
+    std::vector<float> norm_gamma, norm_beta;
+    float norm_eps = 1e-5f;
   };
 
   // The Dense modules of `dir`/modules.json, in order; none when the file is
@@ -73,10 +80,15 @@ class DenseHead {
   // after the Dense modules). y must not overlap x.
   void Apply(const float* x, int64_t rows, const std::vector<float*>& between, float* y,
              bool normalize = false) const;
+  // The same with buffers of its own: [rows, out_features()].
+  std::vector<float> Apply(const float* x, int64_t rows, bool normalize = false) const;
   // "2_Dense (768 -> 768, tanh)" for logs.
   std::string Describe() const;
 
  private:
+  // A layer's LayerNorm over one activated row, in place.
+  static void Normalize(const Layer& l, float* row);
+
   int64_t width_ = 0;
   std::vector<Layer> layers_;
 };

@@ -7,9 +7,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "models/bert/bert_model.h"
 #include "models/checkpoint.h"
+#include "runtime/device.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensors.h"
@@ -29,15 +33,15 @@ namespace fs = std::filesystem;
 using ::infer::testing::IsOk;
 using ::infer::testing::StatusIs;
 
-// The BERT fixture's folder with the Dense fixture's modules.json and
-// 2_Dense/ added, in a folder of this process's own.
+// The BERT fixture's folder (or `base`) with the Dense fixture's
+// modules.json and 2_Dense/ added, in a folder of this process's own.
 class DenseFolder {
  public:
-  explicit DenseFolder(const std::string& tag)
+  explicit DenseFolder(const std::string& tag, const std::string& base = "families/bert")
       : dir_(fs::path(::testing::TempDir()) /
              absl::StrCat("dense_head_test_", tag, "_", getpid())) {
     fs::remove_all(dir_);
-    fs::copy(::infer::testing::FixturePath("families/bert"), dir_, fs::copy_options::recursive);
+    fs::copy(::infer::testing::FixturePath(base), dir_, fs::copy_options::recursive);
     const std::string dense = ::infer::testing::FixturePath("dense_head");
     fs::copy(dense + "/modules.json", dir_ / "modules.json", fs::copy_options::overwrite_existing);
     fs::copy(dense + "/2_Dense", dir_ / "2_Dense", fs::copy_options::recursive);
@@ -57,7 +61,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> Load(testing::TestDevice& device,
   BertModelOptions o;
   o.name = "dense";
   o.checkpoint_dir = dir;
-  o.precision = Precision::kFp32;
+  o.precision =
+      device.device->info().kind == DeviceKind::kCpu ? Precision::kFp32 : Precision::kAuto;
   return BertModel::Create(o, device.context());
 }
 
@@ -104,6 +109,44 @@ TEST(DenseHeadTest, ServedEmbeddingsMatchSentenceTransformers) {
   }
 }
 
+// On a GPU (the FP16 encoder, the Dense module on the host after the
+// download), over a base whose heads the CUDA encoder takes
+// (families-cuda/bert, 64 wide as the Dense module wants): each embedding
+// within cosine 0.999 of the CPU's FP32 one, which the test above holds to
+// sentence-transformers.
+TEST(DenseHeadTest, ServedOnAGpuTheyMatchTheCpu) {
+  const CudaAvailability cuda = ProbeCuda();
+  if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
+  const DenseFolder folder("gpu", "families-cuda/bert");
+  auto cpu = testing::TestDevice::Create("cpu");
+  auto gpu = testing::TestDevice::Create("cuda:0");
+  ASSERT_THAT(cpu, IsOk());
+  ASSERT_THAT(gpu, IsOk());
+  auto on_cpu = Load(**cpu, folder.dir());
+  auto on_gpu = Load(**gpu, folder.dir());
+  ASSERT_THAT(on_cpu, IsOk());
+  ASSERT_THAT(on_gpu, IsOk());
+  auto embed = [](BertModel& m, testing::TestDevice& d) {
+    InferRequest r;
+    r.inputs.push_back(testing::TextTensor({"a short one", "ein etwas längerer deutscher Satz", "x",
+                                            "the fourth text of this request, in English"}));
+    EXPECT_THAT(ValidateRequestAgainstSpec(m.spec(), r), IsOk());
+    EXPECT_THAT(m.Preprocess(&r), IsOk());
+    EXPECT_THAT(m.ValidateRequest(r), IsOk());
+    InferResponse out;
+    const InferRequest* in[] = {&r};
+    InferResponse* res[] = {&out};
+    EXPECT_THAT(RunBatch(m, d.device.get(), d.stream.get(), in, res), IsOk());
+    return out.outputs.empty() ? Tensor() : out.outputs[0];
+  };
+  const Tensor a = embed(**on_cpu, **cpu), b = embed(**on_gpu, **gpu);
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{4, 32}));
+  ASSERT_EQ(b.shape, a.shape);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_GE(testing::Cosine(a.as<float>() + i * 32, b.as<float>() + i * 32, 32), 0.999) << i;
+  }
+}
+
 TEST(DenseHeadTest, PipelinesThatAreNotComputedAreRefusedNamingWhy) {
   const DenseFolder folder("refused");
   auto device = testing::TestDevice::Create("cpu");
@@ -138,10 +181,10 @@ TEST(DenseHeadTest, PipelinesThatAreNotComputedAreRefusedNamingWhy) {
       {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])");
   folder.Write("2_Dense/config.json",
                R"({"in_features": 64, "out_features": 32, "bias": true,
-                   "activation_function": "torch.nn.modules.activation.GELU"})");
+                   "activation_function": "torch.nn.modules.activation.SiLU"})");
   EXPECT_THAT(Load(**device, folder.dir()),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "activation_function 'torch.nn.modules.activation.GELU' is not computed"));
+                       "activation_function 'torch.nn.modules.activation.SiLU' is not computed"));
   folder.Write("2_Dense/config.json", R"({"in_features": 64, "out_features": 16})");
   EXPECT_THAT(Load(**device, folder.dir()),
               StatusIs(absl::StatusCode::kInvalidArgument, "'linear.weight' must be [16, 64]"));
@@ -149,6 +192,52 @@ TEST(DenseHeadTest, PipelinesThatAreNotComputedAreRefusedNamingWhy) {
   folder.Write("2_Dense/pytorch_model.bin", "not read");
   EXPECT_THAT(Load(**device, folder.dir()),
               StatusIs(absl::StatusCode::kNotFound, "which is not read"));
+}
+
+// Every product is summed in the documented order (16 running sums over
+// k mod 16, the remainder into lanes 0, 1, ..., the lanes added pairwise),
+// bit for bit, on whichever instruction set runs it (ctest runs this under
+// the AVX2 and SSE4.1 caps too): odd widths, so the remainders count, then
+// tanh and the bias, then ReLU and none.
+TEST(DenseHeadTest, TheSumsAreInOneFixedOrderOnEveryCpu) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  const int64_t rows = 3, in = 53, mid = 37, out = 5;
+  std::vector<DenseHead::Layer> layers(2);
+  layers[0] = {in, mid, random(mid * in), random(mid), DenseHead::Activation::kTanh, "a"};
+  layers[1] = {mid, out, random(out * mid), {}, DenseHead::Activation::kRelu, "b"};
+  const DenseHead head = DenseHead::FromLayers(in, layers);
+  const std::vector<float> x = random(rows * in);
+  auto dot = [](const float* w, const float* v, int64_t n) {
+    float lanes[16] = {};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+      for (int j = 0; j < 16; ++j) lanes[j] += w[k + j] * v[k + j];
+    }
+    for (int j = 0; k < n; ++k, ++j) lanes[j] += w[k] * v[k];
+    for (int width = 8; width >= 1; width /= 2) {
+      for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+    }
+    return lanes[0];
+  };
+  std::vector<float> hidden(rows * mid), want(rows * out);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < mid; ++o) {
+      hidden[r * mid + o] =
+          std::tanh(dot(&layers[0].weight[o * in], &x[r * in], in) + layers[0].bias[o]);
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      want[r * out + o] = std::max(dot(&layers[1].weight[o * mid], &hidden[r * mid], mid), 0.0f);
+    }
+  }
+  const std::vector<float> got = head.Apply(x.data(), rows);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
 }
 
 }  // namespace

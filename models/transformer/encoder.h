@@ -55,6 +55,11 @@ enum class Pooling { kMean, kCls, kLastToken };
 inline const char* PoolingName(Pooling pooling) {
   return pooling == Pooling::kMean ? "mean" : pooling == Pooling::kCls ? "cls" : "last_token";
 }
+// What a sequence-classification head reads: the first token's final state,
+// or the mean of the sequence's (TransformerSpec::classifier_mean).
+inline Pooling ClassifierPooling(const TransformerSpec& spec) {
+  return spec.classifier_mean ? Pooling::kMean : Pooling::kCls;
+}
 
 // CUDA Graphs for the CUDA encoder's small batches (models/bert/bert_cuda_graphs.h).
 // Ignored on the CPU.
@@ -103,10 +108,10 @@ class TransformerEncoder {
   // caller's packed input and output: never less than it uses for a batch
   // whose longest sequence is at most shape.length.
   virtual int64_t PeakBytes(const BatchShape& shape) const = 0;
-  // The sequence-classification head of spec().labels (host FP32, applied by
-  // the caller to the first token's final state: Encode with Pooling::kCls,
-  // not normalised); null where the spec has none or the encoder does not
-  // hold it (the CUDA encoder).
+  // The sequence-classification head of spec().labels (host FP32, on every
+  // device, applied by the caller on the host to Encode's rows pooled by
+  // ClassifierPooling(spec()), not normalised); null where the spec has
+  // none.
   virtual const DenseHead* classifier() const { return nullptr; }
   // The SPLADE head on the masked-LM logits (EncoderOptions::masked_lm_head;
   // host FP32, applied by the caller to EncodeWithStates' states), or null.

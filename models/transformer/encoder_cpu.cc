@@ -180,26 +180,8 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
   m->position_ = std::move(w.position);
   m->token_type_ = std::move(w.token_type);
   bytes += static_cast<int64_t>(m->word_.size() + m->position_.size() + m->token_type_.size()) * f;
-  if (!c.labels.empty()) {
-    auto layer = [](TransformerWeights::Linear& l, DenseHead::Activation a, const char* name) {
-      DenseHead::Layer out;
-      out.in = l.in;
-      out.out = l.out;
-      out.weight = std::move(l.w);
-      out.bias = std::move(l.b);
-      out.activation = a;
-      out.path = name;
-      return out;
-    };
-    std::vector<DenseHead::Layer> head;
-    head.push_back(
-        layer(w.classifier_dense,
-              c.classifier_relu ? DenseHead::Activation::kRelu : DenseHead::Activation::kTanh,
-              "classifier dense"));
-    head.push_back(layer(w.classifier_out, DenseHead::Activation::kIdentity, "classifier out"));
-    m->classifier_ = DenseHead::FromLayers(c.hidden_size, std::move(head));
-    bytes += m->classifier_.WeightBytes();
-  }
+  m->classifier_ = ClassificationHead(w);
+  bytes += m->classifier_.WeightBytes();
   if (w.masked_lm.present()) {
     INFER_ASSIGN_OR_RETURN(m->splade_,
                            SpladeHead::Create(m->engine_, c, std::move(w.masked_lm), m->threads_));

@@ -106,7 +106,8 @@ class TransformerEncoderCpu final : public TransformerEncoder {
                                                   absl::Span<const int64_t> types = {}) const;
 
   // The classification head's logits, [batch, labels], on each sequence's
-  // first token (spec().labels; FAILED_PRECONDITION without a head), as
+  // first token, or the mean of its tokens (ClassifierPooling; spec().labels;
+  // FAILED_PRECONDITION without a head), as
   // transformers' *ForSequenceClassification gives them.
   absl::StatusOr<std::vector<float>> Classify(absl::Span<const int64_t> ids,
                                               absl::Span<const int64_t> mask, int64_t batch,

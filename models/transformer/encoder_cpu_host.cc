@@ -53,12 +53,10 @@ absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Classify(
     return absl::FailedPreconditionError(
         absl::StrCat(spec_.model_type, " checkpoint without a classification head"));
   }
-  INFER_ASSIGN_OR_RETURN(const std::vector<float> first,
-                         Encode(ids, mask, batch, seq, /*normalize=*/false, Pooling::kCls, types));
-  std::vector<float> logits(batch * classifier_.out_features());
-  std::vector<float> between(batch * spec_.hidden_size);
-  classifier_.Apply(first.data(), batch, {between.data()}, logits.data());
-  return logits;
+  INFER_ASSIGN_OR_RETURN(
+      const std::vector<float> first,
+      Encode(ids, mask, batch, seq, /*normalize=*/false, ClassifierPooling(spec_), types));
+  return classifier_.Apply(first.data(), batch);
 }
 
 }  // namespace infer

@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
   }
   std::unique_ptr<TransformerEncoderCuda> m(new TransformerEncoderCuda(context));
   m->spec_ = c;
+  m->classifier_ = ClassificationHead(w);
   m->general_ = general;
   m->precision_ = precision;
   INFER_ASSIGN_OR_RETURN(m->weights_stream_, context.device->CreateStream(StreamKind::kCopy));

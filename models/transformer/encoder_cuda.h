@@ -74,6 +74,10 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   // Null when graphs are off.
   const BertCudaGraphs* graphs() const { return graphs_.get(); }
   int64_t PeakBytes(const BatchShape& shape) const override;
+  // Host FP32 (ClassificationHead), applied by the caller on the host.
+  const DenseHead* classifier() const override {
+    return classifier_.empty() ? nullptr : &classifier_;
+  }
   absl::Status Encode(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                       bool normalize, float* out) const override;
 
@@ -131,6 +135,7 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   int64_t QuantCols() const;
 
   TransformerSpec spec_;
+  DenseHead classifier_;  // spec_.labels' head (host memory), or empty
   bool general_ = false;  // !spec_.IsBertShaped()
   Precision precision_ = Precision::kFp16;
   DeviceContext context_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "models/transformer/encode_on_device.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -67,6 +68,27 @@ GateEmbedder CpuEmbedder(const TransformerEncoderCpu& encoder, Pooling pooling) 
   };
 }
 
+}  // namespace
+
+GateEmbedder DeviceEmbedder(const TransformerEncoder& encoder, const DeviceContext& context,
+                            Pooling pooling) {
+  return [&encoder, context, pooling](const std::vector<int64_t>& ids,
+                                      const std::vector<int64_t>& mask,
+                                      const std::vector<int64_t>& types, int64_t batch,
+                                      int64_t seq) -> absl::StatusOr<std::vector<float>> {
+    const DenseHead* head = encoder.classifier();
+    INFER_ASSIGN_OR_RETURN(
+        std::vector<float> pooled,
+        EncodeOnDevice(encoder, context, ids, mask, types, batch, seq,
+                       head != nullptr ? ClassifierPooling(encoder.spec()) : pooling,
+                       /*normalize=*/head == nullptr));
+    if (head == nullptr) return pooled;
+    return head->Apply(pooled.data(), batch);
+  };
+}
+
+namespace {
+
 // The gate's texts tokenized: each sentence, then each passage, alone; or
 // for a classifier the pairs (sentence i, sentence i + 1), then (sentence
 // i, passage i), with their segment ids.
@@ -98,19 +120,10 @@ absl::StatusOr<Tokenized> TokenizeGate(const Tokenizer& tokenizer, int64_t max_l
   return t;
 }
 
-absl::StatusOr<std::vector<float>> Scores(const TransformerEncoderCpu& encoder, const Tokenized& t,
-                                          int64_t pad) {
-  std::vector<float> out;
-  INFER_RETURN_IF_ERROR(ForEachChunk(
-      t, pad,
-      [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
-          const std::vector<int64_t>& types, int64_t batch, int64_t seq) -> absl::Status {
-        INFER_ASSIGN_OR_RETURN(std::vector<float> s,
-                               encoder.Classify(ids, mask, batch, seq, types));
-        out.insert(out.end(), s.begin(), s.end());
-        return absl::OkStatus();
-      }));
-  return out;
+GateEmbedder CpuScorer(const TransformerEncoderCpu& encoder) {
+  return [&encoder](const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
+                    const std::vector<int64_t>& types, int64_t batch,
+                    int64_t seq) { return encoder.Classify(ids, mask, batch, seq, types); };
 }
 
 bool AllFinite(const std::vector<float>& v) {
@@ -262,38 +275,39 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         const TransformerEncoderCpu& candidate,
                                         const Tokenizer& tokenizer, int64_t max_length,
                                         Pooling pooling, const GateLimits& limits) {
-  const auto labels = static_cast<int64_t>(reference.spec().labels.size());
-  if (labels == 0) {
-    return MeasureGate(reference, CpuEmbedder(candidate, pooling), tokenizer, max_length, pooling,
-                       limits);
-  }
-  INFER_ASSIGN_OR_RETURN(const Tokenized t, TokenizeGate(tokenizer, max_length, /*pairs=*/true));
-  const auto n = static_cast<int64_t>(t.ids.size());
-  const int64_t pad = tokenizer.pad_id();
-  INFER_ASSIGN_OR_RETURN(std::vector<float> a, Scores(reference, t, pad));
-  INFER_ASSIGN_OR_RETURN(std::vector<float> b, Scores(candidate, t, pad));
-  GateFigures f;
-  f.texts = n;
-  double lowest = 1;
-  for (int64_t l = 0; l < labels; ++l) {
-    std::vector<float> la(n), lb(n);
-    for (int64_t i = 0; i < n; ++i) {
-      la[i] = a[i * labels + l];
-      lb[i] = b[i * labels + l];
-    }
-    lowest = std::min(lowest, Spearman(la, lb));
-  }
-  f.spearman = lowest;
-  return f;
+  return MeasureGate(
+      reference,
+      reference.spec().labels.empty() ? CpuEmbedder(candidate, pooling) : CpuScorer(candidate),
+      tokenizer, max_length, pooling, limits);
 }
 
 absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         const GateEmbedder& candidate, const Tokenizer& tokenizer,
                                         int64_t max_length, Pooling pooling,
                                         const GateLimits& limits) {
-  if (!reference.spec().labels.empty()) {
-    return absl::InvalidArgumentError(
-        "the gate measures a classifier's scores on the CPU encoder only");
+  if (const auto labels = static_cast<int64_t>(reference.spec().labels.size()); labels > 0) {
+    INFER_ASSIGN_OR_RETURN(const Tokenized t, TokenizeGate(tokenizer, max_length, /*pairs=*/true));
+    const auto n = static_cast<int64_t>(t.ids.size());
+    const int64_t pad = tokenizer.pad_id();
+    INFER_ASSIGN_OR_RETURN(std::vector<float> a, Embed(CpuScorer(reference), t, pad));
+    INFER_ASSIGN_OR_RETURN(std::vector<float> b, Embed(candidate, t, pad));
+    if (a.size() != static_cast<size_t>(n * labels) || b.size() != a.size()) {
+      return absl::InternalError(absl::StrCat("the gate's scores: ", a.size(), " and ", b.size(),
+                                              " values for ", n, " pairs of ", labels, " labels"));
+    }
+    GateFigures f;
+    f.texts = n;
+    double lowest = 1;
+    for (int64_t l = 0; l < labels; ++l) {
+      std::vector<float> la(n), lb(n);
+      for (int64_t i = 0; i < n; ++i) {
+        la[i] = a[i * labels + l];
+        lb[i] = b[i * labels + l];
+      }
+      lowest = std::min(lowest, Spearman(la, lb));
+    }
+    f.spearman = lowest;
+    return f;
   }
   INFER_ASSIGN_OR_RETURN(const Tokenized t, TokenizeGate(tokenizer, max_length, /*pairs=*/false));
   const auto n = static_cast<int64_t>(t.ids.size());

@@ -101,14 +101,25 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         Pooling pooling, const GateLimits& limits = GateLimits());
 
 // Embeds one chunk of right-padded texts: ids, mask and types [batch, seq]
-// -> [batch, hidden] normalised embeddings pooled as the gate asks.
+// -> [batch, hidden] normalised embeddings pooled as the gate asks; for a
+// classifier, scores the chunk's pairs instead: [batch, labels], the
+// classification head's logits.
 using GateEmbedder = std::function<absl::StatusOr<std::vector<float>>(
     const std::vector<int64_t>& ids, const std::vector<int64_t>& mask,
     const std::vector<int64_t>& types, int64_t batch, int64_t seq)>;
 
+// Any encoder on any device through EncodeOnDevice
+// (models/transformer/encode_on_device.h): embeddings pooled by `pooling`,
+// normalised; or where the encoder has a classification head, its scores
+// (pooled as its head reads them on the device, then the head on the host, as
+// the served model computes them). The encoder and context must outlive it.
+GateEmbedder DeviceEmbedder(const TransformerEncoder& encoder, const DeviceContext& context,
+                            Pooling pooling);
+
 // The same for a candidate on any device (the CUDA encoder's FP8: see
-// models/transformer/encode_on_device.h), embeddings only: INVALID_ARGUMENT
-// for a reference with a classification head.
+// models/transformer/encode_on_device.h), which embeds, or scores where the
+// reference has a classification head. INTERNAL when it gives the wrong
+// number of scores.
 absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
                                         const GateEmbedder& candidate, const Tokenizer& tokenizer,
                                         int64_t max_length, Pooling pooling,

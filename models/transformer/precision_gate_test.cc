@@ -21,6 +21,7 @@ namespace {
 
 using ::infer::testing::IsOk;
 using ::infer::testing::NormalFloats;
+using ::infer::testing::StatusIs;
 using ::infer::testing::TestDevice;
 
 TEST(GateSentencesTest, AThousandSentencesInGroupsOfTenLanguages) {
@@ -252,6 +253,45 @@ TEST(MeasureGateTest, AnEncoderOnADeviceGivesTheCpuFigures) {
   EXPECT_EQ(*via_device->mean_cosine, *direct->mean_cosine);
   EXPECT_EQ(*via_device->min_cosine, *direct->min_cosine);
   EXPECT_EQ(*via_device->neighbour_overlap, *direct->neighbour_overlap);
+}
+
+// A reranker through the device interface (DeviceEmbedder: the first
+// token's state from the device, the head on the host, as a GPU's FP8
+// classifier is judged), with the CPU encoder on a CPU device: the same
+// Spearman as the CPU overload.
+TEST(MeasureGateTest, ARerankerOnADeviceGivesTheCpuFigures) {
+  const std::string dir = testing::FixturePath("classifiers/bert-reranker");
+  auto device = TestDevice::Create("cpu");
+  ASSERT_THAT(device, IsOk());
+  auto fp32 = TransformerEncoderCpu::Load(dir);
+  EncoderCpuOptions o;
+  o.precision = Precision::kInt8;
+  auto int8 = TransformerEncoderCpu::Load(dir, o, (*device)->allocator.get());
+  auto tokenizer = text::LoadFolderTokenizer(dir);
+  ASSERT_THAT(fp32, IsOk());
+  ASSERT_THAT(int8, IsOk());
+  ASSERT_THAT(tokenizer, IsOk());
+  const int64_t longest = (*fp32)->spec().MaxSequenceLength();
+  auto via_device =
+      MeasureGate(**fp32, DeviceEmbedder(**int8, (*device)->context(), Pooling::kMean),
+                  *tokenizer->tokenizer, longest, Pooling::kMean);
+  auto direct = MeasureGate(**fp32, **int8, *tokenizer->tokenizer, longest, Pooling::kMean);
+  ASSERT_THAT(via_device, IsOk());
+  ASSERT_THAT(direct, IsOk());
+  ASSERT_TRUE(via_device->spearman.has_value());
+  EXPECT_FALSE(via_device->mean_cosine.has_value());
+  EXPECT_EQ(via_device->texts, 1050);
+  EXPECT_EQ(*via_device->spearman, *direct->spearman);
+  EXPECT_LT(*via_device->spearman, 1.0);
+  // A candidate that gives the wrong number of scores is an error, not a
+  // figure.
+  const GateEmbedder short_scores = [](const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                       const std::vector<int64_t>&, int64_t batch,
+                                       int64_t) -> absl::StatusOr<std::vector<float>> {
+    return std::vector<float>(batch + 1);
+  };
+  EXPECT_THAT(MeasureGate(**fp32, short_scores, *tokenizer->tokenizer, longest, Pooling::kMean),
+              StatusIs(absl::StatusCode::kInternal, "the gate's scores"));
 }
 
 TEST(EncodeOnDeviceTest, RefusesBadInputsNamingThem) {

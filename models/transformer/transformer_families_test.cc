@@ -331,7 +331,8 @@ TEST(ClassifierTest, AnEmbeddingCheckpointHasNoHead) {
 
 INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
-                                           "distilbert-classifier", "gte-reranker"),
+                                           "distilbert-classifier", "gte-reranker",
+                                           "mpnet-reranker", "modernbert-classifier"),
                          testing::FamilyTestName);
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,

@@ -70,14 +70,18 @@ absl::Status CommonSizes(const Fields& f, TransformerSpec* s, const SizeNames& n
 
 // The labels of a *ForSequenceClassification checkpoint (architectures),
 // from id2label ({"0": "a", ...}) or num_labels (default 2, as transformers).
-absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
-  if (!f.Has("architectures") || !f.at("architectures").is_array()) return absl::OkStatus();
+bool NamesSequenceClassifier(const Fields& f) {
+  if (!f.Has("architectures") || !f.at("architectures").is_array()) return false;
   bool classifier = false;
   for (const Json& a : f.at("architectures")) {
     classifier |=
         a.is_string() && absl::EndsWith(a.get<std::string>(), "ForSequenceClassification");
   }
-  if (!classifier) return absl::OkStatus();
+  return classifier;
+}
+
+absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
+  if (!NamesSequenceClassifier(f)) return absl::OkStatus();
   if (f.Has("id2label")) {
     const Json& m = f.at("id2label");
     if (!m.is_object() || m.empty() || static_cast<int64_t>(m.size()) > kMaxLabels) {
@@ -171,7 +175,7 @@ absl::Status DistilBert(const Fields& f, TransformerSpec* s) {
   s->embed_norm = true;
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "activation", "gelu"));
   INFER_ASSIGN_OR_RETURN(s->tie_word_embeddings, f.Bool("tie_word_embeddings", true));
-  s->classifier_relu = true;
+  s->classifier_activation = TransformerSpec::HeadActivation::kRelu;
   return ClassificationLabels(f, s);
 }
 
@@ -188,7 +192,8 @@ absl::Status Mpnet(const Fields& f, TransformerSpec* s) {
   }
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
   INFER_ASSIGN_OR_RETURN(s->activation, Activation(f, "hidden_act", "gelu"));
-  return absl::OkStatus();
+  // MPNetForSequenceClassification's head is RoBERTa's.
+  return ClassificationLabels(f, s);
 }
 
 // Per layer: "full_attention" or "sliding_attention", from layer_types when
@@ -241,6 +246,31 @@ absl::Status ModernBert(const Fields& f, TransformerSpec* s) {
     s->window[i] = sliding[i] ? local / 2 : 0;
     s->rope_theta.push_back(sliding[i] ? local_theta : global_theta);
   }
+  INFER_RETURN_IF_ERROR(ClassificationLabels(f, s));
+  if (s->labels.empty()) return absl::OkStatus();
+  // ModernBertForSequenceClassification: pooled (classifier_pooling), then
+  // ModernBertPredictionHead (dense, classifier_activation, LayerNorm), then
+  // the classifier.
+  INFER_ASSIGN_OR_RETURN(const std::string pooling, f.String("classifier_pooling", "cls"));
+  if (pooling != "cls" && pooling != "mean") {
+    return f.Bad(
+        absl::StrCat("field 'classifier_pooling' = '", pooling, "'; supported: cls, mean"));
+  }
+  s->classifier_mean = pooling == "mean";
+  INFER_ASSIGN_OR_RETURN(const std::string act, f.String("classifier_activation", "gelu"));
+  using Head = TransformerSpec::HeadActivation;
+  if (act == "gelu") {
+    s->classifier_activation = Head::kGelu;
+  } else if (act == "tanh") {
+    s->classifier_activation = Head::kTanh;
+  } else if (act == "relu") {
+    s->classifier_activation = Head::kRelu;
+  } else {
+    return f.Bad(
+        absl::StrCat("field 'classifier_activation' = '", act, "'; supported: gelu, tanh, relu"));
+  }
+  INFER_ASSIGN_OR_RETURN(s->classifier_dense_bias, f.Bool("classifier_bias", false));
+  s->classifier_norm = true;
   return absl::OkStatus();
 }
 
@@ -370,6 +400,12 @@ absl::StatusOr<TransformerSpec> ParseTransformerSpec(const std::string& text,
                               "' is not supported; supported: ", SupportedModelTypes()));
   }
   INFER_RETURN_IF_ERROR(it->second(f, &s));
+  if (s.labels.empty() && NamesSequenceClassifier(f)) {
+    // Served as an embedding model, it would answer the wrong thing.
+    return f.Bad(absl::StrCat("a sequence classifier (architectures) of model_type '", s.model_type,
+                              "' is not supported; its head is read for bert, camembert, "
+                              "distilbert, gte, modernbert, mpnet, new, roberta and xlm-roberta"));
+  }
   if (s.MaxSequenceLength() < 1) {
     return f.Bad(absl::StrCat("max_position_embeddings ", s.max_position_embeddings,
                               " leaves no position past the offset ", s.position_offset));

@@ -78,13 +78,24 @@ struct TransformerSpec {
   bool embed_norm = false;
 
   // A sequence-classification head: config.json's architectures names a
-  // *ForSequenceClassification model of a BERT-shaped family (a
-  // cross-encoder reranker or a classifier). Its labels in id order
-  // (id2label, else LABEL_0..LABEL_{num_labels-1}); empty: no head.
-  // logits = W_out · act(W_dense · x[first token] + b_dense) + b_out, act
-  // tanh, or ReLU where classifier_relu (DistilBERT's pre_classifier).
+  // *ForSequenceClassification model (a cross-encoder reranker or a
+  // classifier) of a BERT-shaped family, MPNet, ModernBERT or GTE. Its
+  // labels in id order (id2label, else LABEL_0..LABEL_{num_labels-1});
+  // empty: no head.
+  //   logits = W_out · norm(act(W_dense · x + b_dense)) + b_out
+  // where x is the first token's final state, or the mean of the sequence's
+  // (classifier_mean: ModernBERT's classifier_pooling "mean"); act is tanh
+  // (BERT, RoBERTa, XLM-R, MPNet, GTE), ReLU (DistilBERT's pre_classifier)
+  // or erf GELU (ModernBERT's classifier_activation); norm is none, or
+  // (classifier_norm: ModernBERT) a LayerNorm of norm_eps, with β where
+  // norm_bias; b_dense is absent where !classifier_dense_bias (ModernBERT's
+  // classifier_bias false).
   std::vector<std::string> labels;
-  bool classifier_relu = false;
+  enum class HeadActivation { kTanh, kRelu, kGelu };
+  HeadActivation classifier_activation = HeadActivation::kTanh;
+  bool classifier_dense_bias = true;
+  bool classifier_norm = false;
+  bool classifier_mean = false;
   // A masked-LM head's decoder is the word embeddings (config.json's
   // tie_word_embeddings, default true) unless the checkpoint holds its own.
   bool tie_word_embeddings = true;

@@ -48,7 +48,7 @@ TEST(TransformerSpecTest, DistilBertIsBertShapedUnderItsOwnNames) {
   EXPECT_EQ(s->MaxSequenceLength(), 512);
   EXPECT_DOUBLE_EQ(s->norm_eps, 1e-12);
   EXPECT_EQ(s->labels, (std::vector<std::string>{"NEGATIVE", "POSITIVE"}));
-  EXPECT_TRUE(s->classifier_relu);
+  EXPECT_EQ(s->classifier_activation, TransformerSpec::HeadActivation::kRelu);
   // Errors name DistilBERT's fields.
   EXPECT_THAT(Parse(R"({"model_type": "distilbert", "vocab_size": 100, "dim": 30, "n_layers": 1,
       "n_heads": 4, "hidden_dim": 64, "max_position_embeddings": 8})"),
@@ -151,6 +151,49 @@ TEST(TransformerSpecTest, ClassificationLabelsComeFromTheArchitecture) {
   EXPECT_THAT(Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
       "num_labels": 100000000})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "'num_labels' is over 65536"));
+}
+
+// ModernBERT's head (classifier_pooling, classifier_activation,
+// classifier_bias, then a LayerNorm) and MPNet's (RoBERTa's) are read; a
+// family whose head is not is refused rather than served as an embedder.
+TEST(TransformerSpecTest, EachFamilysClassifierIsReadOrRefused) {
+  const std::string modernbert = R"("model_type": "modernbert", "vocab_size": 100,
+      "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 1,
+      "intermediate_size": 64, "max_position_embeddings": 64,
+      "architectures": ["ModernBertForSequenceClassification"])";
+  auto cls = Parse("{" + modernbert + "}");
+  ASSERT_THAT(cls, IsOk());
+  EXPECT_EQ(cls->labels, (std::vector<std::string>{"LABEL_0", "LABEL_1"}));
+  EXPECT_FALSE(cls->classifier_mean);
+  EXPECT_EQ(cls->classifier_activation, TransformerSpec::HeadActivation::kGelu);
+  EXPECT_FALSE(cls->classifier_dense_bias);
+  EXPECT_TRUE(cls->classifier_norm);
+  auto mean = Parse("{" + modernbert + R"(, "classifier_pooling": "mean",
+      "classifier_activation": "tanh", "classifier_bias": true})");
+  ASSERT_THAT(mean, IsOk());
+  EXPECT_TRUE(mean->classifier_mean);
+  EXPECT_EQ(mean->classifier_activation, TransformerSpec::HeadActivation::kTanh);
+  EXPECT_TRUE(mean->classifier_dense_bias);
+  EXPECT_THAT(Parse("{" + modernbert + R"(, "classifier_pooling": "max"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "field 'classifier_pooling' = 'max'; supported: cls, mean"));
+  EXPECT_THAT(Parse("{" + modernbert + R"(, "classifier_activation": "silu"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "field 'classifier_activation'"));
+  auto mpnet = Parse(R"({"model_type": "mpnet", "vocab_size": 100, "hidden_size": 32,
+      "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 64,
+      "max_position_embeddings": 66, "pad_token_id": 1, "num_labels": 1,
+      "architectures": ["MPNetForSequenceClassification"]})");
+  ASSERT_THAT(mpnet, IsOk());
+  EXPECT_EQ(mpnet->labels.size(), 1u);
+  EXPECT_EQ(mpnet->classifier_activation, TransformerSpec::HeadActivation::kTanh);
+  EXPECT_FALSE(mpnet->classifier_norm);
+  EXPECT_THAT(Parse(R"({"model_type": "qwen3", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "intermediate_size": 128, "max_position_embeddings": 64,
+      "architectures": ["Qwen3ForSequenceClassification"]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "a sequence classifier (architectures) of model_type 'qwen3' is not "
+                       "supported"));
 }
 
 TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {

@@ -229,7 +229,16 @@ absl::Status LoadModernBert(Tensors& t, W* w) {
     INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wi"}, {2 * inter}, h, s.ffn_in_bias, &l.ffn_in));
     INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.Wo"}, {h}, inter, s.ffn_out_bias, &l.ffn_out));
   }
-  return Norm(t, "final_norm", h, s.norm_bias, &w->final_norm);
+  INFER_RETURN_IF_ERROR(Norm(t, "final_norm", h, s.norm_bias, &w->final_norm));
+  if (!s.labels.empty()) {
+    // ModernBertForSequenceClassification: head.dense, head.norm, classifier.
+    INFER_RETURN_IF_ERROR(
+        Linear(t, {"head.dense"}, {h}, h, s.classifier_dense_bias, &w->classifier_dense));
+    INFER_RETURN_IF_ERROR(Norm(t, "head.norm", h, s.norm_bias, &w->classifier_norm));
+    INFER_RETURN_IF_ERROR(Linear(t, {"classifier"}, {static_cast<int64_t>(s.labels.size())}, h,
+                                 true, &w->classifier_out));
+  }
+  return absl::OkStatus();
 }
 
 // NomicBERT (transformer_spec.h): Wqkv holds q, k and v; the gated MLP's
@@ -392,7 +401,8 @@ int64_t TransformerWeights::ParameterCount() const {
        {&classifier_dense, &classifier_out, &masked_lm.dense, &masked_lm.decoder}) {
     total += n(lin->w) + n(lin->b);
   }
-  total += n(masked_lm.norm.gamma) + n(masked_lm.norm.beta);
+  total += n(masked_lm.norm.gamma) + n(masked_lm.norm.beta) + n(classifier_norm.gamma) +
+           n(classifier_norm.beta);
   for (const Layer& l : layers) {
     for (const Linear* lin : {&l.qkv, &l.attn_out, &l.ffn_in, &l.ffn_out}) {
       total += n(lin->w) + n(lin->b);
@@ -468,6 +478,35 @@ std::vector<float> RelativeBiasByDistance(const TransformerWeights& w) {
     }
   }
   return out;
+}
+
+DenseHead ClassificationHead(const TransformerWeights& w) {
+  const TransformerSpec& s = w.spec;
+  if (s.labels.empty()) return DenseHead();
+  auto layer = [](const TransformerWeights::Linear& l, DenseHead::Activation a, const char* name) {
+    DenseHead::Layer out;
+    out.in = l.in;
+    out.out = l.out;
+    out.weight = l.w;
+    out.bias = l.b;
+    out.activation = a;
+    out.path = name;
+    return out;
+  };
+  using Head = TransformerSpec::HeadActivation;
+  const DenseHead::Activation act =
+      s.classifier_activation == Head::kRelu   ? DenseHead::Activation::kRelu
+      : s.classifier_activation == Head::kGelu ? DenseHead::Activation::kGelu
+                                               : DenseHead::Activation::kTanh;
+  std::vector<DenseHead::Layer> head;
+  head.push_back(layer(w.classifier_dense, act, "classifier dense"));
+  if (w.classifier_norm.present()) {
+    head.back().norm_gamma = w.classifier_norm.gamma;
+    head.back().norm_beta = w.classifier_norm.beta;
+    head.back().norm_eps = static_cast<float>(s.norm_eps);
+  }
+  head.push_back(layer(w.classifier_out, DenseHead::Activation::kIdentity, "classifier out"));
+  return DenseHead::FromLayers(s.hidden_size, std::move(head));
 }
 
 }  // namespace infer

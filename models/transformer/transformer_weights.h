@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/transformer/dense_head.h"
 #include "models/transformer/transformer_spec.h"
 
 namespace infer {
@@ -52,11 +53,14 @@ struct TransformerWeights {
   Norm embed_norm, final_norm;
   std::vector<Layer> layers;
   // The classification head when spec.labels is not empty (else empty):
-  // [hidden, hidden] then [labels, hidden], both with biases (BERT's
-  // bert.pooler.dense and classifier; RoBERTa's and XLM-R's
+  // [hidden, hidden] then [labels, hidden], with biases (BERT's
+  // bert.pooler.dense and classifier; RoBERTa's, XLM-R's and MPNet's
   // classifier.dense and classifier.out_proj; DistilBERT's pre_classifier
-  // and classifier; GTE's pooler.dense and classifier).
+  // and classifier; GTE's pooler.dense and classifier; ModernBERT's
+  // head.dense, biased per classifier_bias, and classifier), and between
+  // them ModernBERT's head.norm (spec.classifier_norm).
   Linear classifier_dense, classifier_out;
+  Norm classifier_norm;
   // The masked-language-model head, when asked for at load (else empty):
   // transform = Norm(act(dense · x + b)), then logits = decoder · transform
   // + b over the vocabulary. BERT's cls.predictions (its decoder tied to the
@@ -86,6 +90,11 @@ std::vector<float> RopeInverseFrequencies(const TransformerSpec& spec, double th
 // P - 1] (w.relative_bias looked up by transformers' bucket of k - q).
 // Empty when the model has none.
 std::vector<float> RelativeBiasByDistance(const TransformerWeights& w);
+// The classification head (classifier_dense, spec.classifier_activation,
+// classifier_norm where present, then classifier_out), copied into host
+// layers that both encoders hand to the caller
+// (TransformerEncoder::classifier); empty when spec.labels is.
+DenseHead ClassificationHead(const TransformerWeights& w);
 
 // Reads `dir`/config.json and `dir`/model.safetensors (or, when the folder has
 // none, the shards `dir`/model.safetensors.index.json lists). Tensor names may carry

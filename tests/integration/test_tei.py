@@ -413,14 +413,15 @@ class TeiWithoutEmbeddingOptionsTest(unittest.TestCase):
 
 
 class TeiScoringRootTest(unittest.TestCase):
-    """POST / on a classifier (XLM-R's tanh head, DistilBERT's ReLU head) and
+    """POST / on a classifier (XLM-R's tanh head, DistilBERT's ReLU head,
+    ModernBERT's GELU and LayerNorm head on the mean of the tokens) and
     on a re-ranker (TEI serves one model; so do these servers), and
     text_classification through InferenceClient."""
 
     @classmethod
     def setUpClass(cls):
         cls.classifiers = {}
-        for name in ("xlm-roberta-classifier", "distilbert-classifier"):
+        for name in ("xlm-roberta-classifier", "distilbert-classifier", "modernbert-classifier"):
             server = InferServer(None, "--precision", "fp32",
                                  "--model", f"classifier={os.path.join(CLASSIFIERS, name)}")
             cls.classifiers[name] = (server, *scoring_reference(name))
