@@ -130,6 +130,10 @@ def classifiers(out, only=None):
         torch.manual_seed(0)
         config._attn_implementation = "eager"
         model = cls(config).float().eval()
+        if hasattr(model, "head"):
+            # ModernBERT's head norm starts at γ = 1: make it count.
+            with torch.no_grad():
+                model.head.norm.weight.uniform_(0.5, 1.5)
         folder = os.path.join(out, name)
         os.makedirs(folder, exist_ok=True)
         model.save_pretrained(folder, safe_serialization=True)

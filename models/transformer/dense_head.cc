@@ -23,9 +23,8 @@ namespace {
 // added pairwise. Compiled for AVX-512, AVX2 and the baseline below, the
 // same operations in the same order (this file is compiled with
 // -ffp-contract=off: no product is fused into an FMA where the target has
-// them), so the same bits on every CPU.
-// Written as 16 / W vectors of W lanes (one register each on the target
-// compiled for): the same 16 sums whatever W.
+// them), so the same bits on every CPU; written as 16 / W vectors of W
+// lanes, one register each on the target compiled for.
 template <int W>
 INFER_SIMD_INLINE float Dot(const float* w, const float* v, int64_t n) {
   // memcpy rather than simd::Load, whose by-value vectors the baseline's
