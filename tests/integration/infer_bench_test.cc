@@ -190,8 +190,7 @@ TEST_F(InferBenchTest, OpenLoopLatencyCountsFromTheIntendedSendTime) {
   // further behind its schedule. Measured from the intended send times,
   // latency grows with that lag (hundreds of ms by the end); measured from
   // when each request actually left, it would stay near one round trip
-  // (well under 10 ms). The closed loop at concurrency 1 shows that round
-  // trip.
+  // (a few ms). The closed loop at concurrency 1 shows that round trip.
   std::vector<std::string> open = Common();
   for (const char* a : {"--rate", "20000", "--max-outstanding", "1", "--duration-s", "0.25",
                         "--warmup-s", "0", "--lengths", "16"}) {
@@ -209,8 +208,9 @@ TEST_F(InferBenchTest, OpenLoopLatencyCountsFromTheIntendedSendTime) {
   }
   const BenchRun round_trip = RunBench(closed);
   ASSERT_EQ(round_trip.exit_code, 0) << round_trip.output;
+  // Compared with each other, not with a time: a loaded machine (tests
+  // run side by side) stretches the round trip, not the ratio.
   const double rtt_p50 = round_trip.result["steps"][0]["latency_ms"]["p50"].get<double>();
-  EXPECT_LT(rtt_p50, 10.0) << round_trip.output;
   EXPECT_GT(step["latency_ms"]["p50"].get<double>(), 50.0) << lagging.output;
   EXPECT_GT(step["latency_ms"]["p50"].get<double>(), 10 * rtt_p50) << lagging.output;
   // Throughput counts the answers within the 0.25 s window, not the 5000
