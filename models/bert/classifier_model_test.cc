@@ -269,7 +269,8 @@ TEST_P(ClassifierModelTest, ScoresOnAGpuMatchTransformersInFp16) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierModelTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
                                            "distilbert-classifier", "gte-reranker",
-                                           "mpnet-reranker", "modernbert-classifier"));
+                                           "mpnet-reranker", "modernbert-classifier",
+                                           "gte-native-reranker"));
 
 }  // namespace
 }  // namespace infer

@@ -71,7 +71,9 @@ def classifiers(out, only=None):
     not BERT's tanh), MPNetForSequenceClassification with one label (its
     head is RoBERTa's), and ModernBertForSequenceClassification with two,
     pooled by the mean of the tokens and through its GELU and LayerNorm
-    head (as Alibaba-NLP/gte-reranker-modernbert-base), all hidden 32 in
+    head (as Alibaba-NLP/gte-reranker-modernbert-base), and transformers'
+    own GteForSequenceClassification with one label (tensors under "gte."),
+    all hidden 32 in
     one head of 32 (a size the CUDA encoder's attention takes, so the GPU
     tests serve them too), each with its tokenizer and
     transformers' logits on (query, passage) pairs: `out`/<name>/
@@ -124,6 +126,12 @@ def classifiers(out, only=None):
                                  label2id={"no": 0, "yes": 1})
     config.architectures = ["ModernBertForSequenceClassification"]
     made["modernbert-classifier"] = (tf.ModernBertForSequenceClassification, config, tok)
+    tok, ids = bert_pair_tokenizer()
+    config = tf.GteConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=2, num_labels=1,
+                          rope_parameters={"rope_theta": 500000.0, "rope_type": "default"},
+                          pad_token_id=ids["pad"], **small)
+    config.architectures = ["GteForSequenceClassification"]
+    made["gte-native-reranker"] = (tf.GteForSequenceClassification, config, tok)
     for name, (cls, config, tok) in made.items():
         if only and name not in only:
             continue

@@ -332,7 +332,8 @@ TEST(ClassifierTest, AnEmbeddingCheckpointHasNoHead) {
 INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
                                            "distilbert-classifier", "gte-reranker",
-                                           "mpnet-reranker", "modernbert-classifier"),
+                                           "mpnet-reranker", "modernbert-classifier",
+                                           "gte-native-reranker"),
                          testing::FamilyTestName);
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,

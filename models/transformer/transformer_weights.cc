@@ -55,7 +55,7 @@ class Tensors {
   // `name`, or `name` under the prefix a task head's checkpoint adds.
   std::map<std::string, CheckpointTensor>::iterator Find(const std::string& name) {
     for (const char* prefix :
-         {"", "bert.", "roberta.", "distilbert.", "mpnet.", "model.", "new."}) {
+         {"", "bert.", "roberta.", "distilbert.", "mpnet.", "model.", "new.", "gte."}) {
       auto it = t_.find(prefix + name);
       if (it != t_.end()) return it;
     }

@@ -99,7 +99,7 @@ DenseHead ClassificationHead(const TransformerWeights& w);
 // Reads `dir`/config.json and `dir`/model.safetensors (or, when the folder has
 // none, the shards `dir`/model.safetensors.index.json lists). Tensor names may carry
 // the prefix the family's task heads add ("bert.", "roberta.", "distilbert.",
-// "mpnet.", "model.", "new."). INVALID_ARGUMENT naming the file and tensor when one
+// "mpnet.", "model.", "new.", "gte."). INVALID_ARGUMENT naming the file and tensor when one
 // is missing or has the wrong shape, or the model_type is not supported.
 // `masked_lm_head` also reads the masked-LM head (SPLADE's logits):
 // INVALID_ARGUMENT for a family without one here (all but bert, roberta,
