@@ -10,6 +10,7 @@
 
 #include "models/bert/bert_model.h"
 #include "models/staged_batch.h"
+#include "models/transformer/encode_on_device.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -200,7 +201,28 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
   std::vector<Batch::Shaping> shaping;
   PackedLayout layout;
   layout.with_types = with_types();
-  for (const InferRequest* r : requests) {
+  // A decoder's classifier reads each sequence's last token that is not
+  // padding: its requests' masks, with the tokens after it cleared.
+  std::vector<std::vector<int64_t>> masks(requests.size());
+  auto mask_of = [&](size_t i) -> const int64_t* {
+    if (!masks[i].empty()) return masks[i].data();
+    const Tensor* mask = FindInput(*requests[i], "attention_mask");
+    return mask != nullptr ? mask->as<int64_t>() : nullptr;
+  };
+  if (classifier_ != nullptr) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Tensor* ids = FindInput(*requests[i], "input_ids");
+      if (const int64_t* mask = mask_of(i); mask != nullptr) {
+        masks[i].assign(mask, mask + ids->shape[0] * ids->shape[1]);
+      }
+      if (!MaskTrailingPadTokens(encoder_->spec(), ids->as<int64_t>(), ids->shape[0], ids->shape[1],
+                                 &masks[i])) {
+        masks[i].clear();
+      }
+    }
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const InferRequest* r = requests[i];
     const bool tokens =
         token_outputs_ && std::any_of(r->requested_outputs.begin(), r->requested_outputs.end(),
                                       [](const std::string& name) {
@@ -208,20 +230,17 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
                                       });
     shaping.push_back({r->normalize.value_or(normalize()), r->dimensions, tokens});
     const Tensor* ids = FindInput(*r, "input_ids");
-    const Tensor* mask = FindInput(*r, "attention_mask");
     rows_per_request.push_back(ids->shape[0]);
     layout.rows += ids->shape[0];
-    layout.tokens += CountRealTokens(mask != nullptr ? mask->as<int64_t>() : nullptr,
-                                     ids->shape[0] * ids->shape[1]);
+    layout.tokens += CountRealTokens(mask_of(i), ids->shape[0] * ids->shape[1]);
   }
   INFER_ASSIGN_OR_RETURN(StagingBuffer input, context_.staging->Acquire(layout.bytes()));
   auto* buffer = input.as<int32_t>();
   int64_t row = 0, token = 0, longest = 0, width = 0;
-  for (const InferRequest* r : requests) {
-    const Tensor* ids = FindInput(*r, "input_ids");
-    const Tensor* mask = FindInput(*r, "attention_mask");
-    const Tensor* types = FindInput(*r, "token_type_ids");
-    AppendPackedRows(ids->as<int64_t>(), mask != nullptr ? mask->as<int64_t>() : nullptr,
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Tensor* ids = FindInput(*requests[i], "input_ids");
+    const Tensor* types = FindInput(*requests[i], "token_type_ids");
+    AppendPackedRows(ids->as<int64_t>(), mask_of(i),
                      types != nullptr ? types->as<int64_t>() : nullptr, ids->shape[0],
                      ids->shape[1], layout, buffer, &row, &token, &longest, &width,
                      /*positions_by_order=*/encoder_->spec().position_offset > 0);

@@ -173,8 +173,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   std::string task = absl::StrCat(PoolingName(m->pooling_), " pooling",
                                   options.normalize ? ", L2-normalised" : "");
   if (m->classifier_ != nullptr) {
-    task = absl::StrCat("sequence classification (", absl::StrJoin(c.labels, ", "), ") on ",
-                        c.classifier_mean ? "the mean of the tokens" : "the first token");
+    task = absl::StrCat(
+        "sequence classification (", absl::StrJoin(c.labels, ", "), ") on ",
+        c.classifier_pooling == TransformerSpec::HeadPooling::kMean ? "the mean of the tokens"
+        : c.classifier_pooling == TransformerSpec::HeadPooling::kLast
+            ? (c.classifier_skips_pad ? "the last token that is not padding" : "the last token")
+            : "the first token");
   }
   if (m->splade_ != nullptr) {
     task = absl::StrCat("SPLADE: ", m->splade_pooling_.sum ? "sum" : "max", " of log(1 + ",

@@ -270,7 +270,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ClassifierModelTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
                                            "distilbert-classifier", "gte-reranker",
                                            "mpnet-reranker", "modernbert-classifier",
-                                           "gte-native-reranker"));
+                                           "gte-native-reranker", "qwen3-reranker"));
 
 }  // namespace
 }  // namespace infer

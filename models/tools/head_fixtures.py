@@ -73,6 +73,9 @@ def classifiers(out, only=None):
     pooled by the mean of the tokens and through its GELU and LayerNorm
     head (as Alibaba-NLP/gte-reranker-modernbert-base), and transformers'
     own GteForSequenceClassification with one label (tensors under "gte."),
+    and Qwen3ForSequenceClassification with one (its `score` on the last
+    token that is not the pad token: the pairs end with <|endoftext|>, which
+    is that token, so the one before it is read),
     all hidden 32 in
     one head of 32 (a size the CUDA encoder's attention takes, so the GPU
     tests serve them too), each with its tokenizer and
@@ -132,6 +135,16 @@ def classifiers(out, only=None):
                           pad_token_id=ids["pad"], **small)
     config.architectures = ["GteForSequenceClassification"]
     made["gte-native-reranker"] = (tf.GteForSequenceClassification, config, tok)
+    tok, ids = bytelevel_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                   "$A <|endoftext|>", "$A <|endoftext|> $B <|endoftext|>")
+    config = tf.Qwen3Config(vocab_size=tok.get_vocab_size(), hidden_size=32, num_attention_heads=1,
+                            num_key_value_heads=1, head_dim=32, intermediate_size=64,
+                            initializer_range=0.2, num_hidden_layers=2,
+                            max_position_embeddings=128, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                            pad_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|endoftext|>"],
+                            num_labels=1)
+    config.architectures = ["Qwen3ForSequenceClassification"]
+    made["qwen3-reranker"] = (tf.Qwen3ForSequenceClassification, config, tok)
     for name, (cls, config, tok) in made.items():
         if only and name not in only:
             continue

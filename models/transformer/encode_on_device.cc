@@ -10,6 +10,30 @@
 
 namespace infer {
 
+bool MaskTrailingPadTokens(const TransformerSpec& spec, const int64_t* ids, int64_t batch,
+                           int64_t seq, std::vector<int64_t>* mask) {
+  if (spec.labels.empty() || !spec.classifier_skips_pad) return false;
+  if (mask->empty()) mask->assign(static_cast<size_t>(batch * seq), 1);
+  bool changed = false;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t* row = ids + b * seq;
+    int64_t* m = mask->data() + b * seq;
+    int64_t first = -1, keep = -1;  // the first real token; the last real non-pad one
+    for (int64_t t = 0; t < seq; ++t) {
+      if (m[t] == 0) continue;
+      if (first < 0) first = t;
+      if (row[t] != spec.pad_token_id) keep = t;
+    }
+    if (first < 0) continue;  // an empty row stays empty
+    if (keep < 0) keep = first;
+    for (int64_t t = keep + 1; t < seq; ++t) {
+      changed = changed || m[t] != 0;
+      m[t] = 0;
+    }
+  }
+  return changed;
+}
+
 absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
                                                  absl::Span<const int64_t> ids,
                                                  absl::Span<const int64_t> types,

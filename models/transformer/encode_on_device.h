@@ -9,6 +9,10 @@
 // longest sequence the model takes, an id past the vocabulary, or a mask
 // value other than 0 or 1. The CPU encoder's host entry points use it too.
 //
+// MaskTrailingPadTokens: what a decoder's classification head reads, as
+// transformers picks it (below); the served model, the CPU encoder's
+// Classify and the gate apply it alike.
+//
 // EncodeOnDevice: any TransformerEncoder on any device. Checks and packs as
 // above, stages the batch in device memory from the context's allocator,
 // encodes on a compute stream of its own and returns [batch, hidden] FP32
@@ -36,6 +40,17 @@ absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
                                                  absl::Span<const int64_t> types,
                                                  absl::Span<const int64_t> mask, int64_t batch,
                                                  int64_t seq);
+
+// For a head that reads the last token whose id is not the pad id
+// (TransformerSpec::classifier_skips_pad): each of the `batch` rows of
+// `ids` [batch, seq] has its real tokens after its last non-pad one marked
+// padding in `mask` (the same shape; empty: every token real, then filled
+// in), keeping at least its first real token, as transformers picks the
+// token. A decoder is causal, so the state of the token read is what it was
+// with them. Returns whether it changed anything; does nothing for any
+// other spec.
+bool MaskTrailingPadTokens(const TransformerSpec& spec, const int64_t* ids, int64_t batch,
+                           int64_t seq, std::vector<int64_t>* mask);
 
 absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& encoder,
                                                   const DeviceContext& context,

@@ -56,9 +56,18 @@ inline const char* PoolingName(Pooling pooling) {
   return pooling == Pooling::kMean ? "mean" : pooling == Pooling::kCls ? "cls" : "last_token";
 }
 // What a sequence-classification head reads: the first token's final state,
-// or the mean of the sequence's (TransformerSpec::classifier_mean).
+// the mean of the sequence's, or the last token's
+// (TransformerSpec::classifier_pooling).
 inline Pooling ClassifierPooling(const TransformerSpec& spec) {
-  return spec.classifier_mean ? Pooling::kMean : Pooling::kCls;
+  switch (spec.classifier_pooling) {
+    case TransformerSpec::HeadPooling::kMean:
+      return Pooling::kMean;
+    case TransformerSpec::HeadPooling::kLast:
+      return Pooling::kLastToken;
+    case TransformerSpec::HeadPooling::kFirst:
+      break;
+  }
+  return Pooling::kCls;
 }
 
 // CUDA Graphs for the CUDA encoder's small batches (models/bert/bert_cuda_graphs.h).

@@ -53,9 +53,15 @@ absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Classify(
     return absl::FailedPreconditionError(
         absl::StrCat(spec_.model_type, " checkpoint without a classification head"));
   }
+  // A decoder's head reads the last token that is not padding.
+  std::vector<int64_t> read(mask.begin(), mask.end());
+  if (batch >= 0 && seq >= 0 && ids.size() == static_cast<size_t>(batch * seq) &&
+      (read.empty() || read.size() == ids.size())) {
+    MaskTrailingPadTokens(spec_, ids.data(), batch, seq, &read);
+  }
   INFER_ASSIGN_OR_RETURN(
       const std::vector<float> first,
-      Encode(ids, mask, batch, seq, /*normalize=*/false, ClassifierPooling(spec_), types));
+      Encode(ids, read, batch, seq, /*normalize=*/false, ClassifierPooling(spec_), types));
   return classifier_.Apply(first.data(), batch);
 }
 

@@ -77,9 +77,14 @@ GateEmbedder DeviceEmbedder(const TransformerEncoder& encoder, const DeviceConte
                                       const std::vector<int64_t>& types, int64_t batch,
                                       int64_t seq) -> absl::StatusOr<std::vector<float>> {
     const DenseHead* head = encoder.classifier();
+    std::vector<int64_t> read = mask;  // a decoder's head reads the last token not padding
+    if (head != nullptr && ids.size() == static_cast<size_t>(batch * seq) &&
+        (read.empty() || read.size() == ids.size())) {
+      MaskTrailingPadTokens(encoder.spec(), ids.data(), batch, seq, &read);
+    }
     INFER_ASSIGN_OR_RETURN(
         std::vector<float> pooled,
-        EncodeOnDevice(encoder, context, ids, mask, types, batch, seq,
+        EncodeOnDevice(encoder, context, ids, read, types, batch, seq,
                        head != nullptr ? ClassifierPooling(encoder.spec()) : pooling,
                        /*normalize=*/head == nullptr));
     if (head == nullptr) return pooled;

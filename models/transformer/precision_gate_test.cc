@@ -294,6 +294,39 @@ TEST(MeasureGateTest, ARerankerOnADeviceGivesTheCpuFigures) {
               StatusIs(absl::StatusCode::kInternal, "the gate's scores"));
 }
 
+// What a decoder's classifier reads: the tokens after each row's last
+// non-pad one are cleared; a row of pad tokens alone keeps its first real
+// one; left padding and rows without pad tokens stay; other specs are left
+// alone.
+TEST(MaskTrailingPadTokensTest, ClearsWhatFollowsTheLastTokenThatIsNotPadding) {
+  TransformerSpec spec;
+  spec.labels = {"LABEL_0"};
+  spec.classifier_skips_pad = true;
+  spec.pad_token_id = 0;
+  const std::vector<int64_t> ids = {5, 6, 0, 0,   // ends with two pad-id tokens
+                                    0, 0, 7, 0,   // left padded, then one
+                                    0, 0, 0, 0,   // pad ids alone
+                                    8, 9, 9, 9};  // none
+  std::vector<int64_t> mask = {1, 1, 1, 1,        //
+                               0, 0, 1, 1,        //
+                               0, 1, 1, 1,        //
+                               1, 1, 1, 1};
+  EXPECT_TRUE(MaskTrailingPadTokens(spec, ids.data(), 4, 4, &mask));
+  EXPECT_EQ(mask, (std::vector<int64_t>{1, 1, 0, 0,  //
+                                        0, 0, 1, 0,  //
+                                        0, 1, 0, 0,  //
+                                        1, 1, 1, 1}));
+  std::vector<int64_t> all;  // no mask: every token real
+  EXPECT_TRUE(MaskTrailingPadTokens(spec, ids.data(), 1, 4, &all));
+  EXPECT_EQ(all, (std::vector<int64_t>{1, 1, 0, 0}));
+  std::vector<int64_t> untouched;
+  EXPECT_FALSE(MaskTrailingPadTokens(spec, ids.data() + 12, 1, 4, &untouched));
+  spec.classifier_skips_pad = false;
+  std::vector<int64_t> other;
+  EXPECT_FALSE(MaskTrailingPadTokens(spec, ids.data(), 4, 4, &other));
+  EXPECT_TRUE(other.empty());
+}
+
 TEST(EncodeOnDeviceTest, RefusesBadInputsNamingThem) {
   const std::string dir = testing::FixturePath("families/bert");
   auto device = TestDevice::Create("cpu");

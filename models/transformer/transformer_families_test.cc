@@ -333,7 +333,7 @@ INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
                          ::testing::Values("bert-reranker", "xlm-roberta-classifier",
                                            "distilbert-classifier", "gte-reranker",
                                            "mpnet-reranker", "modernbert-classifier",
-                                           "gte-native-reranker"),
+                                           "gte-native-reranker", "qwen3-reranker"),
                          testing::FamilyTestName);
 
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,

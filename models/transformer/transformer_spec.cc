@@ -256,7 +256,7 @@ absl::Status ModernBert(const Fields& f, TransformerSpec* s) {
     return f.Bad(
         absl::StrCat("field 'classifier_pooling' = '", pooling, "'; supported: cls, mean"));
   }
-  s->classifier_mean = pooling == "mean";
+  if (pooling == "mean") s->classifier_pooling = TransformerSpec::HeadPooling::kMean;
   INFER_ASSIGN_OR_RETURN(const std::string act, f.String("classifier_activation", "gelu"));
   using Head = TransformerSpec::HeadActivation;
   if (act == "gelu") {
@@ -308,6 +308,12 @@ absl::Status Decoder(const Fields& f, TransformerSpec* s) {
     s->window[i] = sliding[i] && sliding_window > 0 ? sliding_window - 1 : 0;
     s->rope_theta.push_back(theta);
   }
+  // *ForSequenceClassification (transformers' GenericForSequenceClassification):
+  // `score` [labels, hidden], no bias, on the last token that is not padding.
+  INFER_RETURN_IF_ERROR(ClassificationLabels(f, s));
+  s->classifier_pooling = TransformerSpec::HeadPooling::kLast;
+  s->classifier_dense = false;
+  s->classifier_skips_pad = f.Has("pad_token_id");
   return absl::OkStatus();
 }
 
@@ -403,8 +409,7 @@ absl::StatusOr<TransformerSpec> ParseTransformerSpec(const std::string& text,
   if (s.labels.empty() && NamesSequenceClassifier(f)) {
     // Served as an embedding model, it would answer the wrong thing.
     return f.Bad(absl::StrCat("a sequence classifier (architectures) of model_type '", s.model_type,
-                              "' is not supported; its head is read for bert, camembert, "
-                              "distilbert, gte, modernbert, mpnet, new, roberta and xlm-roberta"));
+                              "' is not supported; its head is read for every other family"));
   }
   if (s.MaxSequenceLength() < 1) {
     return f.Bad(absl::StrCat("max_position_embeddings ", s.max_position_embeddings,

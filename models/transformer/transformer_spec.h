@@ -79,23 +79,29 @@ struct TransformerSpec {
 
   // A sequence-classification head: config.json's architectures names a
   // *ForSequenceClassification model (a cross-encoder reranker or a
-  // classifier) of a BERT-shaped family, MPNet, ModernBERT or GTE. Its
-  // labels in id order (id2label, else LABEL_0..LABEL_{num_labels-1});
-  // empty: no head.
+  // classifier). Its labels in id order (id2label, else
+  // LABEL_0..LABEL_{num_labels-1}); empty: no head.
   //   logits = W_out · norm(act(W_dense · x + b_dense)) + b_out
-  // where x is the first token's final state, or the mean of the sequence's
-  // (classifier_mean: ModernBERT's classifier_pooling "mean"); act is tanh
-  // (BERT, RoBERTa, XLM-R, MPNet, GTE), ReLU (DistilBERT's pre_classifier)
-  // or erf GELU (ModernBERT's classifier_activation); norm is none, or
+  // where x is the first token's final state (classifier_pooling kFirst),
+  // the mean of the sequence's (kMean: ModernBERT's classifier_pooling
+  // "mean"), or the last token's (kLast: the decoders'); act is tanh (BERT,
+  // RoBERTa, XLM-R, MPNet, GTE), ReLU (DistilBERT's pre_classifier) or erf
+  // GELU (ModernBERT's classifier_activation); norm is none, or
   // (classifier_norm: ModernBERT) a LayerNorm of norm_eps, with β where
   // norm_bias; b_dense is absent where !classifier_dense_bias (ModernBERT's
-  // classifier_bias false).
+  // classifier_bias false). The decoders' head is W_out alone, without b_out
+  // (!classifier_dense: transformers' `score`), and reads the last token
+  // whose id is not pad_token_id (classifier_skips_pad, where the config
+  // names one), as transformers picks it.
   std::vector<std::string> labels;
   enum class HeadActivation { kTanh, kRelu, kGelu };
   HeadActivation classifier_activation = HeadActivation::kTanh;
+  enum class HeadPooling { kFirst, kMean, kLast };
+  HeadPooling classifier_pooling = HeadPooling::kFirst;
+  bool classifier_dense = true;
   bool classifier_dense_bias = true;
   bool classifier_norm = false;
-  bool classifier_mean = false;
+  bool classifier_skips_pad = false;
   // A masked-LM head's decoder is the word embeddings (config.json's
   // tie_word_embeddings, default true) unless the checkpoint holds its own.
   bool tie_word_embeddings = true;

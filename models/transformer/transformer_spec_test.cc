@@ -154,8 +154,9 @@ TEST(TransformerSpecTest, ClassificationLabelsComeFromTheArchitecture) {
 }
 
 // ModernBERT's head (classifier_pooling, classifier_activation,
-// classifier_bias, then a LayerNorm) and MPNet's (RoBERTa's) are read; a
-// family whose head is not is refused rather than served as an embedder.
+// classifier_bias, then a LayerNorm), MPNet's (RoBERTa's) and the
+// decoders' (`score` on the last token) are read. (NomicBERT's, whose head
+// is not, is refused: remote_code_families_test.)
 TEST(TransformerSpecTest, EachFamilysClassifierIsReadOrRefused) {
   const std::string modernbert = R"("model_type": "modernbert", "vocab_size": 100,
       "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 1,
@@ -164,14 +165,14 @@ TEST(TransformerSpecTest, EachFamilysClassifierIsReadOrRefused) {
   auto cls = Parse("{" + modernbert + "}");
   ASSERT_THAT(cls, IsOk());
   EXPECT_EQ(cls->labels, (std::vector<std::string>{"LABEL_0", "LABEL_1"}));
-  EXPECT_FALSE(cls->classifier_mean);
+  EXPECT_EQ(cls->classifier_pooling, TransformerSpec::HeadPooling::kFirst);
   EXPECT_EQ(cls->classifier_activation, TransformerSpec::HeadActivation::kGelu);
   EXPECT_FALSE(cls->classifier_dense_bias);
   EXPECT_TRUE(cls->classifier_norm);
   auto mean = Parse("{" + modernbert + R"(, "classifier_pooling": "mean",
       "classifier_activation": "tanh", "classifier_bias": true})");
   ASSERT_THAT(mean, IsOk());
-  EXPECT_TRUE(mean->classifier_mean);
+  EXPECT_EQ(mean->classifier_pooling, TransformerSpec::HeadPooling::kMean);
   EXPECT_EQ(mean->classifier_activation, TransformerSpec::HeadActivation::kTanh);
   EXPECT_TRUE(mean->classifier_dense_bias);
   EXPECT_THAT(Parse("{" + modernbert + R"(, "classifier_pooling": "max"})"),
@@ -187,13 +188,21 @@ TEST(TransformerSpecTest, EachFamilysClassifierIsReadOrRefused) {
   EXPECT_EQ(mpnet->labels.size(), 1u);
   EXPECT_EQ(mpnet->classifier_activation, TransformerSpec::HeadActivation::kTanh);
   EXPECT_FALSE(mpnet->classifier_norm);
-  EXPECT_THAT(Parse(R"({"model_type": "qwen3", "vocab_size": 100, "hidden_size": 64,
+  // The decoders' head: `score` alone on the last token that is not padding
+  // (where the config names a pad token).
+  const std::string qwen3 = R"("model_type": "qwen3", "vocab_size": 100, "hidden_size": 64,
       "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
       "intermediate_size": 128, "max_position_embeddings": 64,
-      "architectures": ["Qwen3ForSequenceClassification"]})"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "a sequence classifier (architectures) of model_type 'qwen3' is not "
-                       "supported"));
+      "architectures": ["Qwen3ForSequenceClassification"], "num_labels": 1)";
+  auto decoder = Parse("{" + qwen3 + R"(, "pad_token_id": 7})");
+  ASSERT_THAT(decoder, IsOk());
+  EXPECT_EQ(decoder->labels.size(), 1u);
+  EXPECT_EQ(decoder->classifier_pooling, TransformerSpec::HeadPooling::kLast);
+  EXPECT_FALSE(decoder->classifier_dense);
+  EXPECT_TRUE(decoder->classifier_skips_pad);
+  auto no_pad = Parse("{" + qwen3 + R"(, "pad_token_id": null})");
+  ASSERT_THAT(no_pad, IsOk());
+  EXPECT_FALSE(no_pad->classifier_skips_pad);
 }
 
 TEST(TransformerSpecTest, BadConfigsAreRefusedNamingTheField) {

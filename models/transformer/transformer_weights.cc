@@ -321,7 +321,12 @@ absl::Status LoadDecoder(Tensors& t, W* w) {
                                  s.ffn_in_bias, &l.ffn_in));
     INFER_RETURN_IF_ERROR(Linear(t, {p + "mlp.down_proj"}, {h}, inter, s.ffn_out_bias, &l.ffn_out));
   }
-  return Norm(t, "norm", h, false, &w->final_norm);
+  INFER_RETURN_IF_ERROR(Norm(t, "norm", h, false, &w->final_norm));
+  if (!s.labels.empty()) {  // *ForSequenceClassification's `score`, without a bias
+    INFER_RETURN_IF_ERROR(Linear(t, {"score"}, {static_cast<int64_t>(s.labels.size())}, h, false,
+                                 &w->classifier_out));
+  }
+  return absl::OkStatus();
 }
 
 // The masked-LM head's tensor names in one family.
@@ -499,11 +504,13 @@ DenseHead ClassificationHead(const TransformerWeights& w) {
       : s.classifier_activation == Head::kGelu ? DenseHead::Activation::kGelu
                                                : DenseHead::Activation::kTanh;
   std::vector<DenseHead::Layer> head;
-  head.push_back(layer(w.classifier_dense, act, "classifier dense"));
-  if (w.classifier_norm.present()) {
-    head.back().norm_gamma = w.classifier_norm.gamma;
-    head.back().norm_beta = w.classifier_norm.beta;
-    head.back().norm_eps = static_cast<float>(s.norm_eps);
+  if (s.classifier_dense) {
+    head.push_back(layer(w.classifier_dense, act, "classifier dense"));
+    if (w.classifier_norm.present()) {
+      head.back().norm_gamma = w.classifier_norm.gamma;
+      head.back().norm_beta = w.classifier_norm.beta;
+      head.back().norm_eps = static_cast<float>(s.norm_eps);
+    }
   }
   head.push_back(layer(w.classifier_out, DenseHead::Activation::kIdentity, "classifier out"));
   return DenseHead::FromLayers(s.hidden_size, std::move(head));

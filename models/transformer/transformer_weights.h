@@ -58,7 +58,8 @@ struct TransformerWeights {
   // classifier.dense and classifier.out_proj; DistilBERT's pre_classifier
   // and classifier; GTE's pooler.dense and classifier; ModernBERT's
   // head.dense, biased per classifier_bias, and classifier), and between
-  // them ModernBERT's head.norm (spec.classifier_norm).
+  // them ModernBERT's head.norm (spec.classifier_norm); the decoders' `score`
+  // alone (classifier_out, no bias; classifier_dense empty).
   Linear classifier_dense, classifier_out;
   Norm classifier_norm;
   // The masked-language-model head, when asked for at load (else empty):
