@@ -209,7 +209,7 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     const Tensor* mask = FindInput(*requests[i], "attention_mask");
     return mask != nullptr ? mask->as<int64_t>() : nullptr;
   };
-  if (classifier_ != nullptr) {
+  if (classifier_ != nullptr && encoder_->spec().classifier_skips_pad) {
     for (size_t i = 0; i < requests.size(); ++i) {
       const Tensor* ids = FindInput(*requests[i], "input_ids");
       if (const int64_t* mask = mask_of(i); mask != nullptr) {

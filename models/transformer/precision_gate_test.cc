@@ -211,22 +211,36 @@ TEST(MeasureGateTest, RerankerInt8IsJudgedByItsScores) {
   EXPECT_DOUBLE_EQ(*self->spearman, 1.0);
 }
 
+// A checkpoint's FP32 CPU encoder, its INT8 one drawing from a CPU device's
+// allocator (as a served model's does), and its tokenizer: the two sides of
+// the gate through the device interface.
+struct OnACpuDevice {
+  absl::StatusOr<std::unique_ptr<TestDevice>> device = absl::UnknownError("not loaded");
+  absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> fp32 = absl::UnknownError("not loaded");
+  absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> int8 = absl::UnknownError("not loaded");
+  absl::StatusOr<text::FolderTokenizer> tokenizer = absl::UnknownError("not loaded");
+  void Load(const std::string& dir) {
+    device = TestDevice::Create("cpu");
+    ASSERT_THAT(device, IsOk());
+    fp32 = TransformerEncoderCpu::Load(dir);
+    EncoderCpuOptions o;
+    o.precision = Precision::kInt8;
+    int8 = TransformerEncoderCpu::Load(dir, o, (*device)->allocator.get());
+    tokenizer = text::LoadFolderTokenizer(dir);
+    ASSERT_THAT(fp32, IsOk());
+    ASSERT_THAT(int8, IsOk());
+    ASSERT_THAT(tokenizer, IsOk());
+  }
+};
+
 // The gate through the device interface (the FP8 path's: any encoder, any
 // device, via EncodeOnDevice), run here with the CPU encoder on a CPU
 // device: the same figures as the CPU overload, bit for bit; and
 // EncodeOnDevice equals the CPU encoder's host entry point.
 TEST(MeasureGateTest, AnEncoderOnADeviceGivesTheCpuFigures) {
-  const std::string dir = testing::FixturePath("families/xlm-roberta");
-  auto device = TestDevice::Create("cpu");
-  ASSERT_THAT(device, IsOk());
-  auto fp32 = TransformerEncoderCpu::Load(dir);
-  EncoderCpuOptions o;
-  o.precision = Precision::kInt8;
-  auto int8 = TransformerEncoderCpu::Load(dir, o, (*device)->allocator.get());
-  auto tokenizer = text::LoadFolderTokenizer(dir);
-  ASSERT_THAT(fp32, IsOk());
-  ASSERT_THAT(int8, IsOk());
-  ASSERT_THAT(tokenizer, IsOk());
+  OnACpuDevice m;
+  ASSERT_NO_FATAL_FAILURE(m.Load(testing::FixturePath("families/xlm-roberta")));
+  auto& [device, fp32, int8, tokenizer] = m;
   const int64_t longest = (*fp32)->spec().MaxSequenceLength();
   const TransformerEncoder& candidate = **int8;
   const DeviceContext context = (*device)->context();
@@ -260,17 +274,9 @@ TEST(MeasureGateTest, AnEncoderOnADeviceGivesTheCpuFigures) {
 // classifier is judged), with the CPU encoder on a CPU device: the same
 // Spearman as the CPU overload.
 TEST(MeasureGateTest, ARerankerOnADeviceGivesTheCpuFigures) {
-  const std::string dir = testing::FixturePath("classifiers/bert-reranker");
-  auto device = TestDevice::Create("cpu");
-  ASSERT_THAT(device, IsOk());
-  auto fp32 = TransformerEncoderCpu::Load(dir);
-  EncoderCpuOptions o;
-  o.precision = Precision::kInt8;
-  auto int8 = TransformerEncoderCpu::Load(dir, o, (*device)->allocator.get());
-  auto tokenizer = text::LoadFolderTokenizer(dir);
-  ASSERT_THAT(fp32, IsOk());
-  ASSERT_THAT(int8, IsOk());
-  ASSERT_THAT(tokenizer, IsOk());
+  OnACpuDevice m;
+  ASSERT_NO_FATAL_FAILURE(m.Load(testing::FixturePath("classifiers/bert-reranker")));
+  auto& [device, fp32, int8, tokenizer] = m;
   const int64_t longest = (*fp32)->spec().MaxSequenceLength();
   auto via_device =
       MeasureGate(**fp32, DeviceEmbedder(**int8, (*device)->context(), Pooling::kMean),
