@@ -79,7 +79,7 @@ GPU_TESTS="cuda_runtime_test device_lost_test packed_attention_cuda_test bert_cu
   bert_cuda_graphs_test transformer_cuda_kernels_test encoder_cuda_families_test bert_model_test
   embed_pool_test caching_allocator_test device_lock_test device_test nvml_telemetry_test
   model_repository_test proto_codec_test metrics_test grpc_server_test device_lost_grpc_test
-  classifier_model_test dense_head_test"
+  classifier_model_test dense_head_test sparse_model_test"
 tests="${GPU_RUN_TESTS:-$GPU_TESTS}"
 [ "$tests" = all ] && tests=$(ls "$D/tests")
 for name in $tests; do

@@ -1,6 +1,6 @@
 // BertModel's batches (bert_model.h): Prepare packs the requests' real
 // tokens, and the Batch runs the encoder and what follows it on the device
-// (SPLADE's head, the per-token outputs), then on the host each request's
+// (SPLADE's head on the CPU, the per-token outputs on any device), then on the host each request's
 // rows through the Dense modules or the classification head, and shapes its
 // output (normalisation, Matryoshka width, sparse terms).
 #include <algorithm>
@@ -57,11 +57,14 @@ class BertModel::Batch final : public StagedRowsBatch {
     const TransformerEncoder& encoder = *model_.encoder_;
     const int64_t rows = layout_.rows, hidden = encoder.spec().hidden_size;
     CachingAllocator* allocator = context().allocator;
-    if (layout_.tokens == 0 && (model_.splade_ != nullptr || tokens_)) {
-      // Empty sequences only (CPU-only paths: host memory): zero rows, no
-      // states.
+    if (layout_.tokens == 0 && model_.splade_ != nullptr) {
+      // Empty sequences only (SPLADE runs on the CPU: host memory): zero
+      // rows.
       std::fill(out, out + rows * model_.device_width(), 0.0f);
       return absl::OkStatus();
+    }
+    if (layout_.tokens == 0) {  // zero rows (on any device), and no states to give
+      return encoder.Encode(stream, view, model_.pooling_, device_normalizes_, out);
     }
     // Every token's state: SPLADE's input (scratch), or an output.
     DeviceBuffer states_buffer;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/graph_input_cuda.cuh"
 #include "models/packed_sequences.h"
+#include "models/transformer/transformer_cuda_kernels.cuh"
 #include "runtime/cuda_device.h"
 #include "runtime/status_macros.h"
 
@@ -132,7 +133,7 @@ absl::Status BertCudaGraphs::Capture(const Key& key) {
 }
 
 absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
-                                 bool normalize, float* out) {
+                                 bool normalize, float* out, float* states) {
   const int64_t rows = GraphClass(batch.rows, 1, max_tokens_);
   const int64_t tokens = GraphClass(batch.tokens, kMinTokenClass, max_tokens_);
   if (!Covers(batch.rows, batch.tokens)) {
@@ -160,10 +161,18 @@ absl::Status BertCudaGraphs::Run(Stream* stream, const PackedSequencesView& batc
     INFER_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(it->second, s), "cudaGraphLaunch");
     ++stats_.replays;
   }
-  INFER_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(out, output_.get(), batch.rows * shape_.hidden * sizeof(float),
-                      cudaMemcpyDeviceToDevice, s),
-      "cudaMemcpyAsync (graph output)");
+  if (out != nullptr) {
+    INFER_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(out, output_.get(), batch.rows * shape_.hidden * sizeof(float),
+                        cudaMemcpyDeviceToDevice, s),
+        "cudaMemcpyAsync (graph output)");
+  }
+  if (states != nullptr) {
+    const void* from = shape_.states_in_ctx ? ctx_.get() : x_.get();
+    INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchHalfToFloat(s, static_cast<const __half*>(from),
+                                                       batch.tokens * shape_.hidden, states),
+                               "states kernel (graph)");
+  }
   INFER_RETURN_IF_CUDA_ERROR(cudaEventRecord(last_, s), "cudaEventRecord");
   recorded_ = true;
   if (first && failed_.count(key) == 0) INFER_RETURN_IF_ERROR(Capture(key));

@@ -11,7 +11,8 @@
 // power of two of each, capped at max_tokens (options). The batch is copied
 // into the graph's own packed input, padded with trailing empty sequences
 // and with tokens that belong to no sequence (models/bert/graph_input_cuda.cuh);
-// the graph's pooled output is copied out. Per batch that is one kernel, one
+// the graph's pooled output is copied out (and, when asked, the real
+// tokens' last hidden states, converted to FP32). Per batch that is one kernel, one
 // graph launch and one copy. Padding at most doubles the GEMM work, at shapes
 // where launching cost more than that.
 //
@@ -84,6 +85,9 @@ class BertCudaGraphs {
     int64_t ctx_cols = 0;       // columns of the ctx buffer; 0: hidden
     int64_t quant_cols = 0;     // bytes per token of the quant buffer; 0: none
     int64_t max_positions = 0;  // the model's longest sequence
+    // Where a pass leaves the last hidden states, [tokens, hidden] FP16 at
+    // the buffer's start: ctx (true) or x.
+    bool states_in_ctx = false;
   };
   struct Stats {
     int64_t captured = 0;          // graphs instantiated
@@ -115,10 +119,14 @@ class BertCudaGraphs {
 
   // Enqueues `batch` (device memory, Covers its shape) on `stream`: copy in,
   // replay (or the eager pass and capture, for a class's first batch), copy
-  // the [batch.rows, hidden] FP32 result to `out`. Errors are CUDA's
-  // (CudaStatus: a sticky one is DeviceLostError).
+  // the [batch.rows, hidden] FP32 result to `out` (null: not wanted) and,
+  // when `states` is not null, the batch's real tokens' last hidden states
+  // to it, [batch.tokens, hidden] FP32 (the padded input keeps the real
+  // tokens first, in order). Both copies are enqueued before the event the
+  // next replay waits on. Errors are CUDA's (CudaStatus: a sticky one is
+  // DeviceLostError).
   absl::Status Run(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
-                   bool normalize, float* out);
+                   bool normalize, float* out, float* states = nullptr);
 
  private:
   using Key = std::tuple<int64_t, int64_t, Pooling, bool>;  // rows, tokens classes

@@ -38,7 +38,8 @@
 //                                       TensorSpec::labels are id2label's
 //
 // An embedding model also gives, to a request that names them
-// (TensorSpec::on_request; CPU only), each token's last hidden state, as
+// (TensorSpec::on_request; on the CPU and on CUDA, where they are computed in
+// FP16 and handed out in FP32), each token's last hidden state, as
 // TEI's /embed_all and ColBERT-style late interaction use them:
 //   token_embeddings FP32 [-1, hidden]  every real token of every text, in
 //                                       order, special tokens included

@@ -125,7 +125,7 @@ class TransformerEncoder {
   // The SPLADE head on the masked-LM logits (EncoderOptions::masked_lm_head;
   // host FP32, applied by the caller to EncodeWithStates' states), or null.
   virtual const SpladeHead* splade() const { return nullptr; }
-  // Whether EncodeWithStates is offered (the CPU encoder's).
+  // Whether EncodeWithStates is offered (the CPU's and the CUDA encoders').
   virtual bool HasTokenStates() const { return false; }
   // Enqueues the forward pass on `stream`. `batch` is in device memory (ids
   // already validated, positions below spec().MaxSequenceLength()); `out` is

@@ -113,7 +113,8 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
                                       .work_cols = m->WorkCols(),
                                       .ctx_cols = m->CtxCols(),
                                       .quant_cols = m->QuantCols(),
-                                      .max_positions = c.MaxSequenceLength()};
+                                      .max_positions = c.MaxSequenceLength(),
+                                      .states_in_ctx = m->StatesInCtx()};
     const TransformerEncoderCuda* self = m.get();  // the graphs die first (declared last)
     INFER_ASSIGN_OR_RETURN(
         m->graphs_, BertCudaGraphs::Create(context, graphs, shape,
@@ -216,20 +217,28 @@ absl::Status TransformerEncoderCuda::Gemm(Stream* stream, const void* x, int64_t
 
 absl::Status TransformerEncoderCuda::Encode(Stream* stream, const PackedSequencesView& packed,
                                             Pooling pooling, bool normalize, float* out) const {
+  return EncodeWithStates(stream, packed, pooling, normalize, out, nullptr);
+}
+
+absl::Status TransformerEncoderCuda::EncodeWithStates(Stream* stream,
+                                                      const PackedSequencesView& packed,
+                                                      Pooling pooling, bool normalize, float* out,
+                                                      float* states) const {
   const TransformerSpec& c = spec_;
   const int64_t rows = packed.rows, tokens = packed.tokens, h = c.hidden_size;
   if (rows == 0) return absl::OkStatus();
   if (NativeCublasHandle(stream) == nullptr) {
     return absl::FailedPreconditionError("the CUDA encoder runs on a compute stream");
   }
-  if (tokens == 0) {  // every sequence empty: zero vectors
+  if (tokens == 0) {  // every sequence empty: zero vectors, no states
+    if (out == nullptr) return absl::OkStatus();
     INFER_RETURN_IF_CUDA_ERROR(
         cudaMemsetAsync(out, 0, rows * h * sizeof(float), NativeCudaStream(stream)),
         "cudaMemsetAsync");
     return absl::OkStatus();
   }
   if (graphs_ != nullptr && graphs_->Covers(rows, tokens)) {
-    return graphs_->Run(stream, packed, pooling, normalize, out);
+    return graphs_->Run(stream, packed, pooling, normalize, out, states);
   }
   const int64_t work_cols = WorkCols();
   if (tokens > (int64_t{1} << 31) / work_cols) {
@@ -247,8 +256,17 @@ absl::Status TransformerEncoderCuda::Encode(Stream* stream, const PackedSequence
     INFER_ASSIGN_OR_RETURN(quant,
                            DeviceBuffer::Allocate(alloc, tokens * QuantCols() + 256, stream));
   }
-  return Forward(stream, packed, {x.get(), ctx.get(), work.get(), quant.get()}, pooling, normalize,
-                 out);
+  INFER_RETURN_IF_ERROR(Forward(stream, packed, {x.get(), ctx.get(), work.get(), quant.get()},
+                                pooling, normalize, out));
+  if (states != nullptr) {
+    // Enqueued before the buffers go back to the allocator (stream-ordered).
+    const void* from = StatesInCtx() ? ctx.get() : x.get();
+    INFER_RETURN_IF_CUDA_ERROR(
+        cuda::LaunchHalfToFloat(NativeCudaStream(stream), static_cast<const __half*>(from),
+                                tokens * h, states),
+        "states kernel");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequencesView& packed,
@@ -303,6 +321,7 @@ absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequenc
 absl::Status TransformerEncoderCuda::Pool(Stream* stream, const void* x,
                                           const PackedSequencesView& packed, Pooling pooling,
                                           bool normalize, float* out) const {
+  if (out == nullptr) return absl::OkStatus();
   cudaStream_t s = NativeCudaStream(stream);
   const auto* xh = static_cast<const __half*>(x);
   const int64_t h = spec_.hidden_size;

@@ -80,6 +80,12 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   }
   absl::Status Encode(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                       bool normalize, float* out) const override;
+  // The pass leaves the last hidden states in FP16; they are converted to
+  // `states` after it, from the graphs' buffers for a batch a graph replays
+  // (BertCudaGraphs::Run) and from the pass's own otherwise.
+  bool HasTokenStates() const override { return true; }
+  absl::Status EncodeWithStates(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
+                                bool normalize, float* out, float* states) const override;
 
  private:
   struct Linear {
@@ -120,7 +126,12 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   absl::Status Forward(Stream* stream, const PackedSequencesView& packed,
                        const BertCudaGraphs::Scratch& scratch, Pooling pooling, bool normalize,
                        float* out) const;
-  // Pools `x` ([tokens, hidden] FP16) into `out` as `pooling` says.
+  // Where the pass leaves the last hidden states ([tokens, hidden] FP16 at
+  // the start of the buffer): ctx on the general path's pre-norm families
+  // (the final norm's output; x holds the FP32 residual stream), else x.
+  bool StatesInCtx() const { return general_ && spec_.pre_norm; }
+  // Pools `x` ([tokens, hidden] FP16) into `out` as `pooling` says; nothing
+  // when `out` is null.
   absl::Status Pool(Stream* stream, const void* x, const PackedSequencesView& packed,
                     Pooling pooling, bool normalize, float* out) const;
   absl::Status ForwardGeneral(Stream* stream, const PackedSequencesView& packed,

@@ -8,7 +8,8 @@
 // cover grouped KV heads (down to one), causal and sliding-window masks
 // (windows shorter than the longest input), rotary positions with a θ per
 // layer type, Q/K norms, RMSNorm, LayerNorm without β, gated FFNs, MPNet's
-// relative bias and last-token pooling; and FP8 where the GPU has it. Each
+// relative bias and last-token pooling; every token's last hidden state
+// (EncodeWithStates); and FP8 where the GPU has it. Each
 // kernel-by-kernel batch also
 // checks the memory model: the allocator's peak during Encode against
 // PeakBytes (never below, at most 25% above). Skips without a GPU.
@@ -54,8 +55,10 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
   }
 
   // Encodes inputs `which` of `r` as one packed batch; returns [n, hidden].
+  // With `states`, through EncodeWithStates, and its [tokens, hidden] there.
   std::vector<float> EncodeBatch(const TransformerEncoder& encoder, const Reference& r,
-                                 const std::vector<size_t>& which) {
+                                 const std::vector<size_t>& which,
+                                 std::vector<float>* states = nullptr) {
     int64_t seq = 1;
     for (size_t i : which) seq = std::max<int64_t>(seq, static_cast<int64_t>(r.ids[i].size()));
     const auto rows = static_cast<int64_t>(which.size());
@@ -82,8 +85,15 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const int64_t before = alloc->stats().allocated_bytes;
     alloc->ResetPeak();
-    EXPECT_THAT(encoder.Encode(stream_.get(), view, r.pooling, /*normalize=*/true, out.get()),
-                IsOk());
+    DeviceArray<float> token_states(states != nullptr ? h.tokens * hidden : 0);
+    if (states != nullptr) {
+      EXPECT_THAT(encoder.EncodeWithStates(stream_.get(), view, r.pooling, /*normalize=*/true,
+                                           out.get(), token_states.get()),
+                  IsOk());
+    } else {
+      EXPECT_THAT(encoder.Encode(stream_.get(), view, r.pooling, /*normalize=*/true, out.get()),
+                  IsOk());
+    }
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const int64_t measured = alloc->stats().peak_allocated_bytes - before;
     const int64_t predicted = encoder.PeakBytes({h.rows, h.tokens, h.longest});
@@ -93,6 +103,7 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
     }
     std::vector<float> result;
     EXPECT_EQ(out.Download(&result), cudaSuccess);
+    if (states != nullptr) EXPECT_EQ(token_states.Download(states), cudaSuccess);
     return result;
   }
 
@@ -132,6 +143,52 @@ TEST_P(CudaFamiliesTest, EveryInputMatchesTransformersInFp16) {
       ASSERT_EQ(alone.size(), static_cast<size_t>(h));
       EXPECT_GE(testing::Cosine(alone.data(), r.embedding[i].data(), h), 0.999)
           << GetParam() << " input " << i << " alone, graphs " << graphs;
+    }
+  }
+}
+
+// Every token's last hidden state (TEI's /embed_all), kernel by kernel and
+// replayed in CUDA graphs: cosine >= 0.999 to transformers' last_hidden_state
+// for every token of every input, the states in packed order; the pooled
+// rows of the same pass as Encode's.
+TEST_P(CudaFamiliesTest, TokenStatesMatchTransformersInFp16) {
+  const Reference r = ReadReference(GetParam());
+  for (const bool graphs : {false, true}) {
+    EncoderOptions o;
+    o.graphs.enabled = graphs;
+    o.graphs.max_tokens = 4096;
+    auto encoder = LoadEncoder(r.dir, device_->context(), o);
+    ASSERT_THAT(encoder, IsOk()) << GetParam();
+    ASSERT_TRUE((*encoder)->HasTokenStates());
+    const int64_t h = (*encoder)->spec().hidden_size;
+    std::vector<size_t> all(r.ids.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    for (int pass = 0; pass < (graphs ? 2 : 1); ++pass) {
+      std::vector<float> states;
+      const std::vector<float> pooled = EncodeBatch(**encoder, r, all, &states);
+      // The same pass's pooled rows (normalised): as Encode's, to FP16's
+      // rounding (a graph's first batch runs eagerly, later ones replay).
+      const std::vector<float> plain = EncodeBatch(**encoder, r, all);
+      ASSERT_EQ(pooled.size(), plain.size());
+      for (size_t k = 0; k < plain.size(); ++k) {
+        ASSERT_NEAR(pooled[k], plain[k], 2e-3) << GetParam() << " value " << k;
+      }
+      size_t token = 0;
+      double lowest = 1;
+      for (size_t i = 0; i < all.size(); ++i) {
+        ASSERT_EQ(r.hidden[i].size(), r.ids[i].size() * h);
+        for (size_t t = 0; t < r.ids[i].size(); ++t, ++token) {
+          ASSERT_LE((token + 1) * h, states.size());
+          const double c =
+              testing::Cosine(states.data() + token * h, r.hidden[i].data() + t * h, h);
+          lowest = std::min(lowest, c);
+          EXPECT_GE(c, 0.999) << GetParam() << " input " << i << " token " << t << ", graphs "
+                              << graphs << ", pass " << pass;
+        }
+      }
+      EXPECT_EQ(states.size(), token * h);
+      std::printf("%s FP16 token states, graphs %d, pass %d: lowest cosine %.6f\n", GetParam(),
+                  graphs ? 1 : 0, pass, lowest);
     }
   }
 }

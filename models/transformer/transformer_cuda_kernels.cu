@@ -333,4 +333,27 @@ cudaError_t LaunchLastTokenPool(cudaStream_t stream, const __half* x, const int3
   return cudaGetLastError();
 }
 
+namespace {
+
+// One value per thread per step of a grid-stride loop (at most 2^20 blocks),
+// so any n is covered.
+__global__ void HalfToFloatKernel(const __half* __restrict__ x, int64_t n, float* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = __half2float(x[i]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchHalfToFloat(cudaStream_t stream, const __half* x, int64_t n, float* y) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
+  HalfToFloatKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, y);
+  return cudaGetLastError();
+}
+
 }  // namespace infer::cuda

@@ -2,7 +2,7 @@
 // BERT-shaped (models/transformer/transformer_spec.h): the embedding sum with
 // an optional norm, residual add + LayerNorm (with or without β) or RMSNorm,
 // the q/k transform (bias, per-head RMSNorm, rotary positions), GELU / tanh-
-// GELU / SiLU, gated or not, and last-token pooling. FP16 storage, FP32
+// GELU / SiLU, gated or not, last-token pooling, and FP16 states to FP32. FP16 storage, FP32
 // arithmetic, over packed tokens (models/packed_sequences.h). Plain CUDA types
 // only, so the host compiler can include this. Design in
 // transformer_cuda_kernels.cu.
@@ -102,6 +102,10 @@ cudaError_t LaunchActivation(cudaStream_t stream, __half* y, const float* bias, 
 // device. x FP16 [tokens, hidden], out FP32 [rows, hidden].
 cudaError_t LaunchLastTokenPool(cudaStream_t stream, const __half* x, const int32_t* offsets,
                                 int64_t rows, int64_t hidden, bool normalize, float* out);
+
+// y[i] = x[i] in FP32 for i < n: the last hidden states handed out per token
+// (TransformerEncoder::EncodeWithStates). x FP16, y FP32.
+cudaError_t LaunchHalfToFloat(cudaStream_t stream, const __half* x, int64_t n, float* y);
 
 }  // namespace infer::cuda
 

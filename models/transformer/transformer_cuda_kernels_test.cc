@@ -105,6 +105,32 @@ TEST(TransformerCudaKernelsTest, RejectsBadSizesWithoutLaunching) {
   EXPECT_EQ(cuda::LaunchLastTokenPool(nullptr, nullptr, nullptr, 0, 8, true, nullptr), cudaSuccess);
   EXPECT_EQ(cuda::LaunchQuantizeRowsFp8(nullptr, nullptr, 2, 8, 4, nullptr, nullptr),
             cudaErrorInvalidValue);  // ld < cols
+  EXPECT_EQ(cuda::LaunchHalfToFloat(nullptr, nullptr, -1, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchHalfToFloat(nullptr, nullptr, 0, nullptr), cudaSuccess);
+}
+
+// Every value exactly (FP16 to FP32 is exact), over more values than one
+// pass of the grid covers (2^20 blocks of 256), so the stride loop runs.
+TEST(TransformerCudaKernelsTest, HalfToFloatIsExactOverAnyCount) {
+  INFER_SKIP_WITHOUT_GPU();
+  for (const int64_t n : {int64_t{1}, int64_t{1000}, (int64_t{1} << 28) + 3}) {
+    std::vector<uint16_t> h(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) h[i] = static_cast<uint16_t>((i * 2654435761u) >> 16);
+    for (uint16_t& v : h) {
+      if ((v & 0x7c00) == 0x7c00) v &= 0x83ff;  // no infinities or NaNs: compared with ==
+    }
+    DeviceArray<uint16_t> d_h(h.size());
+    DeviceArray<float> d_f(h.size());
+    INFER_ASSERT_CUDA(d_h.Upload(h));
+    INFER_ASSERT_CUDA(
+        cuda::LaunchHalfToFloat(nullptr, reinterpret_cast<const __half*>(d_h.get()), n, d_f.get()));
+    INFER_ASSERT_CUDA(cudaDeviceSynchronize());
+    std::vector<float> got;
+    INFER_ASSERT_CUDA(d_f.Download(&got));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += got[i] != HalfToFloat(h[i]);
+    EXPECT_EQ(bad, 0) << n << " values";
+  }
 }
 
 // x += y + b, out = norm(x), for each aliasing and residual type.
