@@ -1,6 +1,6 @@
 // BertModel's batches (bert_model.h): Prepare packs the requests' real
 // tokens, and the Batch runs the encoder and what follows it on the device
-// (SPLADE's head on the CPU, the per-token outputs on any device), then on the host each request's
+// (SPLADE's head, the per-token outputs), then on the host each request's
 // rows through the Dense modules or the classification head, and shapes its
 // output (normalisation, Matryoshka width, sparse terms).
 #include <algorithm>
@@ -57,14 +57,11 @@ class BertModel::Batch final : public StagedRowsBatch {
     const TransformerEncoder& encoder = *model_.encoder_;
     const int64_t rows = layout_.rows, hidden = encoder.spec().hidden_size;
     CachingAllocator* allocator = context().allocator;
-    if (layout_.tokens == 0 && model_.splade_ != nullptr) {
-      // Empty sequences only (SPLADE runs on the CPU: host memory): zero
-      // rows.
-      std::fill(out, out + rows * model_.device_width(), 0.0f);
-      return absl::OkStatus();
-    }
-    if (layout_.tokens == 0) {  // zero rows (on any device), and no states to give
-      return encoder.Encode(stream, view, model_.pooling_, device_normalizes_, out);
+    if (layout_.tokens == 0) {  // empty sequences only: zero rows, and no states to give
+      return model_.splade_ != nullptr
+                 ? model_.splade_->Run(stream, nullptr, host_offsets_.data(), view.offsets, rows, 0,
+                                       model_.splade_pooling_, out, nullptr)
+                 : encoder.Encode(stream, view, model_.pooling_, device_normalizes_, out);
     }
     // Every token's state: SPLADE's input (scratch), or an output.
     DeviceBuffer states_buffer;
@@ -83,8 +80,8 @@ class BertModel::Batch final : public StagedRowsBatch {
       INFER_ASSIGN_OR_RETURN(
           DeviceBuffer scratch,
           DeviceBuffer::Allocate(allocator, model_.splade_->ScratchBytes(layout_.tokens), stream));
-      return model_.splade_->Run(states, host_offsets_.data(), rows, layout_.tokens,
-                                 model_.splade_pooling_, out, scratch.get());
+      return model_.splade_->Run(stream, states, host_offsets_.data(), view.offsets, rows,
+                                 layout_.tokens, model_.splade_pooling_, out, scratch.get());
     }
     // With Dense modules or a classification head, the pooled rows (the
     // classifier's pooling) as they are: the head runs on

@@ -47,7 +47,7 @@
 //
 // A SPLADE checkpoint (a sentence-transformers SparseEncoder folder: an
 // MLMTransformer over a *ForMaskedLM checkpoint, then SpladePooling; or the
-// pooling parameter "splade"; CPU only) answers a sparse vector over the
+// pooling parameter "splade"; on the CPU and on CUDA) answers a sparse vector over the
 // vocabulary per text, its non-zero terms only (models/transformer/splade_head.h):
 //   sparse_counts    INT64 [-1]         how many terms each text has
 //   sparse_indices   INT64 [-1]         their token ids, ascending per text,

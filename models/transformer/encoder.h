@@ -91,8 +91,8 @@ struct EncoderOptions {
   // A sequence's embedding is bit-identical whatever it is batched with
   // (models/transformer/encoder_cpu.h). The CPU encoder only: refused on CUDA.
   bool batch_invariant = false;
-  // Also load the checkpoint's masked-LM head, for SPLADE (splade()). The
-  // CPU encoder only: refused on CUDA.
+  // Also load the checkpoint's masked-LM head, for SPLADE (splade()), on
+  // either device.
   bool masked_lm_head = false;
 };
 
@@ -123,7 +123,8 @@ class TransformerEncoder {
   // none.
   virtual const DenseHead* classifier() const { return nullptr; }
   // The SPLADE head on the masked-LM logits (EncoderOptions::masked_lm_head;
-  // host FP32, applied by the caller to EncodeWithStates' states), or null.
+  // on the encoder's device, applied by the caller to EncodeWithStates'
+  // states), or null.
   virtual const SpladeHead* splade() const { return nullptr; }
   // Whether EncodeWithStates is offered (the CPU's and the CUDA encoders').
   virtual bool HasTokenStates() const { return false; }

@@ -194,7 +194,7 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   dnnl::engine engine_;
   std::vector<float> word_, position_, token_type_;  // FP32 embedding tables
   DenseHead classifier_;                             // spec_.labels' head, or empty
-  std::unique_ptr<SpladeHead> splade_;               // the masked-LM head, or null
+  std::unique_ptr<SpladeHeadCpu> splade_;            // the masked-LM head, or null
   // MPNet's relative position biases by head and distance,
   // [heads, 2 * max_position_embeddings - 1].
   std::vector<float> relative_bias_;

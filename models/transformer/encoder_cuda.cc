@@ -104,6 +104,9 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
     }
   }
   if (general) INFER_RETURN_IF_ERROR(m->UploadGeneral(w, up));
+  if (w.masked_lm.present()) {
+    INFER_ASSIGN_OR_RETURN(m->splade_, SpladeHeadCuda::Create(c, w.masked_lm, up));
+  }
   // The host copies die with `up`: wait for the uploads.
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(m->weights_stream_.get()));
   m->weight_bytes_ = up.bytes();

@@ -43,6 +43,7 @@
 #include "models/cuda_lt_linear.h"
 #include "models/transformer/cuda_uploader.h"
 #include "models/transformer/encoder.h"
+#include "models/transformer/splade_head_cuda.h"
 #include "models/transformer/transformer_weights.h"
 
 namespace infer {
@@ -78,6 +79,9 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   const DenseHead* classifier() const override {
     return classifier_.empty() ? nullptr : &classifier_;
   }
+  // On the GPU (models/transformer/splade_head_cuda.h), when the weights
+  // hold a masked-LM head.
+  const SpladeHead* splade() const override { return splade_.get(); }
   absl::Status Encode(Stream* stream, const PackedSequencesView& batch, Pooling pooling,
                       bool normalize, float* out) const override;
   // The pass leaves the last hidden states in FP16; they are converted to
@@ -146,8 +150,9 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   int64_t QuantCols() const;
 
   TransformerSpec spec_;
-  DenseHead classifier_;  // spec_.labels' head (host memory), or empty
-  bool general_ = false;  // !spec_.IsBertShaped()
+  DenseHead classifier_;                    // spec_.labels' head (host memory), or empty
+  std::unique_ptr<SpladeHeadCuda> splade_;  // the masked-LM head, or null
+  bool general_ = false;                    // !spec_.IsBertShaped()
   Precision precision_ = Precision::kFp16;
   DeviceContext context_;
   std::unique_ptr<Stream> weights_stream_;

@@ -53,10 +53,6 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> LoadEncoder(const std::strin
   if (context.device == nullptr) return absl::InvalidArgumentError("no device");
   INFER_ASSIGN_OR_RETURN(const Precision precision,
                          ResolveEncoderPrecision(options.precision, *context.device));
-  if (options.masked_lm_head && context.device->info().kind != DeviceKind::kCpu) {
-    return absl::FailedPreconditionError(
-        "SPLADE (a masked-LM head) is computed by the CPU encoder only");
-  }
   INFER_ASSIGN_OR_RETURN(TransformerWeights weights,
                          LoadTransformerWeights(dir, options.masked_lm_head));
   switch (context.device->info().kind) {

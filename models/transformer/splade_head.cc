@@ -19,13 +19,7 @@ constexpr int64_t kAlign = 64;
 int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 cpu::LinearActivation HeadActivation(const TransformerSpec& spec) {
-  // transformers' BertPredictionHeadTransform uses hidden_act, and
-  // DistilBERT's masked-LM head its activation; RoBERTa's lm_head (XLM-R's,
-  // CamemBERT's) always the erf GELU.
-  if (spec.model_type != "bert" && spec.model_type != "distilbert") {
-    return cpu::LinearActivation::kGelu;
-  }
-  switch (spec.activation) {
+  switch (SpladeHeadActivation(spec)) {
     case ActivationKind::kGelu:
       return cpu::LinearActivation::kGelu;
     case ActivationKind::kGeluTanh:
@@ -38,12 +32,16 @@ cpu::LinearActivation HeadActivation(const TransformerSpec& spec) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SpladeHead>> SpladeHead::Create(const dnnl::engine& engine,
-                                                               const TransformerSpec& spec,
-                                                               TransformerWeights::MaskedLm head,
-                                                               int threads) {
+ActivationKind SpladeHeadActivation(const TransformerSpec& spec) {
+  if (spec.model_type != "bert" && spec.model_type != "distilbert") return ActivationKind::kGelu;
+  return spec.activation;
+}
+
+absl::StatusOr<std::unique_ptr<SpladeHeadCpu>> SpladeHeadCpu::Create(
+    const dnnl::engine& engine, const TransformerSpec& spec, TransformerWeights::MaskedLm head,
+    int threads) {
   if (!head.present()) return absl::InvalidArgumentError("SPLADE needs a masked-LM head");
-  std::unique_ptr<SpladeHead> m(new SpladeHead());
+  std::unique_ptr<SpladeHeadCpu> m(new SpladeHeadCpu());
   m->engine_ = engine;
   m->threads_ = std::max(threads, 1);
   m->hidden_ = spec.hidden_size;
@@ -69,7 +67,7 @@ absl::StatusOr<std::unique_ptr<SpladeHead>> SpladeHead::Create(const dnnl::engin
   return m;
 }
 
-int64_t SpladeHead::ScratchBytes(int64_t tokens) const {
+int64_t SpladeHeadCpu::ScratchBytes(int64_t tokens) const {
   const int64_t chunk = std::min(tokens, kChunkTokens);
   if (chunk <= 0) return 0;
   const auto f = static_cast<int64_t>(sizeof(float));
@@ -77,10 +75,14 @@ int64_t SpladeHead::ScratchBytes(int64_t tokens) const {
          Aligned(static_cast<int64_t>(scratchpad_bytes_));
 }
 
-absl::Status SpladeHead::Run(const float* states, const int32_t* offsets, int64_t rows,
-                             int64_t tokens, const SpladePooling& pooling, float* out,
-                             void* scratch) const {
+absl::Status SpladeHeadCpu::Run(Stream* /*stream*/, const float* states, const int32_t* offsets,
+                                const int32_t* /*device_offsets*/, int64_t rows, int64_t tokens,
+                                const SpladePooling& pooling, float* out, void* scratch) const {
   const int64_t v = vocab_, h = hidden_;
+  if (tokens == 0) {
+    std::fill(out, out + rows * v, 0.0f);
+    return absl::OkStatus();
+  }
   const float start = pooling.sum ? 0.0f : -std::numeric_limits<float>::infinity();
   std::fill(out, out + rows * v, start);
   auto transform = [&pooling](float x) {

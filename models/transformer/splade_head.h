@@ -16,8 +16,11 @@
 // (log1p and ReLU are monotone), so each output value is transformed once;
 // sum pooling transforms only the positive logits (ReLU makes the others 0).
 //
-// Matmuls and the LayerNorm run with oneDNN in FP32 (models/onednn_ops.h)
-// on the calling thread's OpenMP team of `threads`.
+// Two implementations, each made by its encoder (TransformerEncoder::splade):
+// SpladeHeadCpu below (oneDNN, FP32, on the calling thread's OpenMP team)
+// and the CUDA encoder's (models/transformer/splade_head_cuda.h: FP16
+// GEMMs with FP32 logits). Their buffers (states, scratch, out) are the
+// device's memory.
 //
 // Thread-safety: immutable after Create; Run may be called concurrently
 // with distinct scratch and output buffers.
@@ -32,6 +35,7 @@
 #include "models/onednn_ops.h"
 #include "models/transformer/transformer_spec.h"
 #include "models/transformer/transformer_weights.h"
+#include "runtime/device.h"
 
 namespace infer {
 
@@ -41,29 +45,48 @@ struct SpladePooling {
   bool log1p_twice = false;  // activation_function "log1p_relu"; else "relu"
 };
 
+// transformers' activation of the head's transform: hidden_act for BERT's
+// BertPredictionHeadTransform and DistilBERT's head; RoBERTa's lm_head
+// (XLM-R's, CamemBERT's) always the erf GELU.
+ActivationKind SpladeHeadActivation(const TransformerSpec& spec);
+
 class SpladeHead {
  public:
   static constexpr int64_t kChunkTokens = 256;
 
-  // `head` must be present (TransformerWeights::MaskedLm); its activation is
-  // the spec's hidden_act for BERT, GELU for RoBERTa's lm_head.
-  static absl::StatusOr<std::unique_ptr<SpladeHead>> Create(const dnnl::engine& engine,
-                                                            const TransformerSpec& spec,
-                                                            TransformerWeights::MaskedLm head,
-                                                            int threads);
-
-  int64_t vocab() const { return vocab_; }
-  int64_t WeightBytes() const { return weight_bytes_; }
+  virtual ~SpladeHead() = default;
+  virtual int64_t vocab() const = 0;
+  virtual int64_t WeightBytes() const = 0;
   // Bytes of the one scratch buffer Run needs for a batch of `tokens`.
-  int64_t ScratchBytes(int64_t tokens) const;
-  // states [tokens, hidden] (packed, sequence s's rows from offsets[s] to
-  // offsets[s + 1]) -> out [rows, vocab]; an empty sequence gets zeros.
-  // `scratch` holds ScratchBytes(tokens).
-  absl::Status Run(const float* states, const int32_t* offsets, int64_t rows, int64_t tokens,
-                   const SpladePooling& pooling, float* out, void* scratch) const;
+  virtual int64_t ScratchBytes(int64_t tokens) const = 0;
+  // states [tokens, hidden] FP32 (packed, sequence s's rows from offsets[s]
+  // to offsets[s + 1]) -> out [rows, vocab]; an empty sequence gets zeros,
+  // and so does every row when tokens is 0 (states and scratch may then be
+  // null). `offsets` is the host's copy, `device_offsets` the same on the
+  // device (a GPU head reads it; the CPU's ignores it, as it does `stream`).
+  // `scratch` holds ScratchBytes(tokens). Enqueued on `stream`.
+  virtual absl::Status Run(Stream* stream, const float* states, const int32_t* offsets,
+                           const int32_t* device_offsets, int64_t rows, int64_t tokens,
+                           const SpladePooling& pooling, float* out, void* scratch) const = 0;
+};
+
+class SpladeHeadCpu final : public SpladeHead {
+ public:
+  // `head` must be present (TransformerWeights::MaskedLm).
+  static absl::StatusOr<std::unique_ptr<SpladeHeadCpu>> Create(const dnnl::engine& engine,
+                                                               const TransformerSpec& spec,
+                                                               TransformerWeights::MaskedLm head,
+                                                               int threads);
+
+  int64_t vocab() const override { return vocab_; }
+  int64_t WeightBytes() const override { return weight_bytes_; }
+  int64_t ScratchBytes(int64_t tokens) const override;
+  absl::Status Run(Stream* stream, const float* states, const int32_t* offsets,
+                   const int32_t* device_offsets, int64_t rows, int64_t tokens,
+                   const SpladePooling& pooling, float* out, void* scratch) const override;
 
  private:
-  SpladeHead() = default;
+  SpladeHeadCpu() = default;
 
   dnnl::engine engine_;
   int threads_ = 1;

@@ -345,7 +345,71 @@ __global__ void HalfToFloatKernel(const __half* __restrict__ x, int64_t n, float
   }
 }
 
+__global__ void FloatToHalfKernel(const float* __restrict__ x, int64_t n, __half* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = __float2half_rn(x[i]);
+  }
+}
+
+// One thread per (sequence, column): the sequence's tokens in the chunk are
+// read down the column, consecutive threads reading consecutive columns.
+__global__ void SpladeFoldKernel(const float* __restrict__ logits, const float* __restrict__ bias,
+                                 const int32_t* __restrict__ offsets, int64_t first, int64_t c0,
+                                 int64_t c1, int64_t vocab, bool sum, bool twice,
+                                 float* __restrict__ out) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= vocab) return;
+  const int64_t s = first + blockIdx.y;
+  const int64_t t0 = max(static_cast<int64_t>(offsets[s]), c0);
+  const int64_t t1 = min(static_cast<int64_t>(offsets[s + 1]), c1);
+  if (t0 >= t1) return;
+  const float b = bias != nullptr ? bias[v] : 0.0f;
+  auto f = [twice](float l) {
+    const float y = log1pf(l);
+    return twice ? log1pf(y) : y;
+  };
+  float* o = out + s * vocab + v;
+  if (sum) {
+    float acc = 0.0f;
+    for (int64_t t = t0; t < t1; ++t) {
+      const float l = logits[(t - c0) * vocab + v] + b;
+      if (l > 0.0f) acc += f(l);
+    }
+    *o += acc;
+  } else {
+    float top = -INFINITY;
+    for (int64_t t = t0; t < t1; ++t) top = fmaxf(top, logits[(t - c0) * vocab + v] + b);
+    if (top > 0.0f) *o = fmaxf(*o, f(top));
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchFloatToHalf(cudaStream_t stream, const float* x, int64_t n, __half* y) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
+  FloatToHalfKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSpladeFold(cudaStream_t stream, const float* logits, const float* bias,
+                             const int32_t* offsets, int64_t first, int64_t last, int64_t c0,
+                             int64_t c1, int64_t vocab, bool sum, bool twice, float* out) {
+  if (first < 0 || last < first || c0 < 0 || c1 < c0 || vocab < 0 || last - first > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  if (last == first || c1 == c0 || vocab == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>((vocab + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(last - first));
+  SpladeFoldKernel<<<grid, kThreads, 0, stream>>>(logits, bias, offsets, first, c0, c1, vocab,
+                                                  sum, twice, out);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchHalfToFloat(cudaStream_t stream, const __half* x, int64_t n, float* y) {
   if (n < 0) return cudaErrorInvalidValue;

@@ -2,7 +2,8 @@
 // BERT-shaped (models/transformer/transformer_spec.h): the embedding sum with
 // an optional norm, residual add + LayerNorm (with or without β) or RMSNorm,
 // the q/k transform (bias, per-head RMSNorm, rotary positions), GELU / tanh-
-// GELU / SiLU, gated or not, last-token pooling, and FP16 states to FP32. FP16 storage, FP32
+// GELU / SiLU, gated or not, last-token pooling, FP16 and FP32 conversions,
+// and SPLADE's pooling of vocabulary-wide logits. FP16 storage, FP32
 // arithmetic, over packed tokens (models/packed_sequences.h). Plain CUDA types
 // only, so the host compiler can include this. Design in
 // transformer_cuda_kernels.cu.
@@ -106,6 +107,21 @@ cudaError_t LaunchLastTokenPool(cudaStream_t stream, const __half* x, const int3
 // y[i] = x[i] in FP32 for i < n: the last hidden states handed out per token
 // (TransformerEncoder::EncodeWithStates). x FP16, y FP32.
 cudaError_t LaunchHalfToFloat(cudaStream_t stream, const __half* x, int64_t n, float* y);
+
+// x FP32 -> y FP16 (round to nearest), for i < n.
+cudaError_t LaunchFloatToHalf(cudaStream_t stream, const float* x, int64_t n, __half* y);
+
+// SPLADE's fold of one chunk of tokens [c0, c1) into the per-sequence result
+// (models/transformer/splade_head.h): for each sequence s in [first, last)
+// and column v < vocab, over s's tokens t in the chunk (offsets on the
+// device, [rows + 1]), l = logits[t - c0][v] + bias[v] (bias null: 0) and
+// f(l) = log1p(l) (log1p twice with `twice`) for l > 0, else 0:
+//   sum: out[s][v] += Σ f(l);   max: out[s][v] = max(out[s][v], f(max l)).
+// out FP32 [rows, vocab] starts at zeros before the first chunk; logits FP32
+// [c1 - c0, vocab]. At most 65535 sequences a chunk.
+cudaError_t LaunchSpladeFold(cudaStream_t stream, const float* logits, const float* bias,
+                             const int32_t* offsets, int64_t first, int64_t last, int64_t c0,
+                             int64_t c1, int64_t vocab, bool sum, bool twice, float* out);
 
 }  // namespace infer::cuda
 
