@@ -107,6 +107,65 @@ TEST(TransformerCudaKernelsTest, RejectsBadSizesWithoutLaunching) {
             cudaErrorInvalidValue);  // ld < cols
   EXPECT_EQ(cuda::LaunchHalfToFloat(nullptr, nullptr, -1, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchHalfToFloat(nullptr, nullptr, 0, nullptr), cudaSuccess);
+  EXPECT_EQ(cuda::LaunchFloatToHalf(nullptr, nullptr, -1, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchSpladeFold(nullptr, nullptr, nullptr, nullptr, 0, 70000, 0, 4, 8, false,
+                                   false, nullptr),
+            cudaErrorInvalidValue);  // over 65535 sequences
+  EXPECT_EQ(cuda::LaunchSpladeFold(nullptr, nullptr, nullptr, nullptr, 2, 1, 0, 4, 8, false, false,
+                                   nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchSpladeFold(nullptr, nullptr, nullptr, nullptr, 0, 3, 4, 4, 8, true, false,
+                                   nullptr),
+            cudaSuccess);  // an empty chunk
+}
+
+// SPLADE's fold against the host's, chunk by chunk as the head runs it:
+// sequences of 3, 0, 5 and 1 tokens in chunks of 4 (a sequence across
+// chunks, an empty one), a bias and none, max and sum, log1p once and twice.
+TEST(TransformerCudaKernelsTest, SpladeFoldMatchesTheReference) {
+  INFER_SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> offsets = {0, 3, 3, 8, 9};
+  const int64_t rows = 4, tokens = 9, vocab = 300, chunk = 4;
+  const std::vector<float> logits = Random(tokens * vocab, 21, -3, 2);
+  const std::vector<float> bias = Random(vocab, 22, -0.5f, 0.5f);
+  DeviceArray<int32_t> d_offsets(offsets.size());
+  DeviceArray<float> d_chunk(chunk * vocab), d_bias(vocab), d_out(rows * vocab);
+  INFER_ASSERT_CUDA(d_offsets.Upload(offsets));
+  INFER_ASSERT_CUDA(d_bias.Upload(bias));
+  for (const bool sum : {false, true}) {
+    for (const bool twice : {false, true}) {
+      for (const bool with_bias : {false, true}) {
+        INFER_ASSERT_CUDA(cudaMemset(d_out.get(), 0, rows * vocab * sizeof(float)));
+        for (int64_t c0 = 0; c0 < tokens; c0 += chunk) {
+          const int64_t c1 = std::min(tokens, c0 + chunk);
+          INFER_ASSERT_CUDA(d_chunk.Upload(
+              std::vector<float>(logits.begin() + c0 * vocab, logits.begin() + c1 * vocab)));
+          // Every sequence, as if each overlapped: the kernel skips the others.
+          INFER_ASSERT_CUDA(cuda::LaunchSpladeFold(
+              nullptr, d_chunk.get(), with_bias ? d_bias.get() : nullptr, d_offsets.get(), 0, rows,
+              c0, c1, vocab, sum, twice, d_out.get()));
+        }
+        INFER_ASSERT_CUDA(cudaDeviceSynchronize());
+        std::vector<float> got;
+        INFER_ASSERT_CUDA(d_out.Download(&got));
+        auto f = [twice](double l) { return twice ? std::log1p(std::log1p(l)) : std::log1p(l); };
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t v = 0; v < vocab; ++v) {
+            double want = 0, top = -1e30;
+            for (int64_t t = offsets[r]; t < offsets[r + 1]; ++t) {
+              const double l = logits[t * vocab + v] + (with_bias ? bias[v] : 0.0f);
+              if (sum && l > 0) want += f(l);
+              top = std::max(top, l);
+            }
+            if (!sum) want = top > 0 ? f(top) : 0.0;
+            ASSERT_NEAR(got[r * vocab + v], want, 1e-5 + 1e-5 * want)
+                << "row " << r << " column " << v << " sum " << sum << " twice " << twice
+                << " bias " << with_bias;
+          }
+        }
+      }
+    }
+  }
 }
 
 // Every value exactly (FP16 to FP32 is exact), over more values than one
