@@ -110,9 +110,20 @@ absl::Status ValidateQueueOptions(const QueueOptions& options);
 // bound holds it; 0 without buckets; -1 when it is longer than the last.
 int LengthBucket(const QueueOptions& options, int64_t length);
 
+// A task's BatchShape::state_tokens: its state_tokens(), where TaskT has one.
+template <typename TaskT>
+int64_t StateTokensOf(const TaskT& task) {
+  if constexpr (requires { task.state_tokens(); }) {
+    return task.state_tokens();
+  } else {
+    return 0;
+  }
+}
+
 // TaskT provides: int64_t size() (rows), int64_t length() (its longest
 // sequence, which chooses the bucket), int64_t tokens() (its real tokens),
-// int priority() (1..levels), absl::Time deadline(), bool cancelled().
+// int priority() (1..levels), absl::Time deadline(), bool cancelled(); and
+// optionally int64_t state_tokens() (BatchShape::state_tokens; 0 without).
 template <typename TaskT>
 class BatchQueue {
  public:
@@ -122,11 +133,12 @@ class BatchQueue {
     int64_t rows = 0;
     int64_t length = 0;           // longest sequence in the batch
     int64_t tokens = 0;           // real tokens of its tasks
+    int64_t state_tokens = 0;     // BatchShape::state_tokens of its tasks
     int64_t computed_tokens = 0;  // what the model computes (ComputedTokens)
     // The batch's estimated peak, reserved through the gate (empty without
     // one): the batch's holder owns it and returns it when the batch is done.
     MemoryReservation memory;
-    BatchShape shape() const { return {rows, tokens, length}; }
+    BatchShape shape() const { return {rows, tokens, length, state_tokens}; }
     // Removed without execution, to be answered by the caller.
     std::vector<std::unique_ptr<TaskT>> expired;
     std::vector<std::unique_ptr<TaskT>> cancelled;
@@ -348,6 +360,7 @@ class BatchQueue {
     out->rows = plan.shape.rows;
     out->length = plan.shape.length;
     out->tokens = plan.shape.tokens;
+    out->state_tokens = plan.shape.state_tokens;
     out->computed_tokens = Computed(plan.shape);
     // The same walk as the plan's (nothing was pushed or trimmed since).
     typename Fifo::Cursor cursor(&bucket, now, options_.priority_aging);
@@ -449,7 +462,8 @@ class BatchQueue {
         continue;
       }
       const BatchShape shape{p.shape.rows + t.size(), p.shape.tokens + t.tokens(),
-                             std::max(p.shape.length, t.length())};
+                             std::max(p.shape.length, t.length()),
+                             p.shape.state_tokens + StateTokensOf(t)};
       const int64_t peak = gate_ != nullptr ? gate_->PeakBytes(shape) : 0;
       if (p.first == nullptr) {
         p.first = e;

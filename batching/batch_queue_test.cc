@@ -270,6 +270,48 @@ TEST(BatchQueueTest, PackingModelsAreLimitedByRealTokens) {
   EXPECT_EQ(b.memory.bytes(), 600);
 }
 
+// A task that asks for per-token outputs on some of its tokens, and a gate
+// that charges them: the batch's shape sums them, the reservation counts
+// them, and a task type without state_tokens() counts none.
+struct StateTask : Task {
+  int64_t states = 0;
+  int64_t state_tokens() const { return states; }
+};
+
+class StateGate final : public MemoryGate {
+ public:
+  int64_t PeakBytes(const BatchShape& shape) const override {
+    return shape.tokens + 100 * shape.state_tokens;
+  }
+  int64_t ComputedTokens(const BatchShape& shape) const override { return shape.tokens; }
+  int64_t AvailableBytes() const override { return 1 << 20; }
+  int64_t CapacityBytes() const override { return 1 << 20; }
+  void Claim(int64_t, absl::Time) override {}
+
+ private:
+  bool TryReserve(int64_t) override { return true; }
+  void Release(int64_t) override {}
+};
+
+TEST(BatchQueueTest, StateTokensAreSummedIntoTheShape) {
+  FakeClock clock;
+  StateGate gate;
+  BatchQueue<StateTask> q(Options(32, 1000, 100), &gate);
+  for (int i = 0; i < 3; ++i) {
+    auto t = std::make_unique<StateTask>();
+    t->id = i;
+    t->len = 10;
+    t->states = i == 1 ? 0 : 10;
+    ASSERT_THAT(q.Push(&t, clock.Now()), IsOk());
+  }
+  auto b = q.PopBatch(clock.Now(), true);
+  ASSERT_EQ(b.tasks.size(), 3u);
+  EXPECT_EQ(b.state_tokens, 20);
+  EXPECT_EQ(b.shape().state_tokens, 20);
+  EXPECT_EQ(b.memory.bytes(), 30 + 100 * 20);
+  EXPECT_EQ(StateTokensOf(Task()), 0);
+}
+
 TEST(BatchQueueTest, BatchesFitTheMemoryThatIsAvailable) {
   FakeClock clock;
   FakeGate gate(/*capacity=*/5000, /*bytes_per_token=*/100);

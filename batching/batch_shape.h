@@ -14,6 +14,11 @@ struct BatchShape {
   // what the batch's length class is chosen by, and at least its longest
   // real sequence.
   int64_t length = 0;
+  // Real tokens of the requests that ask for per-token outputs (a model's
+  // last hidden state of each token handed out, as TEI's /embed_all): a
+  // model that keeps every token's state for them counts it in its memory
+  // model (Model::StateTokens). At most `tokens`; 0 when none asks.
+  int64_t state_tokens = 0;
 
   // Rows × length: what a model that pads every sequence to the longest
   // computes.

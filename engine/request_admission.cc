@@ -9,8 +9,9 @@ namespace infer {
 
 absl::Status CheckFitsMemory(const AdmissionPolicy& policy, const AdmittedRequest& r) {
   const int64_t chunk_rows = std::min(r.rows, policy.batching->max_batch_size);
+  const int64_t chunk_tokens = std::min(r.real_tokens, chunk_rows * r.seq_length);
   const int64_t peak = policy.model->PeakBytes(
-      {chunk_rows, std::min(r.real_tokens, chunk_rows * r.seq_length), r.seq_length});
+      {chunk_rows, chunk_tokens, r.seq_length, std::min(r.state_tokens, chunk_tokens)});
   if (peak <= policy.memory->Capacity()) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("request needs ", peak, " bytes of device memory (", chunk_rows,
@@ -55,6 +56,7 @@ absl::Status AdmitRequest(const AdmissionPolicy& policy, absl::Time arrival, Req
   status = model.ValidateRequest(*request);
   if (!status.ok()) return refuse(std::move(status), RefusalReason::kInvalid);
   r.real_tokens = model.RealTokens(*request);
+  r.state_tokens = model.StateTokens(*request);
   r.bucket = std::max(0, LengthBucket(q, r.seq_length));
   // 5. Priority and deadline.
   const int64_t levels = q.priority_levels;

@@ -40,12 +40,13 @@ namespace infer {
 // What the batcher needs to know of an admitted request.
 struct AdmittedRequest {
   int64_t rows = 0;
-  int64_t seq_length = 0;   // Model::SequenceLength: chooses the length bucket
-  int64_t real_tokens = 0;  // Model::RealTokens
-  int level = 1;            // priority level, 1 the most urgent
-  int bucket = 0;           // length bucket
+  int64_t seq_length = 0;    // Model::SequenceLength: chooses the length bucket
+  int64_t real_tokens = 0;   // Model::RealTokens
+  int64_t state_tokens = 0;  // Model::StateTokens
+  int level = 1;             // priority level, 1 the most urgent
+  int bucket = 0;            // length bucket
   absl::Time due = absl::InfiniteFuture();
-  BatchShape shape() const { return {rows, real_tokens, seq_length}; }
+  BatchShape shape() const { return {rows, real_tokens, seq_length, state_tokens}; }
 };
 
 // The policy a request of one model is admitted under. Borrowed: everything

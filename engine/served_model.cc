@@ -114,6 +114,7 @@ void ServedModel::SubmitSplit(std::unique_ptr<Task> task) {
     piece->admitted = task->admitted;
     piece->admitted.rows = RequestBatchSize((*pieces)[i]);
     piece->admitted.real_tokens = model_->RealTokens((*pieces)[i]);
+    piece->admitted.state_tokens = model_->StateTokens((*pieces)[i]);
     piece->join = join;
     piece->piece = i;
     piece->account = &join->account;

@@ -118,6 +118,7 @@ class ServedModel {
     int64_t size() const { return admitted.rows; }
     int64_t length() const { return admitted.seq_length; }
     int64_t tokens() const { return admitted.real_tokens; }
+    int64_t state_tokens() const { return admitted.state_tokens; }
     int priority() const { return admitted.level; }
     absl::Time deadline() const { return admitted.due; }
     bool cancelled() const {

@@ -6,11 +6,12 @@
 //
 // Thread-safety, the contract every model keeps:
 // - Every const method (spec, Preprocess, ValidateRequest, SequenceLength,
-//   RealTokens, DeclaredSequenceLength, PeakBytes, ComputedTokens,
+//   RealTokens, StateTokens, DeclaredSequenceLength, PeakBytes, ComputedTokens,
 //   WeightBytes, UsesDevice, tokenizer, PromptText) may be called from any number of threads at
 //   once, and while Prepare runs. The engine does exactly that: every front
 //   end thread admits its requests (AdmitRequest: the declared limits,
-//   Preprocess, ValidateRequest, SequenceLength, RealTokens, PeakBytes)
+//   Preprocess, ValidateRequest, SequenceLength, RealTokens, StateTokens,
+//   PeakBytes)
 //   while the model's batcher plans batches (PeakBytes, ComputedTokens) and
 //   prepares them. So these methods read state fixed at creation; a model
 //   that caches anything in them synchronises it itself. They must also be
@@ -207,6 +208,10 @@ class Model {
   // most rows × SequenceLength: by default exactly that, every position
   // counted. Called once per request, after ValidateRequest.
   virtual int64_t RealTokens(const InferRequest& request) const;
+  // Of those, the tokens whose per-token outputs the request asks for
+  // (BatchShape::state_tokens): 0 by default, and for a request that asks
+  // for none. Called once per request, after ValidateRequest.
+  virtual int64_t StateTokens(const InferRequest& request) const { return 0; }
   // The sequence length as far as the declared shapes tell it, before the
   // request is decoded or preprocessed, so that the length limits can be
   // checked first: by default the rule of SequenceLength; 0 when the shapes

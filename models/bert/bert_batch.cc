@@ -223,11 +223,7 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     const InferRequest* r = requests[i];
-    const bool tokens =
-        token_outputs_ && std::any_of(r->requested_outputs.begin(), r->requested_outputs.end(),
-                                      [](const std::string& name) {
-                                        return name == "token_embeddings" || name == "token_counts";
-                                      });
+    const bool tokens = WantsTokenOutputs(*r);
     shaping.push_back({r->normalize.value_or(normalize()), r->dimensions, tokens});
     const Tensor* ids = FindInput(*r, "input_ids");
     rows_per_request.push_back(ids->shape[0]);

@@ -322,6 +322,18 @@ absl::Status BertModel::ValidateRequest(const InferRequest& request) const {
   return absl::OkStatus();
 }
 
+bool BertModel::WantsTokenOutputs(const InferRequest& request) const {
+  return token_outputs_ &&
+         std::any_of(request.requested_outputs.begin(), request.requested_outputs.end(),
+                     [](const std::string& name) {
+                       return name == "token_embeddings" || name == "token_counts";
+                     });
+}
+
+int64_t BertModel::StateTokens(const InferRequest& request) const {
+  return WantsTokenOutputs(request) ? RealTokens(request) : 0;
+}
+
 int64_t BertModel::RealTokens(const InferRequest& request) const {
   const Tensor* ids = FindInput(request, "input_ids");
   const Tensor* mask = FindInput(request, "attention_mask");
@@ -337,10 +349,10 @@ int64_t BertModel::PeakBytes(const BatchShape& shape) const {
   const PackedLayout layout{shape.rows, shape.tokens, with_types()};
   const int64_t io = StagedRowsBatch::InputAndOutputBytes(static_cast<int64_t>(layout.bytes()),
                                                           shape.rows, device_width());
-  // Every token's state: SPLADE's head input, or the per-token outputs a
-  // request may ask for.
+  // Every token's state: SPLADE's head input, or the per-token outputs
+  // (kept for the whole batch when any of its requests asks for them).
   const int64_t states =
-      splade_ != nullptr || token_outputs_
+      splade_ != nullptr || (token_outputs_ && shape.state_tokens > 0)
           ? CachingAllocator::BlockBytes(shape.tokens * encoder_->spec().hidden_size * 4)
           : 0;
   if (splade_ != nullptr) {

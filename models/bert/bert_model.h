@@ -147,6 +147,8 @@ class BertModel final : public Model {
   absl::Status Preprocess(InferRequest* request) const override;
   absl::Status ValidateRequest(const InferRequest& request) const override;
   int64_t RealTokens(const InferRequest& request) const override;
+  // Its real tokens when it asks for the per-token outputs, else 0.
+  int64_t StateTokens(const InferRequest& request) const override;
   int64_t PeakBytes(const BatchShape& shape) const override;
   int64_t ComputedTokens(const BatchShape& shape) const override { return shape.tokens; }
   int64_t WeightBytes() const override {
@@ -179,6 +181,8 @@ class BertModel final : public Model {
   int64_t device_width() const;
   // Whether the model declares the per-token outputs (token_embeddings).
   bool token_outputs() const { return token_outputs_; }
+  // Whether `request` names one of them (and the model declares them).
+  bool WantsTokenOutputs(const InferRequest& request) const;
 
   BertModelOptions options_;
   DeviceContext context_;

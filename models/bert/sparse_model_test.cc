@@ -33,8 +33,10 @@ using ::infer::testing::TestDevice;
 // A fixture's model on a device: the CPU in FP32, or "cuda:0" in FP16.
 class Harness {
  public:
-  explicit Harness(const std::string& fixture, const std::string& device = "cpu")
-      : dir_(::infer::testing::FixturePath(fixture)), cpu_(device == "cpu") {
+  // `graphs`: CUDA graphs for small batches, as served (a GPU only).
+  explicit Harness(const std::string& fixture, const std::string& device = "cpu",
+                   bool graphs = true)
+      : dir_(::infer::testing::FixturePath(fixture)), cpu_(device == "cpu"), graphs_(graphs) {
     auto d = TestDevice::Create(device);
     EXPECT_THAT(d, IsOk());
     if (d.ok()) device_ = *std::move(d);
@@ -43,6 +45,7 @@ class Harness {
   absl::StatusOr<std::unique_ptr<BertModel>> Load(BertModelOptions o = {}) {
     o.checkpoint_dir = dir_;
     o.precision = cpu_ ? Precision::kFp32 : Precision::kFp16;
+    o.graphs.enabled = graphs_;
     return BertModel::Create(o, device_->context());
   }
 
@@ -69,6 +72,7 @@ class Harness {
  private:
   std::string dir_;
   bool cpu_ = true;
+  bool graphs_ = true;
   std::unique_ptr<TestDevice> device_;
 };
 
@@ -87,8 +91,8 @@ class SparseModelTest : public ::testing::TestWithParam<const char*> {};
 // within `count_slack` · (its count) + 2 of the reference's (terms near zero
 // may fall either side of it).
 void ExpectSparseMatches(const std::string& fixture, const std::string& device, double tolerance,
-                         double count_slack) {
-  Harness h(fixture, device);
+                         double count_slack, bool graphs = true) {
+  Harness h(fixture, device, graphs);
   auto m = h.Load();
   ASSERT_THAT(m, IsOk());
   const ModelSpec& spec = (*m)->spec();
@@ -100,48 +104,55 @@ void ExpectSparseMatches(const std::string& fixture, const std::string& device, 
   ASSERT_THAT(text, IsOk());
   ASSERT_THAT(ref, IsOk());
   const auto texts = nlohmann::json::parse(*text)["texts"].get<std::vector<std::string>>();
-  // All texts in one request, and the first two again alone: a text's
-  // vector does not depend on its batch-mates.
-  std::vector<InferResponse> out =
-      h.Run(**m, {TextRequest(texts), TextRequest({texts[1]}), TextRequest({texts[0]})});
-  const Tensor* counts = FindOutput(out[0], "sparse_counts");
-  const Tensor* indices = FindOutput(out[0], "sparse_indices");
-  const Tensor* values = FindOutput(out[0], "sparse_values");
-  ASSERT_TRUE(counts != nullptr && indices != nullptr && values != nullptr);
-  ASSERT_EQ(counts->shape, std::vector<int64_t>{static_cast<int64_t>(texts.size())});
-  ASSERT_EQ(indices->shape, values->shape);
-  int64_t at = 0;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const std::vector<float>& want = (*ref)["sparse_" + std::to_string(i)].values;
-    std::vector<float> got(want.size(), 0.0f);
-    const int64_t n = counts->as<int64_t>()[i];
-    ASSERT_LE(at + n, indices->shape[0]);
-    for (int64_t k = at; k < at + n; ++k) {
-      const int64_t j = indices->as<int64_t>()[k];
-      ASSERT_TRUE(j >= 0 && j < static_cast<int64_t>(want.size())) << j;
-      if (k > at) EXPECT_LT(indices->as<int64_t>()[k - 1], j) << "ascending";
-      EXPECT_GT(values->as<float>()[k], 0.0f);
-      got[j] = values->as<float>()[k];
+  // All texts three times in one request (over 256 tokens: several of the
+  // head's chunks, a text across two), and the first two again alone: a
+  // text's vector does not depend on its batch-mates. Twice: on a GPU the
+  // first batch of a graph's class runs eagerly, the second replays.
+  std::vector<std::string> thrice;
+  for (int k = 0; k < 3; ++k) thrice.insert(thrice.end(), texts.begin(), texts.end());
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(absl::StrCat(fixture, " on ", device, ", graphs ", graphs, ", pass ", pass));
+    std::vector<InferResponse> out =
+        h.Run(**m, {TextRequest(thrice), TextRequest({texts[1]}), TextRequest({texts[0]})});
+    const Tensor* counts = FindOutput(out[0], "sparse_counts");
+    const Tensor* indices = FindOutput(out[0], "sparse_indices");
+    const Tensor* values = FindOutput(out[0], "sparse_values");
+    ASSERT_TRUE(counts != nullptr && indices != nullptr && values != nullptr);
+    ASSERT_EQ(counts->shape, std::vector<int64_t>{static_cast<int64_t>(thrice.size())});
+    ASSERT_EQ(indices->shape, values->shape);
+    int64_t at = 0;
+    for (size_t i = 0; i < thrice.size(); ++i) {
+      const std::vector<float>& want = (*ref)["sparse_" + std::to_string(i % texts.size())].values;
+      std::vector<float> got(want.size(), 0.0f);
+      const int64_t n = counts->as<int64_t>()[i];
+      ASSERT_LE(at + n, indices->shape[0]);
+      for (int64_t k = at; k < at + n; ++k) {
+        const int64_t j = indices->as<int64_t>()[k];
+        ASSERT_TRUE(j >= 0 && j < static_cast<int64_t>(want.size())) << j;
+        if (k > at) EXPECT_LT(indices->as<int64_t>()[k - 1], j) << "ascending";
+        EXPECT_GT(values->as<float>()[k], 0.0f);
+        got[j] = values->as<float>()[k];
+      }
+      at += n;
+      int64_t want_nonzero = 0;
+      for (size_t j = 0; j < want.size(); ++j) {
+        want_nonzero += want[j] > 0;
+        EXPECT_NEAR(got[j], want[j], tolerance * std::max(1.0f, want[j]))
+            << thrice[i] << " (copy " << i / texts.size() << ") term " << j;
+      }
+      EXPECT_NEAR(static_cast<double>(n), static_cast<double>(want_nonzero),
+                  2.0 + count_slack * static_cast<double>(want_nonzero))
+          << thrice[i];
+      EXPECT_GT(n, 0) << thrice[i];
     }
-    at += n;
-    int64_t want_nonzero = 0;
-    for (size_t j = 0; j < want.size(); ++j) {
-      want_nonzero += want[j] > 0;
-      EXPECT_NEAR(got[j], want[j], tolerance * std::max(1.0f, want[j]))
-          << fixture << ": " << texts[i] << " term " << j;
+    EXPECT_EQ(at, indices->shape[0]);
+    for (int alone : {1, 2}) {
+      const Tensor* c = FindOutput(out[alone], "sparse_counts");
+      ASSERT_NE(c, nullptr);
+      const int64_t i = alone == 1 ? 1 : 0;
+      const auto batched = static_cast<double>(counts->as<int64_t>()[i]);
+      EXPECT_NEAR(static_cast<double>(c->as<int64_t>()[0]), batched, count_slack * batched);
     }
-    EXPECT_NEAR(static_cast<double>(n), static_cast<double>(want_nonzero),
-                2.0 + count_slack * static_cast<double>(want_nonzero))
-        << texts[i];
-    EXPECT_GT(n, 0) << texts[i];
-  }
-  EXPECT_EQ(at, indices->shape[0]);
-  for (int alone : {1, 2}) {
-    const Tensor* c = FindOutput(out[alone], "sparse_counts");
-    ASSERT_NE(c, nullptr);
-    const int64_t i = alone == 1 ? 1 : 0;
-    const auto batched = static_cast<double>(counts->as<int64_t>()[i]);
-    EXPECT_NEAR(static_cast<double>(c->as<int64_t>()[0]), batched, count_slack * batched);
   }
 }
 
@@ -155,11 +166,14 @@ TEST_P(SparseModelTest, MatchesSparseEncoder) {
 
 // On a GPU, in FP16 (the head's GEMMs too, into FP32 logits): each term
 // within 2e-2 · max(1, value), as the FP16 classifiers' logits are held
-// (classifier_model_test.cc), and the counts within 5% + 2.
+// (classifier_model_test.cc), and the counts within 5% + 2; with CUDA graphs
+// (as served) and without.
 TEST_P(SparseModelTest, OnAGpuMatchesSparseEncoderInFp16) {
   const CudaAvailability cuda = ProbeCuda();
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
-  ExpectSparseMatches(std::string("sparse/") + GetParam(), "cuda:0", 2e-2, 0.05);
+  for (const bool graphs : {true, false}) {
+    ExpectSparseMatches(std::string("sparse/") + GetParam(), "cuda:0", 2e-2, 0.05, graphs);
+  }
 }
 
 TEST_P(SparseModelTest, RefusesEmbeddingOptions) {
@@ -203,9 +217,9 @@ TEST(SparseModel, SpladeNeedsAMaskedLmHead) {
 // transformers' last hidden states: each value within `tolerance` on the
 // CPU (FP32); on a GPU (FP16) each token's cosine >= 0.999, as the CUDA
 // encoder's own test holds them.
-void ExpectTokenStatesMatch(const std::string& fixture, const std::string& device,
-                            double tolerance) {
-  Harness h(fixture, device);
+void ExpectTokenStatesMatch(const std::string& fixture, const std::string& device, double tolerance,
+                            bool graphs = true) {
+  Harness h(fixture, device, graphs);
   auto m = h.Load();
   ASSERT_THAT(m, IsOk());
   const ModelSpec& spec = (*m)->spec();
@@ -223,53 +237,58 @@ void ExpectTokenStatesMatch(const std::string& fixture, const std::string& devic
     texts.push_back(j["inputs"][i]["text"]);
     index.push_back(i);
   }
-  std::vector<InferResponse> out =
-      h.Run(**m, {TextRequest({texts[0]}), TextRequest(texts, {"token_embeddings", "token_counts"}),
-                  TextRequest({texts[1]}, {"embedding", "token_counts"})});
-  // The first names nothing: its embedding alone.
-  ASSERT_EQ(out[0].outputs.size(), 1u);
-  EXPECT_EQ(out[0].outputs[0].name, "embedding");
-  const Tensor* states = FindOutput(out[1], "token_embeddings");
-  const Tensor* counts = FindOutput(out[1], "token_counts");
-  ASSERT_TRUE(states != nullptr && counts != nullptr);
   const int64_t hidden = spec.outputs[1].shape[1];
-  int64_t row = 0;
-  for (size_t t = 0; t < texts.size(); ++t) {
-    const std::vector<float>& want = (*ref)["hidden_" + std::to_string(index[t])].values;
-    const auto n = static_cast<int64_t>(want.size()) / hidden;
-    ASSERT_EQ(counts->as<int64_t>()[t], n) << texts[t];
-    for (int64_t k = 0; k < n; ++k) {
-      const float* got = states->as<float>() + (row + k) * hidden;
-      const float* ref_row = want.data() + k * hidden;
-      if (device == "cpu") {
-        for (int64_t d = 0; d < hidden; ++d) {
-          ASSERT_NEAR(got[d], ref_row[d], tolerance) << texts[t] << " token " << k << " " << d;
+  // Twice: on a GPU the first batch of a graph's class runs eagerly, the
+  // second replays.
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(absl::StrCat(fixture, " on ", device, ", graphs ", graphs, ", pass ", pass));
+    std::vector<InferResponse> out = h.Run(
+        **m, {TextRequest({texts[0]}), TextRequest(texts, {"token_embeddings", "token_counts"}),
+              TextRequest({texts[1]}, {"embedding", "token_counts"})});
+    // The first names nothing: its embedding alone.
+    ASSERT_EQ(out[0].outputs.size(), 1u);
+    EXPECT_EQ(out[0].outputs[0].name, "embedding");
+    const Tensor* states = FindOutput(out[1], "token_embeddings");
+    const Tensor* counts = FindOutput(out[1], "token_counts");
+    ASSERT_TRUE(states != nullptr && counts != nullptr);
+    int64_t row = 0;
+    for (size_t t = 0; t < texts.size(); ++t) {
+      const std::vector<float>& want = (*ref)["hidden_" + std::to_string(index[t])].values;
+      const auto n = static_cast<int64_t>(want.size()) / hidden;
+      ASSERT_EQ(counts->as<int64_t>()[t], n) << texts[t];
+      for (int64_t k = 0; k < n; ++k) {
+        const float* got = states->as<float>() + (row + k) * hidden;
+        const float* ref_row = want.data() + k * hidden;
+        if (device == "cpu") {
+          for (int64_t d = 0; d < hidden; ++d) {
+            ASSERT_NEAR(got[d], ref_row[d], tolerance) << texts[t] << " token " << k << " " << d;
+          }
+        } else {
+          EXPECT_GE(::infer::testing::Cosine(got, ref_row, hidden), 0.999)
+              << texts[t] << " token " << k;
         }
-      } else {
-        EXPECT_GE(::infer::testing::Cosine(got, ref_row, hidden), 0.999)
-            << texts[t] << " token " << k;
       }
+      row += n;
     }
-    row += n;
+    EXPECT_EQ(states->shape, (std::vector<int64_t>{row, hidden}));
+    const Tensor* c2 = FindOutput(out[2], "token_counts");
+    ASSERT_NE(c2, nullptr);
+    EXPECT_EQ(c2->as<int64_t>()[0], counts->as<int64_t>()[1]);
   }
-  EXPECT_EQ(states->shape, (std::vector<int64_t>{row, hidden}));
-  const Tensor* c2 = FindOutput(out[2], "token_counts");
-  ASSERT_NE(c2, nullptr);
-  EXPECT_EQ(c2->as<int64_t>()[0], counts->as<int64_t>()[1]);
   // A request whose every sequence is empty (its mask all 0): zero rows,
   // no states, a count of 0 each.
   InferRequest empty;
   empty.inputs.push_back(::infer::testing::Int64Matrix("input_ids", {5, 6, 7, 8}, 2));
   empty.inputs.push_back(::infer::testing::Int64Matrix("attention_mask", {0, 0, 0, 0}, 2));
   empty.requested_outputs = {"embedding", "token_embeddings", "token_counts"};
-  out = h.Run(**m, {std::move(empty)});
+  std::vector<InferResponse> out = h.Run(**m, {std::move(empty)});
   const Tensor* embedding = FindOutput(out[0], "embedding");
   ASSERT_NE(embedding, nullptr);
   for (int64_t k = 0; k < 2 * spec.outputs[0].shape[1]; ++k) {
     ASSERT_EQ(embedding->as<float>()[k], 0.0f) << k;
   }
-  states = FindOutput(out[0], "token_embeddings");
-  counts = FindOutput(out[0], "token_counts");
+  const Tensor* states = FindOutput(out[0], "token_embeddings");
+  const Tensor* counts = FindOutput(out[0], "token_counts");
   ASSERT_TRUE(states != nullptr && counts != nullptr);
   EXPECT_EQ(states->shape, (std::vector<int64_t>{0, hidden}));
   EXPECT_EQ(counts->as<int64_t>()[0], 0);
@@ -315,7 +334,7 @@ void ExpectPeakBounded(const std::string& fixture, std::vector<std::string> outp
       std::vector<InferResponse> out = h.Run(**m, {std::move(r)});
       ASSERT_FALSE(out[0].outputs.empty());
       const int64_t measured = alloc->stats().peak_allocated_bytes - weights;
-      const int64_t predicted = (*m)->PeakBytes({rows, real, len});
+      const int64_t predicted = (*m)->PeakBytes({rows, real, len, outputs.empty() ? 0 : real});
       const std::string shape = absl::StrCat(fixture, " ", rows, "x", len, " (", real, " tokens)");
       EXPECT_GE(predicted, measured) << shape;
       EXPECT_LE(predicted, measured + measured / 4) << shape;
@@ -336,20 +355,38 @@ TEST(SparseModel, OnAGpuTheMemoryModelBoundsTheMeasuredPeak) {
   ExpectPeakBounded("sparse/xlm-roberta-splade", {}, "cuda:0");
 }
 
+// With and without the per-token outputs asked for: a batch that asks for
+// none is not charged for every token's state (BatchShape::state_tokens).
 TEST(TokenEmbeddings, MemoryModelBoundsTheMeasuredPeak) {
   ExpectPeakBounded("families/bert", {"token_embeddings", "token_counts"});
+  ExpectPeakBounded("families/bert", {});
+  // The states' block is the difference, and only where asked.
+  Harness h("families/bert");
+  auto m = h.Load();
+  ASSERT_THAT(m, IsOk());
+  const int64_t hidden = (*m)->encoder().spec().hidden_size;
+  const BatchShape plain{8, 200, 40}, asked{8, 200, 40, 30};
+  EXPECT_EQ((*m)->PeakBytes(asked) - (*m)->PeakBytes(plain),
+            CachingAllocator::BlockBytes(200 * hidden * 4));
+  InferRequest r = TextRequest({"a b", "c"}, {"token_counts"});
+  ASSERT_THAT((*m)->Preprocess(&r), IsOk());
+  EXPECT_EQ((*m)->StateTokens(r), (*m)->RealTokens(r));
+  r.requested_outputs = {"embedding"};
+  EXPECT_EQ((*m)->StateTokens(r), 0);
 }
 
-// On a GPU (FP16, CUDA graphs on as served): the BERT path and a pre-norm
-// family of the general path (its states in another buffer), small batches
-// that replay a graph and large ones that do not; and the memory model.
+// On a GPU (FP16): the BERT path and a pre-norm family of the general path
+// (its states in another buffer), with CUDA graphs (as served: these batches
+// replay one) and without; and the memory model.
 TEST(TokenEmbeddings, ServedOnAGpuTheyMatchTransformersInFp16) {
   const CudaAvailability cuda = ProbeCuda();
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
   for (const char* fixture : {"families-cuda/bert", "families-cuda/qwen3"}) {
     SCOPED_TRACE(fixture);
-    ExpectTokenStatesMatch(fixture, "cuda:0", 0);
+    ExpectTokenStatesMatch(fixture, "cuda:0", 0, /*graphs=*/true);
+    ExpectTokenStatesMatch(fixture, "cuda:0", 0, /*graphs=*/false);
     ExpectPeakBounded(fixture, {"token_embeddings", "token_counts"}, "cuda:0");
+    ExpectPeakBounded(fixture, {}, "cuda:0");
   }
 }
 

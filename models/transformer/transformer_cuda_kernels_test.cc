@@ -140,10 +140,15 @@ TEST(TransformerCudaKernelsTest, SpladeFoldMatchesTheReference) {
           const int64_t c1 = std::min(tokens, c0 + chunk);
           INFER_ASSERT_CUDA(d_chunk.Upload(
               std::vector<float>(logits.begin() + c0 * vocab, logits.begin() + c1 * vocab)));
-          // Every sequence, as if each overlapped: the kernel skips the others.
+          // The sequences the chunk overlaps, found as SpladeHeadCuda::Run
+          // finds them (later chunks start past the first sequence).
+          int64_t first = 0;
+          while (first < rows && offsets[first + 1] <= c0) ++first;
+          int64_t last = first;
+          while (last < rows && offsets[last] < c1) ++last;
           INFER_ASSERT_CUDA(cuda::LaunchSpladeFold(
-              nullptr, d_chunk.get(), with_bias ? d_bias.get() : nullptr, d_offsets.get(), 0, rows,
-              c0, c1, vocab, sum, twice, d_out.get()));
+              nullptr, d_chunk.get(), with_bias ? d_bias.get() : nullptr, d_offsets.get(), first,
+              last, c0, c1, vocab, sum, twice, d_out.get()));
         }
         INFER_ASSERT_CUDA(cudaDeviceSynchronize());
         std::vector<float> got;
