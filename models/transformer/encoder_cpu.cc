@@ -41,6 +41,8 @@ class Scratch {
   std::vector<std::vector<float>> heap_;
 };
 
+}  // namespace
+
 cpu::LinearActivation LinearActivationOf(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kGelu:
@@ -52,8 +54,6 @@ cpu::LinearActivation LinearActivationOf(ActivationKind kind) {
   }
   return cpu::LinearActivation::kSilu;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Create(
     TransformerWeights w, const EncoderCpuOptions& options, CachingAllocator* allocator) {

@@ -69,6 +69,9 @@
 
 namespace infer {
 
+// The CPU kernels' code for a spec's activation (the ops' fused one).
+cpu::LinearActivation LinearActivationOf(ActivationKind kind);
+
 struct EncoderCpuOptions {
   Precision precision = Precision::kFp32;  // kFp32, kBf16 or kInt8
   int threads = 0;                         // 0: DefaultCpuThreads()

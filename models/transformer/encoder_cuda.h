@@ -44,9 +44,13 @@
 #include "models/transformer/cuda_uploader.h"
 #include "models/transformer/encoder.h"
 #include "models/transformer/splade_head_cuda.h"
+#include "models/transformer/transformer_cuda_kernels.cuh"
 #include "models/transformer/transformer_weights.h"
 
 namespace infer {
+
+// The CUDA row kernels' code for a spec's activation.
+cuda::Activation CudaActivationOf(ActivationKind kind);
 
 class TransformerEncoderCuda final : public TransformerEncoder {
  public:

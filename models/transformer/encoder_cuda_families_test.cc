@@ -107,6 +107,21 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
     return result;
   }
 
+  // The fixture's FP16 encoder, with CUDA graphs covering every batch here
+  // or none.
+  absl::StatusOr<std::unique_ptr<TransformerEncoder>> Load(const Reference& r, bool graphs) {
+    EncoderOptions o;
+    o.graphs.enabled = graphs;
+    o.graphs.max_tokens = 4096;
+    return LoadEncoder(r.dir, device_->context(), o);
+  }
+  // The indices of every input of `r`.
+  static std::vector<size_t> Every(const Reference& r) {
+    std::vector<size_t> all(r.ids.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    return all;
+  }
+
   std::unique_ptr<TestDevice> device_;
   ComputeStream stream_;
 };
@@ -114,14 +129,10 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
 TEST_P(CudaFamiliesTest, EveryInputMatchesTransformersInFp16) {
   const Reference r = ReadReference(GetParam());
   for (const bool graphs : {false, true}) {
-    EncoderOptions o;
-    o.graphs.enabled = graphs;
-    o.graphs.max_tokens = 4096;
-    auto encoder = LoadEncoder(r.dir, device_->context(), o);
+    auto encoder = Load(r, graphs);
     ASSERT_THAT(encoder, IsOk()) << GetParam();
     const int64_t h = (*encoder)->spec().hidden_size;
-    std::vector<size_t> all(r.ids.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const std::vector<size_t> all = Every(r);
     // Twice with graphs: the first batch of a class captures, the second replays.
     for (int pass = 0; pass < (graphs ? 2 : 1); ++pass) {
       const std::vector<float> batch = EncodeBatch(**encoder, r, all);
@@ -154,15 +165,11 @@ TEST_P(CudaFamiliesTest, EveryInputMatchesTransformersInFp16) {
 TEST_P(CudaFamiliesTest, TokenStatesMatchTransformersInFp16) {
   const Reference r = ReadReference(GetParam());
   for (const bool graphs : {false, true}) {
-    EncoderOptions o;
-    o.graphs.enabled = graphs;
-    o.graphs.max_tokens = 4096;
-    auto encoder = LoadEncoder(r.dir, device_->context(), o);
+    auto encoder = Load(r, graphs);
     ASSERT_THAT(encoder, IsOk()) << GetParam();
     ASSERT_TRUE((*encoder)->HasTokenStates());
     const int64_t h = (*encoder)->spec().hidden_size;
-    std::vector<size_t> all(r.ids.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const std::vector<size_t> all = Every(r);
     for (int pass = 0; pass < (graphs ? 2 : 1); ++pass) {
       std::vector<float> states;
       const std::vector<float> pooled = EncodeBatch(**encoder, r, all, &states);
@@ -211,8 +218,7 @@ TEST_P(CudaFamiliesTest, Fp8StaysCloseToTransformers) {
   ASSERT_THAT(encoder, IsOk()) << GetParam();
   EXPECT_EQ((*encoder)->precision(), Precision::kFp8);
   const int64_t h = (*encoder)->spec().hidden_size;
-  std::vector<size_t> all(r.ids.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const std::vector<size_t> all = Every(r);
   const std::vector<float> batch = EncodeBatch(**encoder, r, all);
   ASSERT_EQ(batch.size(), all.size() * h);
   double mean = 0;

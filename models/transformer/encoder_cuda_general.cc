@@ -32,9 +32,8 @@
 #include "runtime/status_macros.h"
 
 namespace infer {
-namespace {
 
-cuda::Activation ActivationOf(ActivationKind kind) {
+cuda::Activation CudaActivationOf(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kGelu:
       return cuda::Activation::kGelu;
@@ -45,8 +44,6 @@ cuda::Activation ActivationOf(ActivationKind kind) {
       return cuda::Activation::kSilu;
   }
 }
-
-}  // namespace
 
 absl::Status TransformerEncoderCuda::UploadGeneral(const TransformerWeights& w, CudaUploader& up) {
   const TransformerSpec& c = spec_;
@@ -119,7 +116,7 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
     mask.relative_span = static_cast<int>(c.max_position_embeddings);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const cuda::Activation act = ActivationOf(c.activation);
+  const cuda::Activation act = CudaActivationOf(c.activation);
   // in -> q/k/v (work) -> attention (ctx) -> the output projection (work).
   auto attention = [&](const Layer& l, const __half* in) -> absl::Status {
     INFER_RETURN_IF_ERROR(Gemm(stream, in, tokens, l.qkv, work, scratch.quant));

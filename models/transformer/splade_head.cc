@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/transformer/encoder_cpu.h"
 #include "runtime/cpu_device.h"
 #include "runtime/status_macros.h"
 
@@ -17,18 +18,6 @@ namespace {
 
 constexpr int64_t kAlign = 64;
 int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-cpu::LinearActivation HeadActivation(const TransformerSpec& spec) {
-  switch (SpladeHeadActivation(spec)) {
-    case ActivationKind::kGelu:
-      return cpu::LinearActivation::kGelu;
-    case ActivationKind::kGeluTanh:
-      return cpu::LinearActivation::kGeluTanh;
-    case ActivationKind::kSilu:
-      return cpu::LinearActivation::kSilu;
-  }
-  return cpu::LinearActivation::kGelu;
-}
 
 }  // namespace
 
@@ -48,7 +37,7 @@ absl::StatusOr<std::unique_ptr<SpladeHeadCpu>> SpladeHeadCpu::Create(
   m->vocab_ = head.decoder.out;
   UseCpuThreads(m->threads_);
   cpu::LinearOptions dense{.in = m->hidden_, .out = m->hidden_};
-  dense.activation = HeadActivation(spec);
+  dense.activation = LinearActivationOf(SpladeHeadActivation(spec));
   INFER_ASSIGN_OR_RETURN(m->dense_, cpu::OnednnLinear::Create(engine, dense, head.dense.w.data(),
                                                               head.dense.b.data()));
   const cpu::LinearOptions decoder{.in = m->hidden_, .out = m->vocab_};

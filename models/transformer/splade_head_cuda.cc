@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "models/transformer/encoder_cuda.h"
 #include "models/transformer/transformer_cuda_kernels.cuh"
 #include "runtime/cuda_device.h"
 #include "runtime/status_macros.h"
@@ -15,18 +16,6 @@ namespace {
 
 constexpr int64_t kAlign = 256;
 int64_t Aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-cuda::Activation CudaActivation(ActivationKind kind) {
-  switch (kind) {
-    case ActivationKind::kGelu:
-      return cuda::Activation::kGelu;
-    case ActivationKind::kGeluTanh:
-      return cuda::Activation::kGeluTanh;
-    case ActivationKind::kSilu:
-      return cuda::Activation::kSilu;
-  }
-  return cuda::Activation::kGelu;
-}
 
 // y[rows, out] = x[rows, in] · Wᵀ, W FP16 [out, in] row-major, x FP16; y
 // FP16 or FP32 (`y_type`). Column-major for cuBLAS: yᵀ = W · xᵀ.
@@ -99,7 +88,7 @@ absl::Status SpladeHeadCuda::Run(Stream* stream, const float* states, const int3
                                "SPLADE input kernel");
     INFER_RETURN_IF_ERROR(Gemm(stream, dense_w_.get(), input, n, h, h, hidden, CUDA_R_16F));
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchActivation(s, hidden, dense_b_.as<float>(), n, h, CudaActivation(activation_),
+        cuda::LaunchActivation(s, hidden, dense_b_.as<float>(), n, h, CudaActivationOf(activation_),
                                /*gated=*/false),
         "SPLADE activation kernel");
     INFER_RETURN_IF_CUDA_ERROR(cuda::LaunchAddNorm(s, hidden, nullptr, nullptr, norm, n, h, hidden),

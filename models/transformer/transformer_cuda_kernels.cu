@@ -335,22 +335,29 @@ cudaError_t LaunchLastTokenPool(cudaStream_t stream, const __half* x, const int3
 
 namespace {
 
-// One value per thread per step of a grid-stride loop (at most 2^20 blocks),
-// so any n is covered.
-__global__ void HalfToFloatKernel(const __half* __restrict__ x, int64_t n, float* __restrict__ y) {
+__device__ float ConvertValue(__half x, float*) { return __half2float(x); }
+__device__ __half ConvertValue(float x, __half*) { return __float2half_rn(x); }
+
+// y[i] = x[i] in To's type: one value per thread per step of a grid-stride
+// loop, so any n is covered by at most kMaxConvertBlocks blocks.
+constexpr int kConvertThreads = 256;
+constexpr int64_t kMaxConvertBlocks = int64_t{1} << 20;
+template <typename From, typename To>
+__global__ void ConvertKernel(const From* __restrict__ x, int64_t n, To* __restrict__ y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    y[i] = __half2float(x[i]);
+    y[i] = ConvertValue(x[i], static_cast<To*>(nullptr));
   }
 }
 
-__global__ void FloatToHalfKernel(const float* __restrict__ x, int64_t n, __half* __restrict__ y) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    y[i] = __float2half_rn(x[i]);
-  }
+template <typename From, typename To>
+cudaError_t LaunchConvert(cudaStream_t stream, const From* x, int64_t n, To* y) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const int64_t blocks = std::min((n + kConvertThreads - 1) / kConvertThreads, kMaxConvertBlocks);
+  ConvertKernel<<<static_cast<unsigned>(blocks), kConvertThreads, 0, stream>>>(x, n, y);
+  return cudaGetLastError();
 }
 
 // One thread per (sequence, column): the sequence's tokens in the chunk are
@@ -388,12 +395,7 @@ __global__ void SpladeFoldKernel(const float* __restrict__ logits, const float* 
 }  // namespace
 
 cudaError_t LaunchFloatToHalf(cudaStream_t stream, const float* x, int64_t n, __half* y) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
-  FloatToHalfKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, y);
-  return cudaGetLastError();
+  return LaunchConvert(stream, x, n, y);
 }
 
 cudaError_t LaunchSpladeFold(cudaStream_t stream, const float* logits, const float* bias,
@@ -406,18 +408,13 @@ cudaError_t LaunchSpladeFold(cudaStream_t stream, const float* logits, const flo
   constexpr int kThreads = 256;
   const dim3 grid(static_cast<unsigned>((vocab + kThreads - 1) / kThreads),
                   static_cast<unsigned>(last - first));
-  SpladeFoldKernel<<<grid, kThreads, 0, stream>>>(logits, bias, offsets, first, c0, c1, vocab,
-                                                  sum, twice, out);
+  SpladeFoldKernel<<<grid, kThreads, 0, stream>>>(logits, bias, offsets, first, c0, c1, vocab, sum,
+                                                  twice, out);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchHalfToFloat(cudaStream_t stream, const __half* x, int64_t n, float* y) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
-  HalfToFloatKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, y);
-  return cudaGetLastError();
+  return LaunchConvert(stream, x, n, y);
 }
 
 }  // namespace infer::cuda
