@@ -34,7 +34,7 @@ absl::StatusOr<PrecisionCheck> CheckPrecision(const BertModelOptions& options,
                                               const TransformerEncoder& encoder,
                                               const DeviceContext& context,
                                               const Tokenizer& tokenizer, int64_t max_length,
-                                              Pooling pooling) {
+                                              Pooling pooling, const SpladePooling* splade) {
   const Precision precision = encoder.precision();
   if (precision != Precision::kBf16 && precision != Precision::kInt8 &&
       precision != Precision::kFp8) {
@@ -49,10 +49,20 @@ absl::StatusOr<PrecisionCheck> CheckPrecision(const BertModelOptions& options,
   EncoderCpuOptions fp32;
   fp32.precision = Precision::kFp32;
   fp32.threads = cpu != nullptr ? cpu->threads() : 0;  // 0: every core, for a GPU's gate
+  fp32.masked_lm_head = splade != nullptr;
   INFER_ASSIGN_OR_RETURN(std::unique_ptr<TransformerEncoderCpu> reference,
                          TransformerEncoderCpu::Load(options.checkpoint_dir, fp32));
   GateFigures figures;
-  if (cpu != nullptr) {
+  if (splade != nullptr) {  // judged by its sparse vectors
+    if (cpu != nullptr) {
+      INFER_ASSIGN_OR_RETURN(figures,
+                             MeasureSparseGate(*reference, *cpu, tokenizer, max_length, *splade));
+    } else {
+      INFER_ASSIGN_OR_RETURN(
+          figures, MeasureSparseGate(*reference, SparseEmbedder(encoder, context, *splade),
+                                     tokenizer, max_length, *splade));
+    }
+  } else if (cpu != nullptr) {
     INFER_ASSIGN_OR_RETURN(figures, MeasureGate(*reference, *cpu, tokenizer, max_length, pooling));
   } else {
     INFER_ASSIGN_OR_RETURN(
@@ -156,7 +166,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   }
   INFER_ASSIGN_OR_RETURN(
       const PrecisionCheck gate,
-      CheckPrecision(options, *m->encoder_, context, *m->tokenizer_, m->max_length_, m->pooling_));
+      CheckPrecision(options, *m->encoder_, context, *m->tokenizer_, m->max_length_, m->pooling_,
+                     m->splade_ != nullptr ? &m->splade_pooling_ : nullptr));
   if (gate.use_fp32) {
     encoder_options.precision = Precision::kFp32;
     INFER_ASSIGN_OR_RETURN(m->encoder_,

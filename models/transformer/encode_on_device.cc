@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/packed_sequences.h"
+#include "models/transformer/splade_head.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/compute_stream.h"
 #include "runtime/status_macros.h"
@@ -95,6 +96,52 @@ absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& enco
       layout.View(input.as<int32_t>(), h.host_offsets, h.longest, h.width);
   INFER_RETURN_IF_ERROR(encoder.Encode(s, view, pooling, normalize, out.as<float>()));
   std::vector<float> result(batch * hidden);
+  INFER_RETURN_IF_ERROR(
+      context.device->CopyToHost(result.data(), out.get(), result.size() * sizeof(float), s));
+  INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(s));
+  return result;
+}
+
+absl::StatusOr<std::vector<float>> SparseOnDevice(const TransformerEncoder& encoder,
+                                                  const DeviceContext& context,
+                                                  absl::Span<const int64_t> ids,
+                                                  absl::Span<const int64_t> mask,
+                                                  absl::Span<const int64_t> types, int64_t batch,
+                                                  int64_t seq, const SpladePooling& pooling) {
+  const TransformerSpec& spec = encoder.spec();
+  const SpladeHead* head = encoder.splade();
+  if (head == nullptr || !encoder.HasTokenStates()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(spec.model_type, " encoder loaded without a masked-LM head"));
+  }
+  INFER_ASSIGN_OR_RETURN(const PackedSequences host,
+                         CheckAndPackHost(spec, ids, types, mask, batch, seq));
+  if (batch == 0) return std::vector<float>();
+  const PackedSequencesView h = host.view();
+  const PackedLayout layout{h.rows, h.tokens, /*with_types=*/!types.empty()};
+  INFER_ASSIGN_OR_RETURN(ComputeStream stream,
+                         ComputeStream::Create(context.device, context.allocator));
+  Stream* s = stream.get();
+  CachingAllocator* allocator = context.allocator;
+  INFER_ASSIGN_OR_RETURN(DeviceBuffer input, DeviceBuffer::Allocate(allocator, layout.bytes(), s));
+  INFER_ASSIGN_OR_RETURN(
+      DeviceBuffer out,
+      DeviceBuffer::Allocate(allocator, batch * head->vocab() * sizeof(float), s));
+  INFER_RETURN_IF_ERROR(context.device->CopyToDevice(input.get(), h.ids, layout.bytes(), s));
+  const PackedSequencesView view =
+      layout.View(input.as<int32_t>(), h.host_offsets, h.longest, h.width);
+  DeviceBuffer states, scratch;
+  if (h.tokens > 0) {
+    INFER_ASSIGN_OR_RETURN(
+        states, DeviceBuffer::Allocate(allocator, h.tokens * spec.hidden_size * sizeof(float), s));
+    INFER_RETURN_IF_ERROR(encoder.EncodeWithStates(s, view, Pooling::kMean, /*normalize=*/false,
+                                                   nullptr, states.as<float>()));
+    INFER_ASSIGN_OR_RETURN(scratch,
+                           DeviceBuffer::Allocate(allocator, head->ScratchBytes(h.tokens), s));
+  }
+  INFER_RETURN_IF_ERROR(head->Run(s, states.as<float>(), h.host_offsets, view.offsets, h.rows,
+                                  h.tokens, pooling, out.as<float>(), scratch.get()));
+  std::vector<float> result(batch * head->vocab());
   INFER_RETURN_IF_ERROR(
       context.device->CopyToHost(result.data(), out.get(), result.size() * sizeof(float), s));
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(s));

@@ -19,8 +19,13 @@
 // embeddings, pooled by `pooling`, L2-normalised when `normalize`. Blocks
 // until done.
 //
-// Thread-safety: pure functions; EncodeOnDevice as the encoder's Encode (each
-// call has its own stream).
+// SparseOnDevice: the same for a SPLADE model (an encoder with splade()):
+// every real token's last hidden state, then the head, giving [batch, vocab]
+// FP32 with zeros for the absent terms, as the served model computes them.
+// FAILED_PRECONDITION for an encoder without a masked-LM head.
+//
+// Thread-safety: pure functions; EncodeOnDevice and SparseOnDevice as the
+// encoder's Encode (each call has its own stream).
 #ifndef INFER_MODELS_TRANSFORMER_ENCODE_ON_DEVICE_H_
 #define INFER_MODELS_TRANSFORMER_ENCODE_ON_DEVICE_H_
 
@@ -52,12 +57,21 @@ absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
 bool MaskTrailingPadTokens(const TransformerSpec& spec, const int64_t* ids, int64_t batch,
                            int64_t seq, std::vector<int64_t>* mask);
 
+struct SpladePooling;  // models/transformer/splade_head.h
+
 absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& encoder,
                                                   const DeviceContext& context,
                                                   absl::Span<const int64_t> ids,
                                                   absl::Span<const int64_t> mask,
                                                   absl::Span<const int64_t> types, int64_t batch,
                                                   int64_t seq, Pooling pooling, bool normalize);
+
+absl::StatusOr<std::vector<float>> SparseOnDevice(const TransformerEncoder& encoder,
+                                                  const DeviceContext& context,
+                                                  absl::Span<const int64_t> ids,
+                                                  absl::Span<const int64_t> mask,
+                                                  absl::Span<const int64_t> types, int64_t batch,
+                                                  int64_t seq, const SpladePooling& pooling);
 
 }  // namespace infer
 

@@ -193,7 +193,7 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
 
 absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Load(
     const std::string& dir, const EncoderCpuOptions& options, CachingAllocator* allocator) {
-  INFER_ASSIGN_OR_RETURN(TransformerWeights w, LoadTransformerWeights(dir));
+  INFER_ASSIGN_OR_RETURN(TransformerWeights w, LoadTransformerWeights(dir, options.masked_lm_head));
   return Create(std::move(w), options, allocator);
 }
 

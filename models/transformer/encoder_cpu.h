@@ -77,6 +77,8 @@ struct EncoderCpuOptions {
   int threads = 0;                         // 0: DefaultCpuThreads()
   // A sequence's embedding does not depend on its batch-mates, to the bit.
   bool batch_invariant = false;
+  // Load also reads the checkpoint's masked-LM head (splade()).
+  bool masked_lm_head = false;
 };
 
 class TransformerEncoderCpu final : public TransformerEncoder {
@@ -107,6 +109,14 @@ class TransformerEncoderCpu final : public TransformerEncoder {
                                                   absl::Span<const int64_t> mask, int64_t batch,
                                                   int64_t seq,
                                                   absl::Span<const int64_t> types = {}) const;
+
+  // SPLADE's sparse vectors, [batch, vocab] FP32 with zeros for the absent
+  // terms, from the masked-LM head (FAILED_PRECONDITION without one) as the
+  // served model computes them: the last hidden states, then splade().
+  absl::StatusOr<std::vector<float>> Sparse(absl::Span<const int64_t> ids,
+                                            absl::Span<const int64_t> mask, int64_t batch,
+                                            int64_t seq, const SpladePooling& pooling,
+                                            absl::Span<const int64_t> types = {}) const;
 
   // The classification head's logits, [batch, labels], on each sequence's
   // first token, or the mean of its tokens (ClassifierPooling; spec().labels;

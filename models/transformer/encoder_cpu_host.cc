@@ -46,6 +46,26 @@ absl::StatusOr<std::vector<float>> TransformerEncoderCpu::HiddenStates(
   return std::vector<float>(x, x + view.tokens * spec_.hidden_size);
 }
 
+absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Sparse(
+    absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
+    const SpladePooling& pooling, absl::Span<const int64_t> types) const {
+  if (splade_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(spec_.model_type, " encoder loaded without a masked-LM head"));
+  }
+  INFER_ASSIGN_OR_RETURN(const PackedSequences packed,
+                         CheckAndPackHost(spec_, ids, types, mask, batch, seq));
+  const PackedSequencesView view = packed.view();
+  std::vector<float> states(view.tokens * spec_.hidden_size);
+  INFER_RETURN_IF_ERROR(
+      EncodeWithStates(nullptr, view, Pooling::kMean, false, nullptr, states.data()));
+  std::vector<char> scratch(static_cast<size_t>(splade_->ScratchBytes(view.tokens)));
+  std::vector<float> out(batch * splade_->vocab());
+  INFER_RETURN_IF_ERROR(splade_->Run(nullptr, states.data(), view.host_offsets, view.offsets,
+                                     view.rows, view.tokens, pooling, out.data(), scratch.data()));
+  return out;
+}
+
 absl::StatusOr<std::vector<float>> TransformerEncoderCpu::Classify(
     absl::Span<const int64_t> ids, absl::Span<const int64_t> mask, int64_t batch, int64_t seq,
     absl::Span<const int64_t> types) const {

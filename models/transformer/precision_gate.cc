@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "models/transformer/encode_on_device.h"
+#include "models/transformer/precision_gate_internal.h"
 #include "runtime/status_macros.h"
 
 namespace infer {
@@ -15,37 +16,9 @@ namespace infer {
 // gate_sentences.cc, made by CMake from gate_sentences.txt.
 const char* GateSentencesText();
 
+using namespace gate_internal;  // NOLINT: the gate's shared pieces
+
 namespace {
-
-// Texts per host Encode call: padding is packed away, so this only bounds
-// the scratch.
-constexpr size_t kChunk = 32;
-
-struct Tokenized {
-  std::vector<std::vector<int64_t>> ids, types;
-};
-
-// Runs fn(ids, mask, types, batch, seq) over chunks of padded rows.
-template <typename Fn>
-absl::Status ForEachChunk(const Tokenized& t, int64_t pad, Fn fn) {
-  for (size_t first = 0; first < t.ids.size(); first += kChunk) {
-    const size_t last = std::min(t.ids.size(), first + kChunk);
-    size_t seq = 0;
-    for (size_t i = first; i < last; ++i) seq = std::max(seq, t.ids[i].size());
-    std::vector<int64_t> ids, mask, types;
-    for (size_t i = first; i < last; ++i) {
-      const size_t n = t.ids[i].size();
-      for (size_t s = 0; s < seq; ++s) {
-        ids.push_back(s < n ? t.ids[i][s] : pad);
-        mask.push_back(s < n ? 1 : 0);
-        types.push_back(s < n && !t.types[i].empty() ? t.types[i][s] : 0);
-      }
-    }
-    INFER_RETURN_IF_ERROR(
-        fn(ids, mask, types, static_cast<int64_t>(last - first), static_cast<int64_t>(seq)));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::vector<float>> Embed(const GateEmbedder& embed, const Tokenized& t,
                                          int64_t pad) {
@@ -92,11 +65,8 @@ GateEmbedder DeviceEmbedder(const TransformerEncoder& encoder, const DeviceConte
   };
 }
 
-namespace {
+namespace gate_internal {
 
-// The gate's texts tokenized: each sentence, then each passage, alone; or
-// for a classifier the pairs (sentence i, sentence i + 1), then (sentence
-// i, passage i), with their segment ids.
 absl::StatusOr<Tokenized> TokenizeGate(const Tokenizer& tokenizer, int64_t max_length, bool pairs) {
   const std::vector<std::string>& sentences = GateSentences();
   const std::vector<std::string>& passages = GatePassages();
@@ -150,7 +120,6 @@ std::vector<double> Ranks(const std::vector<float>& v) {
   return rank;
 }
 
-// The `k` indices j != i of the largest similarity[j], ties by index.
 std::vector<int64_t> TopK(const std::vector<float>& similarity, int64_t i, int k) {
   std::vector<int64_t> idx;
   for (int64_t j = 0; j < static_cast<int64_t>(similarity.size()); ++j) {
@@ -166,7 +135,7 @@ std::vector<int64_t> TopK(const std::vector<float>& similarity, int64_t i, int k
   return idx;
 }
 
-}  // namespace
+}  // namespace gate_internal
 
 const std::vector<std::string>& GateSentences() {
   static const std::vector<std::string>* const sentences = [] {
@@ -325,10 +294,11 @@ absl::StatusOr<GateFigures> MeasureGate(const TransformerEncoderCpu& reference,
 std::string DescribeGate(const GateFigures& f, const GateLimits& limits) {
   std::string out = absl::StrCat(f.texts, " texts:");
   if (f.mean_cosine.has_value()) {
-    absl::StrAppendFormat(&out, " cosine mean %.4f, min %.4f", *f.mean_cosine, *f.min_cosine);
+    absl::StrAppendFormat(&out, "%s cosine mean %.4f, min %.4f", f.sparse ? " sparse vectors'" : "",
+                          *f.mean_cosine, *f.min_cosine);
     if (f.lowest_text >= 0) absl::StrAppend(&out, " (", GateTextName(f.lowest_text), ")");
-    absl::StrAppendFormat(&out, "; top-%d neighbours %.3f", limits.neighbours,
-                          *f.neighbour_overlap);
+    absl::StrAppendFormat(&out, "; top-%d neighbours%s %.3f", limits.neighbours,
+                          f.sparse ? " by dot product" : "", *f.neighbour_overlap);
   }
   if (f.spearman.has_value()) absl::StrAppendFormat(&out, " score Spearman %.4f", *f.spearman);
   return out;
