@@ -6,6 +6,7 @@
 //                           [--batches 1,8,32] [--lengths 16,64,256]
 //                           [--sequences FILE] [--runs 5] [--json FILE]
 //                           [--batch-invariant on|off] [--cuda-fused-epilogues on|off]
+//                           [--splade off|max|sum]
 //
 // DIR holds config.json and model.safetensors (model_repository/minilm after
 // scripts/export-demo-models.sh, or one from infer-model-gen).
@@ -19,7 +20,11 @@
 // Each batch is packed and uploaded once; a timed run is one Encode on the
 // device plus a stream synchronisation, i.e. the forward pass as the
 // server's compute stage runs it. Reports the median of --runs after one
-// warm-up (in sequences mode, of the time for all batches).
+// warm-up (in sequences mode, of the time for all batches). With --splade
+// (a checkpoint with a masked-LM head), a run is what a SPLADE model's batch
+// runs instead: every token's last hidden state, then the SPLADE head into
+// [sequences, vocab] (its buffers taken from the allocator per run, as the
+// server's batches take them).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -31,6 +36,7 @@
 
 #include "models/transformer/encoder.h"
 #include "models/transformer/load_encoder.h"
+#include "models/transformer/splade_head.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/compute_stream.h"
 #include "runtime/device.h"
@@ -51,7 +57,7 @@ struct DeviceBatch {
 };
 
 absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequences,
-                                   int64_t hidden, infer::Device* device,
+                                   int64_t out_width, infer::Device* device,
                                    infer::CachingAllocator* allocator, infer::Stream* stream) {
   DeviceBatch b;
   infer::PackedLayout layout;
@@ -65,7 +71,7 @@ absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequ
   }
   auto input = infer::DeviceBuffer::Allocate(allocator, layout.bytes(), stream);
   if (!input.ok()) return input.status();
-  auto output = infer::DeviceBuffer::Allocate(allocator, layout.rows * hidden * 4, stream);
+  auto output = infer::DeviceBuffer::Allocate(allocator, layout.rows * out_width * 4, stream);
   if (!output.ok()) return output.status();
   b.input = *std::move(input);
   b.output = *std::move(output);
@@ -76,16 +82,37 @@ absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequ
   return b;
 }
 
+// One batch's pass: Encode, or with `splade` the states and the SPLADE head.
+absl::Status Run(const infer::TransformerEncoder& encoder, const infer::SpladePooling* splade,
+                 infer::CachingAllocator* allocator, infer::Stream* stream, DeviceBatch& b) {
+  if (splade == nullptr) {
+    return encoder.Encode(stream, b.view, infer::Pooling::kMean, true, b.output.as<float>());
+  }
+  const infer::SpladeHead& head = *encoder.splade();
+  const int64_t tokens = b.view.tokens;
+  auto states =
+      infer::DeviceBuffer::Allocate(allocator, tokens * encoder.spec().hidden_size * 4, stream);
+  if (!states.ok()) return states.status();
+  auto scratch = infer::DeviceBuffer::Allocate(allocator, head.ScratchBytes(tokens), stream);
+  if (!scratch.ok()) return scratch.status();
+  absl::Status st = encoder.EncodeWithStates(stream, b.view, infer::Pooling::kMean, false, nullptr,
+                                             states->as<float>());
+  if (!st.ok()) return st;
+  return head.Run(stream, states->as<float>(), b.view.host_offsets, b.view.offsets, b.view.rows,
+                  tokens, *splade, b.output.as<float>(), scratch->get());
+}
+
 // Median milliseconds of `runs` timed passes over `batches` (after one
 // warm-up pass).
-absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder, infer::Device* device,
-                            infer::Stream* stream, std::vector<DeviceBatch>& batches, int runs) {
+absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder,
+                            const infer::SpladePooling* splade, infer::Device* device,
+                            infer::CachingAllocator* allocator, infer::Stream* stream,
+                            std::vector<DeviceBatch>& batches, int runs) {
   std::vector<double> ms;
   for (int r = 0; r <= runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     for (DeviceBatch& b : batches) {
-      absl::Status st =
-          encoder.Encode(stream, b.view, infer::Pooling::kMean, true, b.output.as<float>());
+      absl::Status st = Run(encoder, splade, allocator, stream, b);
       if (st.ok()) st = device->SynchronizeStream(stream);
       if (!st.ok()) return st;
     }
@@ -102,7 +129,7 @@ absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder, infer::Dev
 int main(int argc, char** argv) {
   std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
-  std::string graphs = "on", invariant = "off", fused_epilogues = "off";
+  std::string graphs = "on", invariant = "off", fused_epilogues = "off", splade_name = "off";
   int64_t graph_max_tokens = infer::EncoderGraphOptions().max_tokens;
   int runs = 5, threads = 0;
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
@@ -131,6 +158,11 @@ int main(int argc, char** argv) {
                  "on or off: the FFN's bias + GELU in cuBLASLt's GEMM epilogue (GPU)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--splade", splade_name,
+                 "off, max or sum: time a SPLADE model's pass (states, then the masked-LM head "
+                 "and SPLADE pooling of log(1 + ReLU))")
+      ->check(CLI::IsMember({"off", "max", "sum"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
@@ -154,19 +186,28 @@ int main(int argc, char** argv) {
   options.graphs.max_tokens = graph_max_tokens;
   options.batch_invariant = invariant == "on";
   options.cublaslt_epilogues = fused_epilogues == "on";
+  options.masked_lm_head = splade_name != "off";
   auto encoder = infer::LoadEncoder(dir, context, options);
   if (!encoder.ok()) return Fail(encoder.status());
+  infer::SpladePooling splade_pooling;
+  splade_pooling.sum = splade_name == "sum";
+  const infer::SpladePooling* splade = splade_name == "off" ? nullptr : &splade_pooling;
+  if (splade != nullptr && (*encoder)->splade() == nullptr) {
+    return Fail(absl::InvalidArgumentError(dir + ": --splade needs a masked-LM head"));
+  }
   const infer::TransformerSpec& c = (*encoder)->spec();
   const std::string precision_used = infer::PrecisionName((*encoder)->precision());
-  std::printf("encoder-bench on %s (%s, %s; %s): %s\n\n", device_spec.c_str(),
+  std::printf("encoder-bench on %s (%s, %s; %s): %s%s\n\n", device_spec.c_str(),
               (*device)->info().name.c_str(), precision_used.c_str(),
-              (*encoder)->Implementation().c_str(), c.Describe().c_str());
+              (*encoder)->Implementation().c_str(), c.Describe().c_str(),
+              splade == nullptr ? "" : "; then the SPLADE head");
   nlohmann::json out = {{"device", (*device)->info().name},
                         {"precision", precision_used},
                         {"implementation", (*encoder)->Implementation()},
                         {"results", nlohmann::json::array()}};
   auto upload = [&](const std::vector<std::vector<int64_t>>& seqs) {
-    return Upload(seqs, c.hidden_size, device->get(), allocator->get(), stream->get());
+    return Upload(seqs, splade == nullptr ? c.hidden_size : (*encoder)->splade()->vocab(),
+                  device->get(), allocator->get(), stream->get());
   };
 
   if (!sequences_path.empty()) {
@@ -196,7 +237,8 @@ int main(int argc, char** argv) {
       if (!b.ok()) return Fail(b.status());
       device_batches.push_back(*std::move(b));
     }
-    auto ms = Time(**encoder, device->get(), stream->get(), device_batches, runs);
+    auto ms = Time(**encoder, splade, device->get(), allocator->get(), stream->get(),
+                   device_batches, runs);
     if (!ms.ok()) return Fail(ms.status());
     std::printf(
         "%zu batches, %lld sequences, %lld tokens: %.3f ms, %.0f sequences/s, %.0f "
@@ -225,7 +267,8 @@ int main(int argc, char** argv) {
         if (!batch.ok()) return Fail(batch.status());
         std::vector<DeviceBatch> one;
         one.push_back(*std::move(batch));
-        auto ms = Time(**encoder, device->get(), stream->get(), one, runs);
+        auto ms =
+            Time(**encoder, splade, device->get(), allocator->get(), stream->get(), one, runs);
         if (!ms.ok()) return Fail(ms.status());
         std::printf("| %lld | %lld | %.3f | %.0f | %.0f |\n", static_cast<long long>(b),
                     static_cast<long long>(len), *ms, b * 1000.0 / *ms, b * len * 1000.0 / *ms);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/bert/bert_model.h"
 #include "models/checkpoint.h"
+#include "models/precision.h"
 #include "runtime/device.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
@@ -42,9 +44,13 @@ class Harness {
     if (d.ok()) device_ = *std::move(d);
   }
 
-  absl::StatusOr<std::unique_ptr<BertModel>> Load(BertModelOptions o = {}) {
+  // `precision`: the CPU's FP32 or the GPU's FP16 unless named, unchecked
+  // by the quality gate when named.
+  absl::StatusOr<std::unique_ptr<BertModel>> Load(BertModelOptions o = {},
+                                                  std::optional<Precision> precision = {}) {
     o.checkpoint_dir = dir_;
-    o.precision = cpu_ ? Precision::kFp32 : Precision::kFp16;
+    o.precision = precision.value_or(cpu_ ? Precision::kFp32 : Precision::kFp16);
+    o.precision_gate = !precision.has_value();
     o.graphs.enabled = graphs_;
     return BertModel::Create(o, device_->context());
   }
@@ -324,9 +330,9 @@ TEST(TokenEmbeddings, MatchTransformersHiddenStates) {
 // logits, the [rows, vocab] result: texts long enough for several chunks)
 // and for embeddings with the per-token outputs asked for.
 void ExpectPeakBounded(const std::string& fixture, std::vector<std::string> outputs,
-                       const std::string& device = "cpu") {
+                       const std::string& device = "cpu", std::optional<Precision> precision = {}) {
   Harness h(fixture, device);
-  auto m = h.Load();
+  auto m = h.Load({}, precision);
   ASSERT_THAT(m, IsOk());
   const TransformerSpec& c = (*m)->encoder().spec();
   CachingAllocator* alloc = h.allocator();
@@ -365,6 +371,16 @@ TEST(SparseModel, MemoryModelBoundsTheMeasuredPeak) {
   ExpectPeakBounded("sparse/bert-splade", {});
   ExpectPeakBounded("sparse/xlm-roberta-splade", {});
   ExpectPeakBounded("sparse/distilbert-splade", {});
+}
+
+// The same with the SPLADE head in INT8 (the decoder's codes and int32
+// sums per chunk row) and BF16 (the chunk's BF16 states), where the CPU
+// computes BF16.
+TEST(SparseModel, InReducedPrecisionsTheMemoryModelBoundsTheMeasuredPeak) {
+  ExpectPeakBounded("sparse/bert-splade", {}, "cpu", Precision::kInt8);
+  ExpectPeakBounded("sparse/xlm-roberta-splade", {}, "cpu", Precision::kInt8);
+  if (!CpuHasNativeBf16()) GTEST_SKIP() << "this CPU has no native BF16 (INT8 ran)";
+  ExpectPeakBounded("sparse/bert-splade", {}, "cpu", Precision::kBf16);
 }
 
 TEST(SparseModel, OnAGpuTheMemoryModelBoundsTheMeasuredPeak) {

@@ -183,8 +183,8 @@ absl::StatusOr<std::unique_ptr<TransformerEncoderCpu>> TransformerEncoderCpu::Cr
   m->classifier_ = ClassificationHead(w);
   bytes += m->classifier_.WeightBytes();
   if (w.masked_lm.present()) {
-    INFER_ASSIGN_OR_RETURN(
-        m->splade_, SpladeHeadCpu::Create(m->engine_, c, std::move(w.masked_lm), m->threads_));
+    INFER_ASSIGN_OR_RETURN(m->splade_, SpladeHeadCpu::Create(m->engine_, c, std::move(w.masked_lm),
+                                                             m->threads_, m->precision_));
     bytes += m->splade_->WeightBytes();
   }
   m->weight_bytes_ = bytes;

@@ -17,10 +17,14 @@
 // sum pooling transforms only the positive logits (ReLU makes the others 0).
 //
 // Two implementations, each made by its encoder (TransformerEncoder::splade):
-// SpladeHeadCpu below (oneDNN, FP32, on the calling thread's OpenMP team)
-// and the CUDA encoder's (models/transformer/splade_head_cuda.h: FP16
-// GEMMs with FP32 logits). Their buffers (states, scratch, out) are the
-// device's memory.
+// SpladeHeadCpu below (oneDNN, on the calling thread's OpenMP team; the
+// decoder in the encoder's precision, FP32, BF16 or dynamic INT8 as the
+// encoder's linear layers, with FP32 logits, except INT8 on a CPU whose
+// int8 kernels keep 7 bits of the weights, FP32 there; the transform in
+// FP32) and the
+// CUDA encoder's (models/transformer/splade_head_cuda.h: FP16 GEMMs with
+// FP32 logits). Their buffers (states, scratch, out) are the device's
+// memory.
 //
 // Thread-safety: immutable after Create; Run may be called concurrently
 // with distinct scratch and output buffers.
@@ -33,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/onednn_ops.h"
+#include "models/precision.h"
 #include "models/transformer/transformer_spec.h"
 #include "models/transformer/transformer_weights.h"
 #include "runtime/device.h"
@@ -72,13 +77,16 @@ class SpladeHead {
 
 class SpladeHeadCpu final : public SpladeHead {
  public:
-  // `head` must be present (TransformerWeights::MaskedLm).
+  // `head` must be present (TransformerWeights::MaskedLm); `precision` is
+  // the encoder's, kFp32, kBf16 or kInt8 (INVALID_ARGUMENT otherwise).
   static absl::StatusOr<std::unique_ptr<SpladeHeadCpu>> Create(const dnnl::engine& engine,
                                                                const TransformerSpec& spec,
                                                                TransformerWeights::MaskedLm head,
-                                                               int threads);
+                                                               int threads, Precision precision);
 
   int64_t vocab() const override { return vocab_; }
+  // What the decoder computes in (see above).
+  Precision decoder_precision() const { return precision_; }
   int64_t WeightBytes() const override { return weight_bytes_; }
   int64_t ScratchBytes(int64_t tokens) const override;
   absl::Status Run(Stream* stream, const float* states, const int32_t* offsets,
@@ -87,13 +95,14 @@ class SpladeHeadCpu final : public SpladeHead {
 
  private:
   SpladeHeadCpu() = default;
+  size_t ScratchpadBytes(int64_t rows) const;
 
   dnnl::engine engine_;
   int threads_ = 1;
   int64_t hidden_ = 0, vocab_ = 0;
+  Precision precision_ = Precision::kFp32;
   std::unique_ptr<cpu::OnednnLinear> dense_, decoder_;
   std::unique_ptr<cpu::OnednnLayerNorm> norm_;
-  size_t scratchpad_bytes_ = 0;
   int64_t weight_bytes_ = 0;
 };
 
