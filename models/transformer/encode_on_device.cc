@@ -70,16 +70,20 @@ absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
                          /*positions_by_order=*/spec.position_offset > 0);
 }
 
-absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& encoder,
-                                                  const DeviceContext& context,
-                                                  absl::Span<const int64_t> ids,
-                                                  absl::Span<const int64_t> mask,
-                                                  absl::Span<const int64_t> types, int64_t batch,
-                                                  int64_t seq, Pooling pooling, bool normalize) {
-  const TransformerSpec& spec = encoder.spec();
+namespace {
+
+// Checks and packs the batch, stages it on a compute stream of its own, runs
+// fn(stream, view, out) with `out` [batch, width] FP32 device memory, and
+// returns `out` on the host. Blocks until done.
+template <typename Fn>
+absl::StatusOr<std::vector<float>> RunOnDevice(const TransformerSpec& spec,
+                                               const DeviceContext& context,
+                                               absl::Span<const int64_t> ids,
+                                               absl::Span<const int64_t> mask,
+                                               absl::Span<const int64_t> types, int64_t batch,
+                                               int64_t seq, int64_t width, Fn fn) {
   INFER_ASSIGN_OR_RETURN(const PackedSequences host,
                          CheckAndPackHost(spec, ids, types, mask, batch, seq));
-  const int64_t hidden = spec.hidden_size;
   if (batch == 0) return std::vector<float>();
   const PackedSequencesView h = host.view();
   const PackedLayout layout{h.rows, h.tokens, /*with_types=*/!types.empty()};
@@ -90,16 +94,31 @@ absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& enco
                          DeviceBuffer::Allocate(context.allocator, layout.bytes(), s));
   INFER_ASSIGN_OR_RETURN(
       DeviceBuffer out,
-      DeviceBuffer::Allocate(context.allocator, batch * hidden * sizeof(float), s));
+      DeviceBuffer::Allocate(context.allocator, batch * width * sizeof(float), s));
   INFER_RETURN_IF_ERROR(context.device->CopyToDevice(input.get(), h.ids, layout.bytes(), s));
   const PackedSequencesView view =
       layout.View(input.as<int32_t>(), h.host_offsets, h.longest, h.width);
-  INFER_RETURN_IF_ERROR(encoder.Encode(s, view, pooling, normalize, out.as<float>()));
-  std::vector<float> result(batch * hidden);
+  INFER_RETURN_IF_ERROR(fn(s, view, out.as<float>()));
+  std::vector<float> result(batch * width);
   INFER_RETURN_IF_ERROR(
       context.device->CopyToHost(result.data(), out.get(), result.size() * sizeof(float), s));
   INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(s));
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> EncodeOnDevice(const TransformerEncoder& encoder,
+                                                  const DeviceContext& context,
+                                                  absl::Span<const int64_t> ids,
+                                                  absl::Span<const int64_t> mask,
+                                                  absl::Span<const int64_t> types, int64_t batch,
+                                                  int64_t seq, Pooling pooling, bool normalize) {
+  return RunOnDevice(encoder.spec(), context, ids, mask, types, batch, seq,
+                     encoder.spec().hidden_size,
+                     [&](Stream* s, const PackedSequencesView& view, float* out) {
+                       return encoder.Encode(s, view, pooling, normalize, out);
+                     });
 }
 
 absl::StatusOr<std::vector<float>> SparseOnDevice(const TransformerEncoder& encoder,
@@ -114,38 +133,24 @@ absl::StatusOr<std::vector<float>> SparseOnDevice(const TransformerEncoder& enco
     return absl::FailedPreconditionError(
         absl::StrCat(spec.model_type, " encoder loaded without a masked-LM head"));
   }
-  INFER_ASSIGN_OR_RETURN(const PackedSequences host,
-                         CheckAndPackHost(spec, ids, types, mask, batch, seq));
-  if (batch == 0) return std::vector<float>();
-  const PackedSequencesView h = host.view();
-  const PackedLayout layout{h.rows, h.tokens, /*with_types=*/!types.empty()};
-  INFER_ASSIGN_OR_RETURN(ComputeStream stream,
-                         ComputeStream::Create(context.device, context.allocator));
-  Stream* s = stream.get();
-  CachingAllocator* allocator = context.allocator;
-  INFER_ASSIGN_OR_RETURN(DeviceBuffer input, DeviceBuffer::Allocate(allocator, layout.bytes(), s));
-  INFER_ASSIGN_OR_RETURN(
-      DeviceBuffer out,
-      DeviceBuffer::Allocate(allocator, batch * head->vocab() * sizeof(float), s));
-  INFER_RETURN_IF_ERROR(context.device->CopyToDevice(input.get(), h.ids, layout.bytes(), s));
-  const PackedSequencesView view =
-      layout.View(input.as<int32_t>(), h.host_offsets, h.longest, h.width);
-  DeviceBuffer states, scratch;
-  if (h.tokens > 0) {
-    INFER_ASSIGN_OR_RETURN(
-        states, DeviceBuffer::Allocate(allocator, h.tokens * spec.hidden_size * sizeof(float), s));
-    INFER_RETURN_IF_ERROR(encoder.EncodeWithStates(s, view, Pooling::kMean, /*normalize=*/false,
-                                                   nullptr, states.as<float>()));
-    INFER_ASSIGN_OR_RETURN(scratch,
-                           DeviceBuffer::Allocate(allocator, head->ScratchBytes(h.tokens), s));
-  }
-  INFER_RETURN_IF_ERROR(head->Run(s, states.as<float>(), h.host_offsets, view.offsets, h.rows,
-                                  h.tokens, pooling, out.as<float>(), scratch.get()));
-  std::vector<float> result(batch * head->vocab());
-  INFER_RETURN_IF_ERROR(
-      context.device->CopyToHost(result.data(), out.get(), result.size() * sizeof(float), s));
-  INFER_RETURN_IF_ERROR(context.device->SynchronizeStream(s));
-  return result;
+  return RunOnDevice(
+      spec, context, ids, mask, types, batch, seq, head->vocab(),
+      [&](Stream* s, const PackedSequencesView& view, float* out) -> absl::Status {
+        // Every token's state, then the head (no states for empty texts only).
+        DeviceBuffer states, scratch;
+        if (view.tokens > 0) {
+          INFER_ASSIGN_OR_RETURN(
+              states, DeviceBuffer::Allocate(context.allocator,
+                                             view.tokens * spec.hidden_size * sizeof(float), s));
+          INFER_RETURN_IF_ERROR(encoder.EncodeWithStates(
+              s, view, Pooling::kMean, /*normalize=*/false, nullptr, states.as<float>()));
+          INFER_ASSIGN_OR_RETURN(
+              scratch,
+              DeviceBuffer::Allocate(context.allocator, head->ScratchBytes(view.tokens), s));
+        }
+        return head->Run(s, states.as<float>(), view.host_offsets, view.offsets, view.rows,
+                         view.tokens, pooling, out, scratch.get());
+      });
 }
 
 }  // namespace infer
