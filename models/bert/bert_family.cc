@@ -46,7 +46,11 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
                                                      "' is not mean, cls, last_token or splade"));
     }
   }
-  INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &o.normalize));
+  if (params.count("normalize") != 0) {
+    bool normalize = true;
+    INFER_RETURN_IF_ERROR(ParseBoolParam(params, "normalize", &normalize));
+    o.normalize = normalize;
+  }
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "batch_invariant", &o.batch_invariant));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "precision_gate", &o.precision_gate));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "cuda_fused_epilogues", &o.cublaslt_epilogues));

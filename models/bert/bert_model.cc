@@ -150,6 +150,18 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
   INFER_ASSIGN_OR_RETURN(m->dense_, DenseHead::Load(options.checkpoint_dir, c.hidden_size));
+  // Normalisation: configured, else as the folder's modules.json says.
+  std::string normalize_source = "as configured";
+  if (options.normalize.has_value()) {
+    m->normalize_ = *options.normalize;
+  } else {
+    INFER_ASSIGN_OR_RETURN(std::optional<bool> listed,
+                           SentenceTransformersNormalize(options.checkpoint_dir));
+    m->normalize_ = listed.value_or(true);
+    normalize_source = !listed.has_value() ? "no modules.json: TEI's default"
+                       : *listed           ? "modules.json lists Normalize"
+                                           : "modules.json lists no Normalize";
+  }
   if (!c.labels.empty()) {
     // A *ForSequenceClassification checkpoint: its head on the first
     // token's state gives the scores, raw logits.
@@ -184,7 +196,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.platform = "infer_" + options.backend;
   m->spec_.backend = options.backend;
   std::string task = absl::StrCat(PoolingName(m->pooling_), " pooling",
-                                  options.normalize ? ", L2-normalised" : "");
+                                  m->normalize_ ? ", L2-normalised (" : ", not normalised (",
+                                  normalize_source, ")");
   if (m->classifier_ != nullptr) {
     task = absl::StrCat(
         "sequence classification (", absl::StrJoin(c.labels, ", "), ") on ",

@@ -17,8 +17,10 @@
 //                                       folder's Dense modules if any
 //                                       (models/transformer/dense_head.h;
 //                                       width: the last one's out_features,
-//                                       else hidden), L2-normalised (or not:
-//                                       InferRequest::normalize), cut to
+//                                       else hidden), L2-normalised where
+//                                       modules.json lists Normalize (or
+//                                       as configured, or as
+//                                       InferRequest::normalize says), cut to
 //                                       InferRequest::dimensions where the
 //                                       model is Matryoshka-trained, then
 //                                       normalised again
@@ -99,7 +101,11 @@ struct BertModelOptions {
   std::string name = "minilm";
   std::string backend = "bert";  // the registry name it is served under
   std::string checkpoint_dir;    // config.json, model.safetensors, tokenizer.json or vocab.txt
-  bool normalize = true;         // L2-normalise the pooled embedding
+  // L2-normalise the pooled embedding (a request may say otherwise:
+  // InferRequest::normalize). Unset: as sentence-transformers does, whether
+  // the folder's modules.json lists Normalize; true for a folder without
+  // modules.json (TEI's default).
+  std::optional<bool> normalize;
   // Mean over real tokens, the first ([CLS]) or the last token's state.
   // Unset: what the checkpoint's sentence-transformers 1_Pooling/config.json
   // says, else mean.
@@ -169,9 +175,7 @@ class BertModel final : public Model {
   // modules (empty when neither).
   const DenseHead& head() const { return classifier_ != nullptr ? *classifier_ : dense_; }
   // Embeddings are L2-normalised as configured; scores and SPLADE never.
-  bool normalize() const {
-    return classifier_ == nullptr && splade_ == nullptr && options_.normalize;
-  }
+  bool normalize() const { return classifier_ == nullptr && splade_ == nullptr && normalize_; }
   // The width of the batch's output rows: the vocabulary for SPLADE, else
   // what follows pooling gives.
   int64_t output_width() const;
@@ -193,7 +197,8 @@ class BertModel final : public Model {
   int64_t max_length_ = 0;  // tokens a sequence may have, the special ones included
   std::string prompt_;      // prepended to every text
   Pooling pooling_ = Pooling::kMean;
-  DenseHead dense_;  // modules.json's Dense modules after pooling (on the host)
+  bool normalize_ = true;  // BertModelOptions::normalize, resolved
+  DenseHead dense_;        // modules.json's Dense modules after pooling (on the host)
   // The encoder's sequence-classification head (on the host), or null: the
   // model then answers scores instead of embeddings.
   const DenseHead* classifier_ = nullptr;

@@ -1,8 +1,8 @@
 // A request's embedding options on the served transformer model (CPU, the
 // tiny BERT fixture): dimensions (Matryoshka: cut, then normalised again),
 // normalize (per request, also when batched with requests that want the
-// model's default), prompt_name (any of the folder's prompts), and each
-// refusal, named.
+// model's default, which the folder's modules.json decides), prompt_name
+// (any of the folder's prompts), and each refusal, named.
 #include <unistd.h>
 
 #include <cmath>
@@ -168,6 +168,68 @@ TEST_F(EmbeddingOptionsTest, NormalizeFalseGivesThePooledVectorInAnyBatch) {
     const std::vector<float> back = CutAndNormalise(raw_row, raw_row.size());
     for (size_t c = 0; c < a.size(); ++c) EXPECT_NEAR(back[c], a[c], kTol) << r << "," << c;
   }
+}
+
+// Whether embeddings are normalised by default follows the folder, as
+// sentence-transformers does: modules.json's Normalize module; a folder
+// without modules.json is normalised (TEI's default). The Pooling module is
+// read from the folder modules.json names for it.
+TEST_F(EmbeddingOptionsTest, TheFolderSaysWhetherToNormaliseAndWhereItsPoolingIs) {
+  const std::vector<std::string> texts = {"A man is playing a guitar.", "hello"};
+  auto normalised = Load(CopyFixture("listed"));
+  ASSERT_THAT(normalised, IsOk());
+  EXPECT_THAT((*normalised)->spec().description,
+              ::testing::HasSubstr("L2-normalised (modules.json lists Normalize)"));
+  InferRequest raw_request = Text(texts);
+  raw_request.normalize = false;
+  const Tensor raw = Run(**normalised, {std::move(raw_request)})[0];
+
+  // modules.json without Normalize, its Pooling module in another folder.
+  const fs::path dir = CopyFixture("unlisted");
+  fs::rename(dir / "1_Pooling", dir / "pool");
+  std::ofstream(dir / "modules.json") << R"([
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "pool", "type": "sentence_transformers.models.Pooling"}])";
+  auto plain = Load(dir);
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_THAT(
+      (*plain)->spec().description,
+      ::testing::HasSubstr("mean pooling, not normalised (modules.json lists no Normalize)"));
+  InferRequest asked = Text(texts);
+  asked.normalize = true;
+  const std::vector<Tensor> got = Run(**plain, {Text(texts), std::move(asked)});
+  ExpectNear(got[0], raw);
+  for (int64_t r = 0; r < 2; ++r) {
+    EXPECT_GT(std::abs(Norm(Row(got[0], r)) - 1.0), 1e-3);
+    EXPECT_NEAR(Norm(Row(got[1], r)), 1.0, 1e-6);
+  }
+  // The configuration overrides the folder.
+  BertModelOptions o;
+  o.checkpoint_dir = dir.string();
+  o.precision = Precision::kFp32;
+  o.normalize = true;
+  auto configured = BertModel::Create(o, device_->context());
+  ASSERT_THAT(configured, IsOk());
+  EXPECT_THAT((*configured)->spec().description,
+              ::testing::HasSubstr("L2-normalised (as configured)"));
+  const Tensor unit = Run(**configured, {Text(texts)})[0];
+  for (int64_t r = 0; r < 2; ++r) EXPECT_NEAR(Norm(Row(unit, r)), 1.0, 1e-6);
+
+  // The pooling is read where modules.json says: [CLS] there.
+  std::ofstream(dir / "pool" / "config.json")
+      << R"({"word_embedding_dimension": 64, "pooling_mode_cls_token": true})";
+  auto cls = Load(dir);
+  ASSERT_THAT(cls, IsOk());
+  EXPECT_THAT((*cls)->spec().description, ::testing::HasSubstr("cls pooling"));
+  const std::vector<Tensor> cls_rows = Run(**cls, {Text(texts)});
+  EXPECT_GT(std::abs(Row(cls_rows[0], 0)[0] - Row(raw, 0)[0]), 1e-4);
+
+  // No modules.json: normalised.
+  fs::remove(dir / "modules.json");
+  auto bare = Load(dir);
+  ASSERT_THAT(bare, IsOk());
+  EXPECT_THAT((*bare)->spec().description,
+              ::testing::HasSubstr("L2-normalised (no modules.json: TEI's default)"));
 }
 
 TEST_F(EmbeddingOptionsTest, RefusalsNameTheOptionAndTheLimit) {

@@ -12,11 +12,64 @@
 
 namespace infer {
 
-// The pooling a sentence-transformers checkpoint declares in
-// 1_Pooling/config.json (mean when the file is absent).
+namespace {
+
+// The class name of a modules.json entry's type (the part after the last
+// dot), empty for an entry without a type.
+std::string ModuleClass(const nlohmann::json& m) {
+  if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) return "";
+  const std::string type = m["type"].get<std::string>();
+  const size_t dot = type.rfind('.');
+  return dot == std::string::npos ? type : type.substr(dot + 1);
+}
+
+// modules.json's entries (unset when the file is absent or not a list).
+absl::StatusOr<std::optional<nlohmann::json>> Modules(const std::string& dir) {
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed,
+                         ParseOptionalJsonFile(dir + "/modules.json"));
+  if (!parsed.has_value() || !parsed->is_array()) return std::optional<nlohmann::json>();
+  return parsed;
+}
+
+// The config.json of the Pooling module: in the folder modules.json names
+// for it, else 1_Pooling (what sentence-transformers writes). Unset when
+// the file is absent.
+absl::StatusOr<std::optional<nlohmann::json>> PoolingConfig(const std::string& dir,
+                                                            std::string* path) {
+  std::string folder = "1_Pooling";
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> modules, Modules(dir));
+  if (modules.has_value()) {
+    for (const nlohmann::json& m : *modules) {
+      if (ModuleClass(m) != "Pooling") continue;
+      const std::string named =
+          m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
+      if (named.empty() || named[0] == '/' || absl::StrContains(named, "..")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(dir, "/modules.json: the Pooling module's path '", named,
+                         "' must be a folder inside the model folder"));
+      }
+      folder = named;
+      break;
+    }
+  }
+  *path = absl::StrCat(dir, "/", folder, "/config.json");
+  return ParseOptionalJsonFile(*path);
+}
+
+// Whether the Pooling module's include_prompt is false.
+absl::StatusOr<bool> PoolingLeavesPromptOut(const std::string& dir, std::string* path) {
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling, PoolingConfig(dir, path));
+  return pooling.has_value() && pooling->is_object() && pooling->contains("include_prompt") &&
+         (*pooling)["include_prompt"] == false;
+}
+
+}  // namespace
+
+// The pooling a sentence-transformers checkpoint's Pooling module declares
+// (mean when its config.json is absent).
 absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir) {
-  const std::string path = dir + "/1_Pooling/config.json";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  std::string path;
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, PoolingConfig(dir, &path));
   if (!parsed.has_value()) return Pooling::kMean;
   const nlohmann::json& j = *parsed;
   auto flag = [&](const char* key) {
@@ -28,6 +81,15 @@ absl::StatusOr<Pooling> SentenceTransformersPooling(const std::string& dir) {
   return absl::InvalidArgumentError(absl::StrCat(
       path, ": only pooling_mode_mean_tokens, pooling_mode_cls_token or pooling_mode_lasttoken ",
       "is supported"));
+}
+
+absl::StatusOr<std::optional<bool>> SentenceTransformersNormalize(const std::string& dir) {
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> modules, Modules(dir));
+  if (!modules.has_value()) return std::optional<bool>();
+  for (const nlohmann::json& m : *modules) {
+    if (ModuleClass(m) == "Normalize") return std::optional<bool>(true);
+  }
+  return std::optional<bool>(false);
 }
 
 absl::StatusOr<std::optional<SpladePooling>> SentenceTransformersSplade(const std::string& dir) {
@@ -88,7 +150,7 @@ absl::StatusOr<std::optional<int64_t>> SentenceTransformersMaxLength(const std::
 // The prompt sentence-transformers prepends to every text:
 // config_sentence_transformers.json's prompts[`name`], or its
 // default_prompt_name's when `name` is empty (none when neither). With a
-// prompt, 1_Pooling/config.json's include_prompt must not be false (pooling
+// prompt, the Pooling module's include_prompt must not be false (pooling
 // that leaves the prompt's tokens out is not computed).
 absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
     const std::string& dir, std::string name) {
@@ -113,14 +175,13 @@ absl::StatusOr<std::pair<std::string, std::string>> SentenceTransformersPrompt(
                                                    known));
   }
   const std::string prompt = prompts[name].get<std::string>();
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
-                         ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
-  if (!prompt.empty() && pooling.has_value() && pooling->is_object() &&
-      pooling->contains("include_prompt") && (*pooling)["include_prompt"] == false) {
+  std::string pooling_path;
+  INFER_ASSIGN_OR_RETURN(const bool prompt_left_out, PoolingLeavesPromptOut(dir, &pooling_path));
+  if (!prompt.empty() && prompt_left_out) {
     return absl::InvalidArgumentError(
-        absl::StrCat(dir,
-                     "/1_Pooling/config.json: include_prompt false (pooling without the prompt's "
-                     "tokens) is not supported"));
+        absl::StrCat(pooling_path,
+                     ": include_prompt false (pooling without the prompt's tokens) is not "
+                     "supported"));
   }
   return std::pair<std::string, std::string>(name, prompt);
 }
@@ -134,12 +195,9 @@ absl::StatusOr<std::map<std::string, std::string>> SentenceTransformersPrompts(
       !(*parsed)["prompts"].is_object()) {
     return out;
   }
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> pooling,
-                         ParseOptionalJsonFile(dir + "/1_Pooling/config.json"));
-  if (pooling.has_value() && pooling->is_object() && pooling->contains("include_prompt") &&
-      (*pooling)["include_prompt"] == false) {
-    return out;
-  }
+  std::string pooling_path;
+  INFER_ASSIGN_OR_RETURN(const bool prompt_left_out, PoolingLeavesPromptOut(dir, &pooling_path));
+  if (prompt_left_out) return out;
   for (const auto& [name, text] : (*parsed)["prompts"].items()) {
     if (text.is_string()) out.emplace(name, text.get<std::string>());
   }
