@@ -292,15 +292,22 @@ absl::Status Decoder(const Fields& f, TransformerSpec* s) {
   INFER_ASSIGN_OR_RETURN(s->ffn_in_bias, f.Bool("mlp_bias", false));
   s->ffn_out_bias = s->ffn_in_bias;
   // Sliding windows: Mistral's sliding_window applies to every layer;
-  // Qwen's only with use_sliding_window, to the layers layer_types marks.
+  // Qwen's only with use_sliding_window, to the layers layer_types marks,
+  // else (a config written before layer_types) to those from
+  // max_window_layers on, as transformers' Qwen2Config and Qwen3Config
+  // derive layer_types.
   int64_t sliding_window = 0;
   INFER_ASSIGN_OR_RETURN(const bool use_sliding, f.Bool("use_sliding_window", false));
   if (f.Has("sliding_window") && (s->model_type == "mistral" || use_sliding)) {
     INFER_ASSIGN_OR_RETURN(sliding_window, f.Positive("sliding_window"));
   }
-  INFER_ASSIGN_OR_RETURN(
-      const std::vector<bool> sliding,
-      SlidingLayers(f, s->num_layers, [&](int64_t) { return s->model_type == "mistral"; }));
+  const bool qwen = s->model_type == "qwen2" || s->model_type == "qwen3";
+  INFER_ASSIGN_OR_RETURN(const int64_t max_window_layers,
+                         f.NonNegative("max_window_layers", 28));  // transformers' default
+  INFER_ASSIGN_OR_RETURN(const std::vector<bool> sliding,
+                         SlidingLayers(f, s->num_layers, [&](int64_t i) {
+                           return s->model_type == "mistral" || (qwen && i >= max_window_layers);
+                         }));
   INFER_ASSIGN_OR_RETURN(const double theta, RopeTheta(f, s, "full_attention", "rope_theta",
                                                        s->model_type == "qwen3" ? 1e6 : 10000.0));
   for (int64_t i = 0; i < s->num_layers; ++i) {

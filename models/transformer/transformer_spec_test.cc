@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
@@ -127,6 +128,21 @@ TEST(TransformerSpecTest, OlderConfigFieldsAreRead) {
   EXPECT_TRUE(qwen2->qkv_bias);
   EXPECT_FALSE(qwen2->attn_out_bias);
   EXPECT_DOUBLE_EQ(qwen2->rope_linear_factor, 2.0);
+  // Qwen's windows without layer_types: from max_window_layers on (as
+  // transformers derives layer_types), and only with use_sliding_window.
+  const std::string windowed = R"("model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
+      "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "intermediate_size": 128, "max_position_embeddings": 1024, "sliding_window": 16)";
+  auto from_two = Parse(
+      absl::StrCat("{", windowed, R"(, "use_sliding_window": true, "max_window_layers": 2})"));
+  ASSERT_THAT(from_two, IsOk());
+  EXPECT_EQ(from_two->window, (std::vector<int64_t>{0, 0, 15, 15}));
+  auto unused = Parse(absl::StrCat("{", windowed, R"(, "max_window_layers": 2})"));
+  ASSERT_THAT(unused, IsOk());
+  EXPECT_EQ(unused->window, (std::vector<int64_t>{0, 0, 0, 0}));
+  auto past_the_layers = Parse(absl::StrCat("{", windowed, R"(, "use_sliding_window": true})"));
+  ASSERT_THAT(past_the_layers, IsOk());  // the default, 28, is past the 4 layers
+  EXPECT_EQ(past_the_layers->window, (std::vector<int64_t>{0, 0, 0, 0}));
 }
 
 TEST(TransformerSpecTest, ClassificationLabelsComeFromTheArchitecture) {
