@@ -223,6 +223,11 @@ TEST_P(ClassifierModelTest, IncompleteOrMixedInputsAreNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, "batch dimension"));
   EXPECT_THAT(admit({Texts("query", {"q"}), Texts("documents", {"ok", "\xff"})}),
               StatusIs(absl::StatusCode::kInvalidArgument, "input 'documents' element 1"));
+  // Nothing to score is refused, not answered with no rows.
+  EXPECT_THAT(admit({Texts("query", {"q"}), Texts("documents", {})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "input 'documents' is empty"));
+  EXPECT_THAT(admit({Texts("text", {}), Texts("text_pair", {})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "input 'text' is empty"));
 }
 
 // On a GPU, in FP16: the encoder on the device, the head on the host after

@@ -190,6 +190,27 @@ class ScoringTest(unittest.TestCase):
         config = self.grpc.get_model_metadata("classifier", as_json=True)
         self.assertIn("scores", [o["name"] for o in config["outputs"]])
 
+    def test_kserve_refusals_name_the_limit(self):
+        """The rerank limits over gRPC: no documents, 100,000 documents and
+        a query over max_text_bytes, each refused naming what is wrong; the
+        server then still answers."""
+        def infer(query, docs):
+            q = grpcclient.InferInput("query", [1], "BYTES")
+            q.set_data_from_numpy(np.array([query.encode()], dtype=object))
+            d = grpcclient.InferInput("documents", [len(docs)], "BYTES")
+            d.set_data_from_numpy(np.array([x.encode() for x in docs], dtype=object))
+            return self.grpc.infer("reranker", [q, d])
+        for query, docs, message in (
+                ("q", [], "input 'documents' is empty"),
+                ("q", ["a"] * 100_000, "over the limit of 1024 per request of model 'reranker' "
+                                       "(request_limits.max_client_batch_size)"),
+                ("guitar " * ((4 << 20) // 7 + 1), ["a"], "request_limits.max_text_bytes")):
+            with self.assertRaises(grpcclient.InferenceServerException) as e:
+                infer(query, docs)
+            self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+            self.assertIn(message, e.exception.message())
+        self.assertEqual(infer("q", ["a", "b"]).as_numpy("scores").shape, (2, 1))
+
     def test_v1_models_lists_each_models_task(self):
         with urllib.request.urlopen(self.base + "/v1/models", timeout=30) as r:
             models = {m["id"]: m["task"] for m in json.loads(r.read())["data"]}
@@ -221,9 +242,26 @@ class ScoringTest(unittest.TestCase):
             with self.assertRaises(ApiError) as e:
                 self.cohere.rerank(model="reranker", query=query, documents=docs, top_n=top_n)
             self.assertEqual(e.exception.status_code, 400)
+        for top_n in (0, -1):
+            with self.assertRaises(ApiError) as e:
+                self.cohere2.rerank(model="reranker", query=query, documents=docs, top_n=top_n)
+            self.assertEqual(e.exception.status_code, 400)
+        # top_n past N gives the N.
+        self.assertEqual(len(self.cohere2.rerank(model="reranker", query=query, documents=docs,
+                                                 top_n=len(docs) + 5).results), len(docs))
         with self.assertRaises(ApiError) as e:
             self.cohere.rerank(model="nope", query=query, documents=docs)
         self.assertEqual(e.exception.status_code, 404)
+        # 100,000 documents: refused by the per-request limit, naming it.
+        with self.assertRaises(ApiError) as e:
+            self.cohere.rerank(model="reranker", query=query, documents=["a"] * 100_000)
+        self.assertEqual(e.exception.status_code, 400)
+        self.assertIn("max_client_batch_size", str(e.exception.body))
+        # A query of more than 4 MiB: over max_text_bytes.
+        huge = "guitar " * ((4 << 20) // 7 + 1)
+        status, body = self.post("/rerank", {"query": huge, "texts": ["a"]})
+        self.assertEqual((status, body["error_type"]), (422, "validation"), body)
+        self.assertIn("max_text_bytes", body["error"])
         # The server still answers.
         self.assertEqual(len(self.cohere.rerank(model="reranker", query=query,
                                                 documents=docs).results), len(docs))

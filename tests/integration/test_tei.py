@@ -158,6 +158,21 @@ class TeiEmbeddingTest(unittest.TestCase):
                 c.infer("embedder", [inp], parameters={"prompt_name": "document"})
             self.assertIn("has no prompt 'document'; its prompts: passage, query",
                           str(e.exception))
+            # dimensions of 0, or past the width (named with the width).
+            width = len(self.hf.feature_extraction(text)[0])
+            for bad, message in ((0, "parameter 'dimensions' must be a positive integer"),
+                                 (width + 1, f"'dimensions' is {width + 1}; model 'embedder' "
+                                             f"gives embeddings of 1 to {width} dimensions")):
+                with self.assertRaises(grpcclient.InferenceServerException) as e:
+                    c.infer("embedder", [inp], parameters={"dimensions": bad})
+                self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+                self.assertIn(message, e.exception.message())
+            # No text at all.
+            empty = grpcclient.InferInput("text", [0], "BYTES")
+            empty.set_data_from_numpy(np.array([], dtype=object))
+            with self.assertRaises(grpcclient.InferenceServerException) as e:
+                c.infer("embedder", [empty])
+            self.assertIn("input 'text' is empty", e.exception.message())
         # The same parameters over KServe's REST protocol.
         status, body = self.http.call("/v2/models/embedder/infer", {
             "parameters": {"dimensions": 8, "prompt_name": "passage", "normalize": True},
