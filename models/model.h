@@ -110,6 +110,9 @@ struct ModelSpec {
   // For a model that tokenises text: the most tokens one sequence may have,
   // special tokens included (TEI's max_input_length); 0 when not stated.
   int64_t max_sequence_length = 0;
+  // Texts longer than max_sequence_length are cut rather than refused when
+  // a request does not say (TEI's auto_truncate, reported by /info).
+  bool auto_truncate = false;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };

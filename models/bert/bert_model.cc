@@ -230,6 +230,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.implementation = m->encoder_->Implementation();
   m->spec_.batch_invariant = options.batch_invariant;  // refused at load where not offered
   m->spec_.max_sequence_length = m->max_length_;
+  m->spec_.auto_truncate = options.auto_truncate;
   m->text_.tokenizer = m->tokenizer_.get();
   m->text_.model = options.name;
   m->text_.max_length = m->max_length_;

@@ -96,10 +96,13 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
     }
   }
   if (embedding == nullptr) {
-    return Invalid(absl::StrCat("model ", Quote(spec.name), " has no ",
-                                call_->kind == Kind::kTokens   ? "per-token embeddings"
-                                : call_->kind == Kind::kSparse ? "sparse (SPLADE) output"
-                                                               : "embedding output"));
+    // A model of another kind: TEI's backend error (424 there; 400 on the
+    // OpenAI route, as every refusal there).
+    return absl::FailedPreconditionError(
+        absl::StrCat("model ", Quote(spec.name), " has no ",
+                     call_->kind == Kind::kTokens   ? "per-token embeddings"
+                     : call_->kind == Kind::kSparse ? "sparse (SPLADE) output"
+                                                    : "embedding output"));
   }
   call_->output = embedding->name;
   if (call_->tei) INFER_RETURN_IF_ERROR(DeclareTeiOptions(*embedding));
@@ -145,17 +148,30 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
                                   "' as an array of token "
                                   "ids or an array of such arrays"));
     }
-    // Strings: the "text" input, [n] BYTES.
+    // Strings: the "text" input, [n] BYTES. An empty one is refused, as
+    // TEI (400 "Empty") and OpenAI's API do.
+    auto add = [&](const std::string& text, size_t i) -> absl::Status {
+      if (text.empty()) {
+        call_->empty = true;
+        if (call_->tei) return Invalid("`inputs` cannot be empty");  // TEI's words
+        return Invalid(input->is_string()
+                           ? std::string("'input' is an empty string")
+                           : absl::StrCat("'input' element ", i, " is an empty string"));
+      }
+      declared->text_bytes += 4 + static_cast<int64_t>(text.size());
+      return absl::OkStatus();
+    };
     if (input->is_string()) {
-      declared->text_bytes = 4 + static_cast<int64_t>(input->get_ref<const std::string&>().size());
+      INFER_RETURN_IF_ERROR(add(input->get_ref<const std::string&>(), 0));
     } else {
-      for (const json& v : *input) {
+      for (size_t i = 0; i < input->size(); ++i) {
+        const json& v = (*input)[i];
         if (!v.is_string()) {
           return Invalid(absl::StrCat("'", key,
                                       "' mixes strings with other values; send strings or token "
                                       "arrays"));
         }
-        declared->text_bytes += 4 + static_cast<int64_t>(v.get_ref<const std::string&>().size());
+        INFER_RETURN_IF_ERROR(add(v.get_ref<const std::string&>(), i));
       }
     }
     shape_ = {input->is_string() ? 1 : static_cast<int64_t>(input->size())};
@@ -181,6 +197,7 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   call_->tokens = 0;
   for (const json* row : rows_) {
     if (!row->is_array() || row->empty()) {
+      call_->empty = row->is_array();  // TEI: 400 "Empty" for no ids
       return Invalid(absl::StrCat(
           "'", key, "' must be one array of token ids or an array of non-empty such arrays"));
     }

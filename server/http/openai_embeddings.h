@@ -56,7 +56,7 @@ struct EmbeddingsCall {
   // TEI's /embed instead (server/http/tei_routes.h): the texts or ids in
   // "inputs", with its "truncate", "truncation_direction", "prompt_name",
   // "normalize" (default true) and "dimensions"; `empty` is set when it is
-  // refused for an empty list (TEI's 400 "empty").
+  // refused for an empty list, text or token array (TEI's 400 "Empty").
   bool tei = false;
   // What TEI's route asks for: the pooled embedding (/embed), every token's
   // state (/embed_all: the model's token_embeddings and token_counts; no

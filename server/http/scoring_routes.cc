@@ -78,8 +78,10 @@ class ScoringSource final : public RequestSource {
   absl::Status Declare(const ModelSpec& spec, DeclaredRequest* declared) override {
     const TensorSpec* scores = ScoresOutput(spec);
     if (scores == nullptr) {
-      return Invalid(absl::StrCat("model ", Quote(spec.name),
-                                  " has no 'scores' output: it is not a classifier or re-ranker"));
+      // TEI: "Model is not a classifier model", a backend error (424).
+      return absl::FailedPreconditionError(
+          absl::StrCat("model ", Quote(spec.name),
+                       " has no 'scores' output: it is not a classifier or re-ranker"));
     }
     const int64_t labels = scores->shape[1];
     call_->labels = scores->labels;
@@ -87,9 +89,9 @@ class ScoringSource final : public RequestSource {
       call_->labels.push_back(absl::StrCat("LABEL_", i));
     }
     if (IsRerank(call_->api) && labels != 1) {
-      return Invalid(absl::StrCat("model ", Quote(spec.name),
-                                  " is not a re-ranker model: it gives ", labels,
-                                  " scores per input, a re-ranker one"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("model ", Quote(spec.name), " is not a re-ranker model: it gives ", labels,
+                       " scores per input, a re-ranker one"));
     }
     const json& d = call_->doc;
     INFER_ASSIGN_OR_RETURN(call_->raw_scores, BoolField(d, "raw_scores", false));
@@ -346,7 +348,8 @@ HttpResponse ScoringError(ScoringApi api, const absl::Status& status, bool empty
             DumpJson(json{{"message", std::string(status.message())}})};
   }
   int http = empty ? 400 : 422;
-  const char* type = empty ? "empty" : "validation";
+  // TEI's ErrorType, as serde writes it (the variant's name).
+  const char* type = empty ? "Empty" : "Validation";
   switch (empty ? absl::StatusCode::kInvalidArgument : status.code()) {
     case absl::StatusCode::kNotFound:
       http = 404;
@@ -354,18 +357,19 @@ HttpResponse ScoringError(ScoringApi api, const absl::Status& status, bool empty
     case absl::StatusCode::kResourceExhausted:
     case absl::StatusCode::kUnavailable:
       http = 429;
-      type = "overloaded";
+      type = "Overloaded";
       break;
     case absl::StatusCode::kDeadlineExceeded:
       http = 504;
-      type = "backend";
+      type = "Backend";
       break;
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kFailedPrecondition:  // e.g. no loaded model can answer
+    case absl::StatusCode::kFailedPrecondition:  // no loaded model can answer, or the
+                                                 // model named is of another kind
       http = 424;
-      type = "backend";
+      type = "Backend";
       break;
     default:
       break;

@@ -34,11 +34,12 @@
 // model that can answer (refused, naming the candidates, when there are
 // none or several: TEI serves one model, this server many).
 //
-// Errors: TEI's {"error", "error_type"} with TEI's statuses (a limit or a
-// malformed input 422 "validation", an empty list 400 "empty", a full
-// queue or the memory budget 429 "overloaded", a model failure 424
-// "backend"); Cohere's {"message"} with the KServe front end's statuses
-// (HttpStatusFor). Bodies are parsed depth-bounded (runtime/json_parse.h).
+// Errors: TEI's {"error", "error_type"} with TEI's statuses and type names
+// as TEI writes them (a limit or a malformed input 422 "Validation", an
+// empty list or text 400 "Empty", a full queue or the memory budget 429
+// "Overloaded", a model failure or a model of another kind than the route
+// serves 424 "Backend"); Cohere's {"message"} with the KServe front end's
+// statuses (HttpStatusFor). Bodies are parsed depth-bounded (runtime/json_parse.h).
 //
 // Ownership: the Engine is borrowed and outlives every call.
 #ifndef INFER_SERVER_HTTP_SCORING_ROUTES_H_

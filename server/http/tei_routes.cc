@@ -265,6 +265,7 @@ json InfoOf(const Engine& engine, const std::string& name, const ModelSpec& spec
       length = spec.max_sequence_length;
     }
     info["max_input_length"] = length;
+    info["auto_truncate"] = spec.auto_truncate;
     info["max_client_batch_size"] = l->max_client_batch_size;
   }
   info["prompts"] = spec.prompts;

@@ -35,7 +35,8 @@ struct TextModel {
 // The body's model (ChooseModel) and its tokenizer.
 absl::StatusOr<TextModel> ChooseTextModel(const Engine& engine, const json& doc) {
   INFER_ASSIGN_OR_RETURN(std::string name,
-                         ChooseModel(engine, doc, {"embed", "rerank", "classify"}, "a model"));
+                         ChooseModel(engine, doc, {"embed", "sparse", "rerank", "classify"},
+                                     "a model that tokenises text"));
   TextModel m;
   INFER_ASSIGN_OR_RETURN(m.model, engine.GetModel(name));
   INFER_ASSIGN_OR_RETURN(m.limits, engine.GetRequestLimits(name));

@@ -80,11 +80,12 @@ class RealSpladeTest(unittest.TestCase):
         self.assertEqual(status, 200, info)
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "splade"}})
         self.assertEqual(info["max_input_length"], 512)
+        self.assertTrue(info["auto_truncate"])
         # --auto-truncate cuts the 660-token text; a request may still ask
         # for the refusal instead.
         status, err = self.http.call("/embed_sparse",
                                      {"inputs": self.ref[-1][0], "truncate": False})
-        self.assertEqual((status, err["error_type"]), (422, "validation"), err)
+        self.assertEqual((status, err["error_type"]), (422, "Validation"), err)
         self.assertIn("660 tokens; model 'splade' allows 512", err["error"])
 
 

@@ -219,12 +219,13 @@ class ScoringTest(unittest.TestCase):
     def test_bad_requests_are_refused_naming_the_problem(self):
         query, docs, _ = self.rerank_case()
         status, body = self.post("/rerank", {"query": query, "texts": []})
-        self.assertEqual((status, body["error_type"]), (400, "empty"), body)
+        self.assertEqual((status, body["error_type"]), (400, "Empty"), body)
         status, body = self.post("/rerank", {"query": query, "texts": ["a"] * 1025})
-        self.assertEqual((status, body["error_type"]), (422, "validation"), body)
+        self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
         self.assertIn("max_client_batch_size", body["error"])
+        # A model of another kind: TEI's backend error.
         status, body = self.post("/rerank", {"model": "classifier", "query": "q", "texts": ["a"]})
-        self.assertEqual(status, 422, body)
+        self.assertEqual((status, body["error_type"]), (424, "Backend"), body)
         self.assertIn("not a re-ranker", body["error"])
         status, body = self.post("/predict", {"model": "classifier",
                                               "inputs": [["a"], ["a", "b"]]})
@@ -260,7 +261,7 @@ class ScoringTest(unittest.TestCase):
         # A query of more than 4 MiB: over max_text_bytes.
         huge = "guitar " * ((4 << 20) // 7 + 1)
         status, body = self.post("/rerank", {"query": huge, "texts": ["a"]})
-        self.assertEqual((status, body["error_type"]), (422, "validation"), body)
+        self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
         self.assertIn("max_text_bytes", body["error"])
         # The server still answers.
         self.assertEqual(len(self.cohere.rerank(model="reranker", query=query,

@@ -287,31 +287,39 @@ class TeiEmbeddingTest(unittest.TestCase):
 
     def test_refusals(self):
         cases = [
-            ("/embed", {"inputs": []}, 400, "empty", "cannot be empty"),
-            ("/embed", {"inputs": "x", "dimensions": 0}, 422, "validation",
+            ("/embed", {"inputs": []}, 400, "Empty", "cannot be empty"),
+            ("/embed", {"inputs": ""}, 400, "Empty", "cannot be empty"),
+            ("/embed", {"inputs": ["x", ""]}, 400, "Empty", "cannot be empty"),
+            ("/embed", {"inputs": [[101, 102], []]}, 400, "Empty", "non-empty"),
+            ("/embed", {"inputs": "x", "dimensions": 0}, 422, "Validation",
              f"gives embeddings of 1 to {self.width}"),
-            ("/embed", {"inputs": "x", "prompt_name": "document"}, 422, "validation",
+            ("/embed", {"inputs": "x", "prompt_name": "document"}, 422, "Validation",
              "has no prompt 'document'"),
-            ("/embed", {"inputs": "x", "normalize": "yes"}, 422, "validation",
+            ("/embed", {"inputs": "x", "normalize": "yes"}, 422, "Validation",
              "'normalize' must be true or false"),
-            ("/embed", {"inputs": "x", "model": "nothing"}, 404, "validation", "nothing"),
+            ("/embed", {"inputs": "x", "model": "nothing"}, 404, "Validation", "nothing"),
             ("/similarity", {"inputs": {"source_sentence": "x", "sentences": []}}, 400,
-             "empty", "cannot be empty"),
-            ("/similarity", {"inputs": {"source_sentence": "x"}}, 422, "validation",
+             "Empty", "cannot be empty"),
+            ("/similarity", {"inputs": {"source_sentence": "x"}}, 422, "Validation",
              "source_sentence"),
-            ("/rerank", {"query": "x", "texts": ["y"]}, 424, "backend",
+            ("/rerank", {"query": "x", "texts": ["y"]}, 424, "Backend",
              "no loaded model is a re-ranker"),
-            ("/embed_sparse", {"inputs": "x"}, 424, "backend",
+            ("/embed_sparse", {"inputs": "x"}, 424, "Backend",
              "no loaded model is a sparse (SPLADE) model"),
-            ("/embed_sparse", {"inputs": "x", "model": "embedder"}, 422, "validation",
+            # A model of another kind than the route's: TEI's backend error.
+            ("/embed_sparse", {"inputs": "x", "model": "embedder"}, 424, "Backend",
              "has no sparse (SPLADE) output"),
-            ("/embed_all", {"inputs": []}, 400, "empty", "cannot be empty"),
+            ("/embed_all", {"inputs": []}, 400, "Empty", "cannot be empty"),
         ]
         for path, body, status, kind, message in cases:
             got, err = self.http.call(path, body)
             self.assertEqual(got, status, (path, body, err))
             self.assertEqual(err["error_type"], kind, err)
             self.assertIn(message, err["error"])
+        # OpenAI's route refuses an empty string as OpenAI's API does.
+        status, err = self.http.call("/v1/embeddings", {"input": ["x", ""], "model": "embedder"})
+        self.assertEqual(status, 400, err)
+        self.assertIn("'input' element 1 is an empty string", err["error"]["message"])
         # The server keeps serving.
         self.assertEqual(self.http.call("/embed", {"inputs": "x"})[0], 200)
 
@@ -387,10 +395,14 @@ class TeiSparseTest(unittest.TestCase):
                 got[indices[at:at + n]] = values[at:at + n]
                 np.testing.assert_allclose(got, want, atol=2e-4, err_msg=text)
                 at += n
-        # Embedding routes refuse a sparse model, naming it.
+        # Embedding routes refuse a sparse model, naming it (TEI's backend
+        # error: the model is of another kind).
         status, err = self.http.call("/embed", {"inputs": "x", "model": name})
-        self.assertEqual(status, 422, err)
+        self.assertEqual((status, err["error_type"]), (424, "Backend"), err)
         self.assertIn("has no embedding output", err["error"])
+        # /tokenize serves a sparse model's tokenizer.
+        status, tokens = self.http.call("/tokenize", {"inputs": "x", "model": name})
+        self.assertEqual(status, 200, tokens)
         status, err = self.http.call("/embed_sparse", {"inputs": "x"})
         self.assertEqual(status, 422, err)
         self.assertIn("several loaded models can answer", err["error"])
