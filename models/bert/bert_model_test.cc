@@ -505,7 +505,8 @@ TEST(PromptTest, ThePromptIsPrependedToEveryText) {
 INSTANTIATE_TEST_SUITE_P(Families, FamilyMemoryTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
                                            "qwen2", "llama", "mistral", "distilbert", "nomic_bert",
-                                           "new", "nomic_bert-native", "gte"),
+                                           "new", "nomic_bert-native", "gte", "roberta",
+                                           "camembert", "qwen2-scaled"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

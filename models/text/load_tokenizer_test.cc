@@ -165,9 +165,9 @@ TEST(VocabTxtOptionsTest, AgreesWithTheReferenceOnTheRealVocabulary) {
 // models/tools/make_family_fixtures.py): each folder's tokenizer gives the
 // ids transformers' models were run on.
 TEST(FamilyFixturesTest, FolderTokenizersGiveTheRecordedIds) {
-  for (const char* family :
-       {"xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral",
-        "distilbert", "nomic_bert", "new", "nomic_bert-native", "gte"}) {
+  for (const char* family : {"xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2",
+                             "llama", "mistral", "distilbert", "nomic_bert", "new",
+                             "nomic_bert-native", "gte", "roberta", "camembert", "qwen2-scaled"}) {
     const std::string dir = ::infer::testing::FixturePath(std::string("families/") + family);
     auto t = LoadFolderTokenizer(dir);
     ASSERT_THAT(t, IsOk()) << family;

@@ -2,7 +2,7 @@
 head_fixtures.py): the input texts and pairs, and tokenizers trained here by
 `tokenizers`' own trainers in each family's style (Unigram as XLM-R's,
 WordPiece as BERT's and MPNet's, byte-level BPE as ModernBERT's and the
-decoders')."""
+decoders', and as RoBERTa's with GPT-2's pre-tokenizer and RobertaProcessing)."""
 
 import os
 import sys
@@ -83,6 +83,25 @@ def bytelevel_tokenizer(specials, single, pair):
         single=single, pair=pair, special_tokens=[(s, ids[s]) for s in used])
     tok.decoder = decoders.ByteLevel()
     return tok, ids
+
+
+def roberta_tokenizer():
+    """Byte-level BPE as roberta-base's tokenizer.json: no normalizer, GPT-2's
+    ByteLevel pre-tokenizer (its own regex), RobertaProcessing (<s> A </s>,
+    pairs <s> A </s></s> B </s>, all of segment 0)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers, decoders
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                 use_regex=True)
+    tok.train_from_iterator(train_corpus(), trainers.BpeTrainer(
+        vocab_size=VOCAB, special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = processors.RobertaProcessing(("</s>", eos), ("<s>", bos),
+                                                      trim_offsets=True, add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok, {"bos": bos, "eos": eos, "pad": tok.token_to_id("<pad>")}
 
 
 def bert_pair_tokenizer():

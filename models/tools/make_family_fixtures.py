@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Reference fixtures for the transformer families, made by `transformers`'
-own model classes: small random-weight checkpoints of XLM-RoBERTa, MPNet,
-ModernBERT, Qwen3 (as the decoder embedder), BERT (with token types),
-DistilBERT, and the other decoders Qwen2, Llama and Mistral, each saved as a Hugging Face
+own model classes: small random-weight checkpoints of XLM-RoBERTa, RoBERTa,
+CamemBERT, MPNet, ModernBERT, Qwen3 (as the decoder embedder), BERT (with
+token types), DistilBERT, and the other decoders Qwen2 (also with scaled
+RoPE, "qwen2-scaled"), Llama and Mistral, each saved as a Hugging Face
 folder with a tokenizer.json and sentence-transformers' pooling files, and
 `transformers`' outputs on a fixed multilingual input set.
 
@@ -29,16 +30,19 @@ For each family, FOLDER/<family>/ holds:
   config.json, model.safetensors (F32)   the checkpoint (save_pretrained)
   tokenizer.json, tokenizer_config.json  a tokenizer trained here by
                                          `tokenizers`' own trainer, in the
-                                         family's style (Unigram for XLM-R,
-                                         WordPiece for MPNet, BERT and
-                                         DistilBERT, byte-level BPE
-                                         for ModernBERT and the decoders)
+                                         family's style (Unigram for XLM-R
+                                         and CamemBERT, WordPiece for MPNet,
+                                         BERT and DistilBERT, byte-level BPE
+                                         for ModernBERT, RoBERTa (GPT-2's
+                                         pre-tokenizer, RobertaProcessing)
+                                         and the decoders)
   modules.json, 1_Pooling/config.json,   sentence-transformers' description
   sentence_bert_config.json              (pooling, max_seq_length)
   reference.json                         per input: its text (or null for
                                          an ids-only input), ids, and for
-                                         BERT's (query, passage) pairs the
-                                         token types; the pooling
+                                         BERT's and RoBERTa's (query,
+                                         passage) pairs the token types; the
+                                         pooling
   reference.safetensors                  per input i: hidden_i (last hidden
                                          states, [tokens, hidden], F32) and
                                          embedding_i (pooled, L2-normalised)
@@ -52,7 +56,16 @@ BERT's pairs have segment ids 0 and 1, one cut to the position table;
 Qwen2 has q/k/v biases and 2 KV heads, Llama 1 KV head and θ 500000, and
 Mistral a sliding window (16) shorter than its long inputs; DistilBERT has
 BERT's blocks without token types; NomicBERT and GTE are transformers' own
-classes (GTE with CLS pooling).
+classes (GTE with CLS pooling). RoBERTa and CamemBERT are XLM-R's blocks
+under their own model_type (positions from pad_token_id + 1, LayerNorm ε
+1e-5): RoBERTa with a token-type table of 2 and (query, passage) pairs (its
+RobertaProcessing gives every token segment 0), CamemBERT with CLS pooling.
+qwen2-scaled is Qwen2 with tanh GELU (gelu_pytorch_tanh) in its gated MLP,
+"linear" RoPE scaling by 2 (rope_parameters) and use_sliding_window with a
+window of 16 on the layers from max_window_layers (1) on: layer_types marks
+layer 1 of 2 sliding; seven of its inputs (up to 96 tokens) are longer than
+the window, and the halved positions change every input of two tokens or
+more.
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
 
@@ -60,7 +73,8 @@ and errors show.
 with heads of 32 (the smallest the CUDA encoder's attention takes; the
 defaults are 16 and 8): hidden 64 with 2 heads, Qwen3 with 4 query heads
 of 32 over one KV head (its query width, 128, past the hidden size), the
-small decoders at hidden 64 with 2 heads (Llama's over one KV head).
+small decoders (Qwen2's scaled one too) at hidden 64 with 2 heads (Llama's
+over one KV head).
 """
 
 import argparse
@@ -69,8 +83,8 @@ import os
 import sys
 
 from fixture_common import (HERE, PAIRS, TEXTS, bert_pair_tokenizer, bytelevel_tokenizer,
-                            long_text, unigram_tokenizer, wordpiece_tokenizer,
-                            write_sentence_transformers_files)
+                            long_text, roberta_tokenizer, unigram_tokenizer,
+                            wordpiece_tokenizer, write_sentence_transformers_files)
 from head_fixtures import classifiers, dense_head, distilbert_sizes, sparse
 
 
@@ -96,6 +110,28 @@ def families(head_dim=None):
                                      type_vocab_size=1, pad_token_id=ids["pad"],
                                      bos_token_id=ids["bos"], eos_token_id=ids["eos"], **common)
         return eager(tf.XLMRobertaModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    # RoBERTa and CamemBERT: XLM-R's blocks under their own model_type
+    # (positions from pad_token_id + 1, LayerNorm ε 1e-5 as their
+    # checkpoints'). RoBERTa with a token-type table of 2, so that pairs are
+    # run (RobertaProcessing gives every token segment 0) and byte-level BPE
+    # with GPT-2's pre-tokenizer; CamemBERT with XLM-R's Unigram tokenizer and
+    # CLS pooling.
+    def roberta():
+        tok, ids = roberta_tokenizer()
+        config = tf.RobertaConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                                  max_position_embeddings=66, type_vocab_size=2,
+                                  layer_norm_eps=1e-5, pad_token_id=ids["pad"],
+                                  bos_token_id=ids["bos"], eos_token_id=ids["eos"], **common)
+        return eager(tf.RobertaModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    def camembert():
+        tok, ids = unigram_tokenizer(64)
+        config = tf.CamembertConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                                    max_position_embeddings=66, type_vocab_size=1,
+                                    layer_norm_eps=1e-5, pad_token_id=ids["pad"],
+                                    bos_token_id=ids["bos"], eos_token_id=ids["eos"], **common)
+        return eager(tf.CamembertModel, config, add_pooling_layer=False), tok, "cls", 64
 
     def mpnet():
         tok, ids = wordpiece_tokenizer(["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>")
@@ -162,6 +198,20 @@ def families(head_dim=None):
                                 eos_token_id=ids["<|endoftext|>"], **small)
         return eager(tf.Qwen2Model, config), tok, "lasttoken", 96
 
+    # Qwen2 with tanh-approximated GELU in its gated MLP, "linear" RoPE
+    # scaling (positions halved) and Qwen's sliding window: 16 on the layers
+    # from max_window_layers (1) on, as layer_types records.
+    def qwen2_scaled():
+        tok, ids = decoder_tokenizer()
+        config = tf.Qwen2Config(vocab_size=tok.get_vocab_size(), num_key_value_heads=kv2,
+                                hidden_act="gelu_pytorch_tanh",
+                                rope_parameters={"rope_type": "linear", "factor": 2.0,
+                                                 "rope_theta": 100000.0},
+                                use_sliding_window=True, sliding_window=16, max_window_layers=1,
+                                tie_word_embeddings=True, pad_token_id=ids["<|endoftext|>"],
+                                eos_token_id=ids["<|endoftext|>"], **small)
+        return eager(tf.Qwen2Model, config), tok, "lasttoken", 96
+
     def llama():
         tok, ids = decoder_tokenizer()
         config = tf.LlamaConfig(vocab_size=tok.get_vocab_size(), num_key_value_heads=1,
@@ -200,7 +250,8 @@ def families(head_dim=None):
 
     return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3,
             "bert": bert, "qwen2": qwen2, "llama": llama, "mistral": mistral,
-            "distilbert": distilbert, "nomic_bert-native": nomic_native, "gte": gte}
+            "distilbert": distilbert, "nomic_bert-native": nomic_native, "gte": gte,
+            "roberta": roberta, "camembert": camembert, "qwen2-scaled": qwen2_scaled}
 
 
 def main():

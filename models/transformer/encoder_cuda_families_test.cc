@@ -238,7 +238,8 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFamiliesTest,
                                            "families-cuda/llama", "families-cuda/mistral",
                                            "families-cuda/distilbert", "families-cuda/nomic_bert",
                                            "families-cuda/new", "families-cuda/nomic_bert-native",
-                                           "families-cuda/gte"),
+                                           "families-cuda/gte", "families-cuda/roberta",
+                                           "families-cuda/camembert", "families-cuda/qwen2-scaled"),
                          testing::FamilyTestName);
 
 }  // namespace

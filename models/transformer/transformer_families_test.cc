@@ -339,7 +339,8 @@ INSTANTIATE_TEST_SUITE_P(Classifiers, ClassifierTest,
 INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
                                            "qwen2", "llama", "mistral", "distilbert", "nomic_bert",
-                                           "new", "nomic_bert-native", "gte"),
+                                           "new", "nomic_bert-native", "gte", "roberta",
+                                           "camembert", "qwen2-scaled"),
                          testing::FamilyTestName);
 
 // The CUDA encoder's fixtures (heads of 32; Qwen3's query width past its
@@ -352,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(CudaFixtures, FamiliesTest,
                                            "families-cuda/llama", "families-cuda/mistral",
                                            "families-cuda/distilbert", "families-cuda/nomic_bert",
                                            "families-cuda/new", "families-cuda/nomic_bert-native",
-                                           "families-cuda/gte"),
+                                           "families-cuda/gte", "families-cuda/roberta",
+                                           "families-cuda/camembert", "families-cuda/qwen2-scaled"),
                          testing::FamilyTestName);
 
 }  // namespace

@@ -30,7 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
 DENSE = os.path.join(HERE, "..", "fixtures", "dense_head")
 FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral",
-            "distilbert", "nomic_bert", "new", "nomic_bert-native", "gte"]
+            "distilbert", "nomic_bert", "new", "nomic_bert-native", "gte", "roberta", "camembert",
+            "qwen2-scaled"]
 
 
 def read_safetensors(path):
