@@ -70,6 +70,9 @@ struct TensorSpec {
   // names, in order (Triton's label file; the id2label of a Hugging Face
   // classifier). Empty otherwise.
   std::vector<std::string> labels;
+  // Those scores are independent (a multi-label classifier): each goes
+  // through a sigmoid rather than all through one softmax.
+  bool multi_label = false;
   // An embedding output (one vector per row, L2-normalised or not as the
   // model is configured) whose normalisation a request may choose
   // (InferRequest::normalize).

@@ -200,7 +200,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
                                   normalize_source, ")");
   if (m->classifier_ != nullptr) {
     task = absl::StrCat(
-        "sequence classification (", absl::StrJoin(c.labels, ", "), ") on ",
+        c.multi_label ? "multi-label " : "", "sequence classification (",
+        absl::StrJoin(c.labels, ", "), ") on ",
         c.classifier_pooling == TransformerSpec::HeadPooling::kMean ? "the mean of the tokens"
         : c.classifier_pooling == TransformerSpec::HeadPooling::kLast
             ? (c.classifier_skips_pad ? "the last token that is not padding" : "the last token")
@@ -257,6 +258,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   if (m->classifier_ != nullptr) {
     TensorSpec scores{"scores", DataType::kFp32, {-1, m->classifier_->out_features()}};
     scores.labels = c.labels;
+    scores.multi_label = c.multi_label;
     m->spec_.outputs = {std::move(scores)};
   } else if (m->splade_ != nullptr) {
     m->spec_.pooling = "splade";

@@ -82,6 +82,16 @@ bool NamesSequenceClassifier(const Fields& f) {
 
 absl::Status ClassificationLabels(const Fields& f, TransformerSpec* s) {
   if (!NamesSequenceClassifier(f)) return absl::OkStatus();
+  if (f.Has("problem_type")) {
+    const Json& p = f.at("problem_type");
+    if (!p.is_string() || (p != "multi_label_classification" &&
+                           p != "single_label_classification" && p != "regression")) {
+      return f.Bad(
+          "field 'problem_type' must be single_label_classification, "
+          "multi_label_classification or regression");
+    }
+    s->multi_label = p == "multi_label_classification";
+  }
   if (f.Has("id2label")) {
     const Json& m = f.at("id2label");
     if (!m.is_object() || m.empty() || static_cast<int64_t>(m.size()) > kMaxLabels) {

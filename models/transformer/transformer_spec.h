@@ -94,6 +94,10 @@ struct TransformerSpec {
   // whose id is not pad_token_id (classifier_skips_pad, where the config
   // names one), as transformers picks it.
   std::vector<std::string> labels;
+  // config.json's problem_type "multi_label_classification": each label's
+  // score is independent (a sigmoid each, as transformers' pipeline gives
+  // them), not one softmax over the labels.
+  bool multi_label = false;
   enum class HeadActivation { kTanh, kRelu, kGelu };
   HeadActivation classifier_activation = HeadActivation::kTanh;
   enum class HeadPooling { kFirst, kMean, kLast };

@@ -167,6 +167,14 @@ TEST(TransformerSpecTest, ClassificationLabelsComeFromTheArchitecture) {
   EXPECT_THAT(Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
       "num_labels": 100000000})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "'num_labels' is over 65536"));
+  EXPECT_FALSE(counted->multi_label);
+  auto multi = Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
+      "num_labels": 3, "problem_type": "multi_label_classification"})");
+  ASSERT_THAT(multi, IsOk());
+  EXPECT_TRUE(multi->multi_label);
+  EXPECT_THAT(Parse("{" + base + R"(, "architectures": ["BertForSequenceClassification"],
+      "problem_type": "ranking"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "'problem_type' must be"));
 }
 
 // ModernBERT's head (classifier_pooling, classifier_activation,

@@ -37,6 +37,7 @@ struct ScoringCall {
   const ScoringApi api;
   json doc;                         // the body, read in place by the source
   std::vector<std::string> labels;  // the scores output's, in order
+  bool multi_label = false;         // ...each through a sigmoid (TensorSpec)
   bool raw_scores = false;
   bool return_text = false;
   int64_t top_n = -1;  // Cohere, and predict's top_k: the results to return; -1: all
@@ -85,6 +86,7 @@ class ScoringSource final : public RequestSource {
     }
     const int64_t labels = scores->shape[1];
     call_->labels = scores->labels;
+    call_->multi_label = scores->multi_label;
     for (auto i = static_cast<int64_t>(call_->labels.size()); i < labels; ++i) {
       call_->labels.push_back(absl::StrCat("LABEL_", i));
     }
@@ -252,12 +254,14 @@ class ScoringSource final : public RequestSource {
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // One input's scores: the logits, or through a softmax (several labels) or
-// a sigmoid (one), as TEI gives them; `function` chooses otherwise.
-std::vector<float> Activated(const float* logits, int64_t n, bool raw,
+// a sigmoid (one label, or each of a multi-label classifier's, as
+// transformers' pipeline gives them; TEI applies a softmax there too);
+// `function` chooses otherwise.
+std::vector<float> Activated(const float* logits, int64_t n, bool raw, bool multi_label,
                              const std::string& function = "") {
   std::vector<float> out(logits, logits + n);
   if (raw || function == "none") return out;
-  if (function == "sigmoid" || (function.empty() && n == 1)) {
+  if (function == "sigmoid" || (function.empty() && (n == 1 || multi_label))) {
     for (float& v : out) v = Sigmoid(v);
     return out;
   }
@@ -296,8 +300,8 @@ HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
   if (call.api == ScoringApi::kTeiPredict) {
     json all = json::array();
     for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> s =
-          Activated(t->as<float>() + i * labels, labels, call.raw_scores, call.function);
+      const std::vector<float> s = Activated(t->as<float>() + i * labels, labels, call.raw_scores,
+                                             call.multi_label, call.function);
       json predictions = json::array();
       for (size_t k : ByScore(s)) {
         if (call.top_n >= 0 && static_cast<int64_t>(predictions.size()) >= call.top_n) break;

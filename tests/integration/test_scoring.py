@@ -17,6 +17,8 @@ Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
 import json
 import math
 import os
+import shutil
+import tempfile
 import unittest
 import urllib.error
 import urllib.request
@@ -266,6 +268,44 @@ class ScoringTest(unittest.TestCase):
         # The server still answers.
         self.assertEqual(len(self.cohere.rerank(model="reranker", query=query,
                                                 documents=docs).results), len(docs))
+
+
+class MultiLabelTest(unittest.TestCase):
+    """A classifier whose config.json says problem_type
+    multi_label_classification (the XLM-R classifier fixture with that
+    field): each label's score is its own sigmoid, as transformers'
+    text-classification pipeline gives it, not one softmax."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        folder = os.path.join(cls.dir.name, "multi")
+        shutil.copytree(os.path.join(FIXTURES, "xlm-roberta-classifier"), folder)
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        config["problem_type"] = "multi_label_classification"
+        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        cls.server = InferServer(None, "--precision", "fp32", "--model", f"multi={folder}")
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.labels, cls.classified = reference("xlm-roberta-classifier")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.dir.cleanup()
+
+    def test_each_label_through_a_sigmoid(self):
+        q, p, logits = self.classified[0]
+        req = urllib.request.Request(
+            self.base + "/predict", headers={"Content-Type": "application/json"},
+            data=json.dumps({"inputs": [q, p], "raw_scores": False}).encode())
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            got = {x["label"]: x["score"] for x in json.loads(resp.read())}
+        self.assertEqual(sorted(got), sorted(self.labels))
+        for i, label in enumerate(self.labels):
+            self.assertAlmostEqual(got[label], sigmoid(float(logits[i])), delta=1e-4)
+        self.assertNotAlmostEqual(sum(got.values()), 1.0, delta=1e-3)
 
 
 class GteRerankerTest(unittest.TestCase):
