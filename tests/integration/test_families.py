@@ -111,6 +111,20 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
         self.assertIn("last_token pooling", log)
         self.assertIn("tokenizer.json", log)
         self.assertIn("backend transformer", log)
+        # Every family's line: its model_type, tokenizer, pooling as its
+        # 1_Pooling says, and the normalisation its modules.json lists.
+        names = {"lasttoken": "last_token"}
+        for family in FAMILIES:
+            with open(os.path.join(FIXTURES, family, "config.json"), encoding="utf-8") as f:
+                model_type = json.load(f)["model_type"]
+            with open(os.path.join(FIXTURES, family, "reference.json"), encoding="utf-8") as f:
+                pooling = json.load(f)["pooling"]
+            lines = [line for line in self.server.log if f"model '{family}': " in line]
+            self.assertEqual(len(lines), 1, family)
+            self.assertIn(f"model '{family}': {model_type}: ", lines[0])
+            self.assertIn(f"/{family}/tokenizer.json;", lines[0])
+            self.assertIn(f"; {names.get(pooling, pooling)} pooling, L2-normalised (modules.json "
+                          "lists Normalize);", lines[0])
 
     def test_grpc_text_and_ids_match_transformers(self):
         for family in FAMILIES:
