@@ -107,8 +107,8 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
   app->add_option("--http-address", flags->http_address,
                   "host:port of the HTTP front end: KServe v2 REST (/v2/...), OpenAI "
                   "embeddings (/v1/embeddings, /v1/models), TEI's /embed, /embed_all, "
-                  "/embed_sparse, /similarity, /rerank, /predict, /tokenize, /decode, /info and "
-                  "/, "
+                  "/embed_sparse, /similarity, /rerank, /predict, /tokenize, /decode, /info, /, "
+                  "/invocations and /embeddings, "
                   "Cohere's /v1/rerank and /v2/rerank, and /metrics (port 0 picks a free "
                   "port; IPv6 as [::1]:8000, [::]:8000 for every address; empty: off). "
                   "Loopback by default")

@@ -198,8 +198,8 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
     }
     return HandleScoring(api, engine, std::move(request), std::move(reply));
   }
-  // TEI's embedding routes (server/http/tei_routes.h); GET / and /health
-  // are TEI's health check.
+  // TEI's embedding routes (server/http/tei_routes.h); GET /, /health and
+  // /ping are TEI's health check.
   using TeiHandler = void (*)(Engine*, HttpRequest, HttpReply);
   static constexpr std::pair<const char*, TeiHandler> kTei[] = {
       {"/embed", HandleTeiEmbed},
@@ -208,11 +208,12 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
       {"/similarity", HandleTeiSimilarity},
       {"/tokenize", HandleTeiTokenize},
       {"/decode", HandleTeiDecode},
-      {"/", HandleTeiRoot}};
+      {"/", HandleTeiRoot},
+      {"/invocations", HandleTeiRoot}};  // TEI's SageMaker route: POST /
   const auto tei_error = [](const absl::Status& status, int http) {
     return WithStatus(ScoringError(ScoringApi::kTeiPredict, status), http);
   };
-  if ((path == "/" && get) || path == "/health") {
+  if ((path == "/" && get) || path == "/health" || path == "/ping") {
     if (!get) return reply.Send(MethodNotAllowed("GET", request));
     if (engine->Ready()) return reply.Send(HttpResponse{200, "application/json", ""});
     return reply.Send(
@@ -246,6 +247,20 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
     if (!get) return reply.Send(MethodNotAllowed("GET", request));
     return reply.Send(MetricsResponse(*engine, gpu));
   }
+  // OpenAI's embeddings, also at TEI's /embeddings.
+  if (path == "/v1/embeddings" || path == "/embeddings") {
+    if (request.method != "POST") {
+      HttpResponse r = OpenAiError(absl::InvalidArgumentError(
+          absl::StrCat("method ", Quote(request.method), " is not allowed; use POST")));
+      r.status = 405;
+      r.headers.emplace_back("Allow", "POST");
+      return reply.Send(std::move(r));
+    }
+    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
+      return reply.Send(WithStatus(OpenAiError(*problem), 415));
+    }
+    return HandleEmbeddings(engine, std::move(request), std::move(reply));
+  }
   if (parts[0] == "v2") {
     if (path == "/v2" || path == "/v2/") {
       if (!get) return reply.Send(MethodNotAllowed("GET", request));
@@ -273,19 +288,6 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
       return ModelRoute(engine, parts, std::move(request), std::move(reply));
     }
   } else if (parts[0] == "v1") {
-    if (path == "/v1/embeddings") {
-      if (request.method != "POST") {
-        HttpResponse r = OpenAiError(absl::InvalidArgumentError(
-            absl::StrCat("method ", Quote(request.method), " is not allowed; use POST")));
-        r.status = 405;
-        r.headers.emplace_back("Allow", "POST");
-        return reply.Send(std::move(r));
-      }
-      if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
-        return reply.Send(WithStatus(OpenAiError(*problem), 415));
-      }
-      return HandleEmbeddings(engine, std::move(request), std::move(reply));
-    }
     if (parts.size() >= 2 && parts[1] == "models" && parts.size() <= 3) {
       if (!get) return reply.Send(MethodNotAllowed("GET", request));
       std::string model;

@@ -283,7 +283,13 @@ class TeiEmbeddingTest(unittest.TestCase):
                     "max_concurrent_requests", "version"):
             self.assertIn(key, info)
         self.assertEqual(self.http.call("/health")[0], 200)
+        self.assertEqual(self.http.call("/ping")[0], 200)
         self.assertEqual(self.http.call("/info?model=nothing")[0], 404)
+        # OpenAI's embeddings at TEI's /embeddings too.
+        status, a = self.http.call("/embeddings", {"input": "x", "model": "embedder"})
+        self.assertEqual(status, 200, a)
+        b = self.http.call("/v1/embeddings", {"input": "x", "model": "embedder"})[1]
+        self.assertEqual(a["data"], b["data"])
 
     def test_refusals(self):
         cases = [
@@ -375,6 +381,9 @@ class TeiSparseTest(unittest.TestCase):
         status, body = self.http.call("/", {"inputs": text, "model": name})
         self.assertEqual(status, 200, body)
         np.testing.assert_allclose(self.dense(body[0], len(want)), want, atol=2e-4)
+        # TEI's SageMaker route is POST / under another name.
+        status, again = self.http.call("/invocations", {"inputs": text, "model": name})
+        self.assertEqual((status, again), (200, body))
         status, info = self.http.call(f"/info?model={name}")
         self.assertEqual(status, 200, info)
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "splade"}})
