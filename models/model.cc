@@ -112,6 +112,9 @@ absl::Status ValidateRequestAgainstSpec(const ModelSpec& spec, const InferReques
     // A shared input's first dimension is its spec's fixed 1 (checked
     // above), not the batch.
     if (!s->shared && !t.shape.empty()) {
+      // A request with no row has nothing to compute: refused, not
+      // answered with no rows.
+      if (t.shape[0] == 0) return absl::InvalidArgumentError(absl::StrCat(what(), " is empty"));
       if (batch >= 0 && t.shape[0] != batch) {
         return absl::InvalidArgumentError(absl::StrCat(what(), " has batch dimension ", t.shape[0],
                                                        " but another input has ", batch));

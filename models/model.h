@@ -271,7 +271,8 @@ absl::Status RunBatch(Model& model, Device* device, Stream* stream,
 // Checks a request against a model's spec: every input known and given once,
 // data types, ranks and fixed dimensions, byte sizes against shapes (with
 // overflow checks), one batch dimension shared by all inputs but the shared
-// ones (TensorSpec::shared, whose first dimension must be 1), requested
+// ones (TensorSpec::shared, whose first dimension must be 1), and not 0 (a
+// request of no row, "input 'x' is empty"), requested
 // outputs known and unique, and the request's options (CheckRequestOptions).
 // Every failure is INVALID_ARGUMENT naming the tensor or option, what was
 // wrong and what is allowed.

@@ -224,12 +224,28 @@ TEST_F(EmbeddingOptionsTest, TheFolderSaysWhetherToNormaliseAndWhereItsPoolingIs
   const std::vector<Tensor> cls_rows = Run(**cls, {Text(texts)});
   EXPECT_GT(std::abs(Row(cls_rows[0], 0)[0] - Row(raw, 0)[0]), 1e-4);
 
+  // A Pooling path outside the folder, or the folder itself, is refused.
+  for (const char* path : {"../pool", "pool/../..", ".", "./", "/tmp"}) {
+    std::ofstream(dir / "modules.json") << absl::StrCat(
+        R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": ")",
+        path, R"(", "type": "sentence_transformers.models.Pooling"}])");
+    EXPECT_THAT(Load(dir), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    "must be a folder inside the model folder"))
+        << path;
+  }
+  std::ofstream(dir / "modules.json") << R"({"not": "a list"})";
+  EXPECT_THAT(Load(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, "modules.json is not a list"));
+
   // No modules.json: normalised.
   fs::remove(dir / "modules.json");
   auto bare = Load(dir);
   ASSERT_THAT(bare, IsOk());
   EXPECT_THAT((*bare)->spec().description,
               ::testing::HasSubstr("L2-normalised (no modules.json: TEI's default)"));
+  const Tensor bare_rows = Run(**bare, {Text(texts)})[0];
+  for (int64_t r = 0; r < 2; ++r) EXPECT_NEAR(Norm(Row(bare_rows, r)), 1.0, 1e-6);
 }
 
 TEST_F(EmbeddingOptionsTest, RefusalsNameTheOptionAndTheLimit) {

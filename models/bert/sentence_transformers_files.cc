@@ -1,5 +1,7 @@
 #include "models/bert/sentence_transformers_files.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -23,11 +25,14 @@ std::string ModuleClass(const nlohmann::json& m) {
   return dot == std::string::npos ? type : type.substr(dot + 1);
 }
 
-// modules.json's entries (unset when the file is absent or not a list).
+// modules.json's entries (unset when the file is absent; INVALID_ARGUMENT
+// when it is not a list).
 absl::StatusOr<std::optional<nlohmann::json>> Modules(const std::string& dir) {
   INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed,
                          ParseOptionalJsonFile(dir + "/modules.json"));
-  if (!parsed.has_value() || !parsed->is_array()) return std::optional<nlohmann::json>();
+  if (parsed.has_value() && !parsed->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, "/modules.json is not a list of modules"));
+  }
   return parsed;
 }
 
@@ -43,7 +48,9 @@ absl::StatusOr<std::optional<nlohmann::json>> PoolingConfig(const std::string& d
       if (ModuleClass(m) != "Pooling") continue;
       const std::string named =
           m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
-      if (named.empty() || named[0] == '/' || absl::StrContains(named, "..")) {
+      const std::filesystem::path p = std::filesystem::path(named).lexically_normal();
+      if (named.empty() || p.is_absolute() || p == "." ||
+          std::find(p.begin(), p.end(), "..") != p.end()) {
         return absl::InvalidArgumentError(
             absl::StrCat(dir, "/modules.json: the Pooling module's path '", named,
                          "' must be a folder inside the model folder"));

@@ -83,14 +83,6 @@ absl::Status TokenizeTextInputs(const TextInputPolicy& policy, InferRequest* req
   const char* inputs = policy.pairs ? "'text' (with an optional 'text_pair'), 'query' with "
                                       "'documents', or 'input_ids'"
                                     : "'text' (BYTES) or 'input_ids' (INT64)";
-  // A request with no sequence has nothing to compute: refused, not
-  // answered with no rows.
-  for (const char* name : {"text", "documents", "input_ids"}) {
-    const Tensor* t = FindInput(*request, name);
-    if (t != nullptr && (t->shape.empty() || t->shape[0] == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is empty"));
-    }
-  }
   if (!any_text) {
     if (!ids)
       return absl::InvalidArgumentError(

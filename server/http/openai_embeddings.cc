@@ -83,6 +83,13 @@ absl::StatusOr<std::string> ChooseModel(const Engine& engine, const json& body,
 absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* declared) {
   call_->declared = true;
   call_->param = nullptr;
+  const char* key = call_->tei ? "inputs" : "input";
+  // An empty list is refused first, as TEI does (before the model's kind).
+  if (auto input = doc_.find(key);
+      call_->tei && input != doc_.end() && input->is_array() && input->empty()) {
+    call_->empty = true;
+    return Invalid("`inputs` cannot be empty");  // TEI's words
+  }
   const TensorSpec* embedding = nullptr;
   using Kind = EmbeddingsCall::Kind;
   const char* wanted = call_->kind == Kind::kTokens   ? "token_embeddings"
@@ -105,7 +112,13 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
                                                     : "embedding output"));
   }
   call_->output = embedding->name;
-  if (call_->tei) INFER_RETURN_IF_ERROR(DeclareTeiOptions(*embedding));
+  if (call_->tei) {
+    INFER_RETURN_IF_ERROR(DeclareTeiOptions(*embedding));
+  } else if (embedding->normalizable) {
+    // OpenAI's embeddings are unit vectors, and TEI's OpenAI route
+    // normalises whatever the model's default.
+    normalize_ = true;
+  }
   call_->param = "encoding_format";
   if (auto f = doc_.find("encoding_format"); !call_->tei && f != doc_.end() && !f->is_null()) {
     if (!f->is_string() || (*f != "float" && *f != "base64")) {
@@ -125,14 +138,9 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
     INFER_RETURN_IF_ERROR(CheckDimensions(spec, *embedding, dimensions));
     dimensions_ = dimensions;
   }
-  const char* key = call_->tei ? "inputs" : "input";
   call_->param = "input";
   auto input = doc_.find(key);
   if (input == doc_.end()) return Invalid(absl::StrCat("'", key, "' is required"));
-  if (input->is_array() && input->empty()) {
-    call_->empty = true;
-    if (call_->tei) return Invalid("`inputs` cannot be empty");  // TEI's words
-  }
   if (!input->is_string() && (!input->is_array() || input->empty())) {
     return Invalid(absl::StrCat(
         "'", key,
@@ -198,6 +206,7 @@ absl::Status EmbeddingsSource::Declare(const ModelSpec& spec, DeclaredRequest* d
   for (const json* row : rows_) {
     if (!row->is_array() || row->empty()) {
       call_->empty = row->is_array();  // TEI: 400 "Empty" for no ids
+      if (call_->tei && call_->empty) return Invalid("`inputs` cannot be empty");
       return Invalid(absl::StrCat(
           "'", key, "' must be one array of token ids or an array of non-empty such arrays"));
     }

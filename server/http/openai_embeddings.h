@@ -18,7 +18,9 @@
 // statistics. "dimensions" below the model's embedding width cuts each
 // embedding to its first columns and normalises it again, for a model
 // trained for it (TensorSpec::matryoshka); otherwise only the width is
-// accepted (CheckDimensions names the reason).
+// accepted (CheckDimensions names the reason). The embeddings are
+// L2-normalised whatever the model's default (OpenAI's are unit vectors, as
+// TEI's OpenAI route gives them); an empty string is refused.
 // usage.prompt_tokens counts the token ids sent (without the padding), or
 // for text the tokens the model's tokenizer made, [CLS] and [SEP] included
 // (InferResponse::real_tokens).

@@ -45,7 +45,7 @@ struct ScoringCall {
   // the number of labels.
   std::string function;
   bool single = false;  // predict: one input, answered as one list
-  bool empty = false;   // refused for an empty list (TEI's "empty")
+  bool empty = false;   // refused for an empty list (TEI's "Empty")
   // The documents (rerank) as the body gave them, for return_text.
   std::vector<const json*> documents;
 };
@@ -77,6 +77,14 @@ class ScoringSource final : public RequestSource {
   const std::string& model_name() const override { return model_; }
 
   absl::Status Declare(const ModelSpec& spec, DeclaredRequest* declared) override {
+    // An empty list is refused first, as TEI does (before the model's kind).
+    const char* list = !IsRerank(call_->api)  ? "inputs"
+                       : IsCohere(call_->api) ? "documents"
+                                              : "texts";
+    if (auto l = call_->doc.find(list); l != call_->doc.end() && l->is_array() && l->empty()) {
+      call_->empty = true;
+      return Invalid(absl::StrCat("`", list, "` cannot be empty"));
+    }
     const TensorSpec* scores = ScoresOutput(spec);
     if (scores == nullptr) {
       // TEI: "Model is not a classifier model", a backend error (424).
@@ -156,6 +164,10 @@ class ScoringSource final : public RequestSource {
             absl::StrCat("'", key, "' element ", i, " is not a string",
                          api == ScoringApi::kCohereV1 ? " or an object with a 'text' string" : ""));
       }
+      if (text->empty() && firsts_[0]->empty()) {  // TEI: an empty pair is 400 "Empty"
+        call_->empty = true;
+        return Invalid(absl::StrCat("`", key, "` cannot be empty"));
+      }
       seconds_.push_back(text);
       call_->documents.push_back(&(*docs)[i]);
       declared->text_bytes += 4 + static_cast<int64_t>(text->size());
@@ -222,6 +234,10 @@ class ScoringSource final : public RequestSource {
         }
       } else {
         return Invalid(forms);
+      }
+      if (texts[0]->empty() && texts.back()->empty()) {  // TEI: 400 "Empty"
+        call_->empty = true;
+        return Invalid("`inputs` cannot be empty");
       }
       const int this_kind = static_cast<int>(texts.size());
       if (kind != 0 && this_kind != kind) {

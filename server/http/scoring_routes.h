@@ -70,7 +70,7 @@ absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string
                               bool* empty);
 
 // An error in `api`'s JSON shape and status; `empty`: a refusal of an
-// empty list (TEI's 400 "empty").
+// empty list (TEI's 400 "Empty").
 HttpResponse ScoringError(ScoringApi api, const absl::Status& status, bool empty = false);
 
 }  // namespace infer

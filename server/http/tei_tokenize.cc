@@ -82,7 +82,13 @@ absl::StatusOr<std::string> Tokenize(const Engine& engine, const json& doc, bool
   INFER_ASSIGN_OR_RETURN(const std::string prompt_name, StringField(doc, "prompt_name"));
   INFER_ASSIGN_OR_RETURN(const std::string prompt, m.model->PromptText(prompt_name));
   int64_t bytes = 0;
-  for (const std::string* t : texts) bytes += static_cast<int64_t>(prompt.size() + t->size());
+  for (const std::string* t : texts) {
+    if (t->empty()) {  // as TEI: an empty text is refused, 400 "Empty"
+      *empty = true;
+      return Invalid("`inputs` cannot be empty");
+    }
+    bytes += static_cast<int64_t>(prompt.size() + t->size());
+  }
   if (bytes > m.limits.max_text_bytes) {
     return Invalid(absl::StrCat("the texts have ", bytes, " bytes; model '", m.model->spec().name,
                                 "' allows ", m.limits.max_text_bytes, " (max_text_bytes)"));
@@ -131,6 +137,10 @@ absl::StatusOr<std::string> Decode(const Engine& engine, const json& doc, bool* 
   int64_t total = 0;
   for (const json* r : rows) {
     if (!r->is_array()) return Invalid(form);
+    if (r->empty()) {  // as TEI: 400 "Empty"
+      *empty = true;
+      return Invalid("`input_ids` cannot be empty");
+    }
     total += static_cast<int64_t>(r->size());
   }
   if (total > m.limits.max_request_tokens) {

@@ -222,6 +222,15 @@ class ScoringTest(unittest.TestCase):
         query, docs, _ = self.rerank_case()
         status, body = self.post("/rerank", {"query": query, "texts": []})
         self.assertEqual((status, body["error_type"]), (400, "Empty"), body)
+        # As TEI: an empty list before the model's kind; a pair of two empty
+        # texts, or an empty single text, is empty too.
+        for path, body in (("/rerank", {"model": "classifier", "query": "q", "texts": []}),
+                           ("/rerank", {"query": "", "texts": ["a", ""]}),
+                           ("/predict", {"model": "classifier", "inputs": ""}),
+                           ("/predict", {"model": "classifier", "inputs": [["", ""]]})):
+            status, err = self.post(path, body)
+            self.assertEqual((status, err["error_type"]), (400, "Empty"), (path, body, err))
+        self.assertEqual(self.post("/rerank", {"query": "", "texts": ["a"]})[0], 200)
         status, body = self.post("/rerank", {"query": query, "texts": ["a"] * 1025})
         self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
         self.assertIn("max_client_batch_size", body["error"])

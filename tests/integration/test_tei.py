@@ -259,6 +259,9 @@ class TeiEmbeddingTest(unittest.TestCase):
         vocab = tok.get_vocab_size()
         for path, body, status, message in [
                 ("/tokenize", {"inputs": []}, 400, "cannot be empty"),
+                ("/tokenize", {"inputs": ""}, 400, "`inputs` cannot be empty"),
+                ("/decode", {"ids": []}, 400, "`input_ids` cannot be empty"),
+                ("/decode", {"ids": [[1], []]}, 400, "`input_ids` cannot be empty"),
                 ("/tokenize", {"inputs": ["x"] * 2000}, 422, "maximum allowed batch size"),
                 ("/tokenize", {"inputs": "x", "prompt_name": "document"}, 422,
                  "has no prompt 'document'"),
@@ -272,6 +275,7 @@ class TeiEmbeddingTest(unittest.TestCase):
     def test_info_and_health(self):
         status, info = self.http.call("/info")
         self.assertEqual(status, 200, info)
+        self.assertFalse(info["auto_truncate"])
         self.assertEqual(info["model_id"], "embedder")
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "mean"}})
         self.assertEqual(info["model_dtype"], "float32")
@@ -296,7 +300,7 @@ class TeiEmbeddingTest(unittest.TestCase):
             ("/embed", {"inputs": []}, 400, "Empty", "cannot be empty"),
             ("/embed", {"inputs": ""}, 400, "Empty", "cannot be empty"),
             ("/embed", {"inputs": ["x", ""]}, 400, "Empty", "cannot be empty"),
-            ("/embed", {"inputs": [[101, 102], []]}, 400, "Empty", "non-empty"),
+            ("/embed", {"inputs": [[101, 102], []]}, 400, "Empty", "cannot be empty"),
             ("/embed", {"inputs": "x", "dimensions": 0}, 422, "Validation",
              f"gives embeddings of 1 to {self.width}"),
             ("/embed", {"inputs": "x", "prompt_name": "document"}, 422, "Validation",
