@@ -36,31 +36,48 @@ absl::StatusOr<std::optional<nlohmann::json>> Modules(const std::string& dir) {
   return parsed;
 }
 
-// The config.json of the Pooling module: in the folder modules.json names
-// for it, else 1_Pooling (what sentence-transformers writes). Unset when
-// the file is absent.
+// A module's settings: the config.json in its folder (unset when absent).
+struct ModuleFile {
+  bool listed = false;  // modules.json lists a module of the kind
+  std::string path;     // its config.json
+  std::optional<nlohmann::json> config;
+};
+
+// The first module of class `kind` modules.json lists, in the folder it
+// names (which must lie inside `dir`); else, with a `fallback` folder, that
+// one's (what sentence-transformers writes, e.g. 1_Pooling).
+absl::StatusOr<ModuleFile> ModuleConfig(const std::string& dir, const std::string& kind,
+                                        const char* fallback) {
+  ModuleFile file;
+  std::string folder = fallback == nullptr ? "" : fallback;
+  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> modules, Modules(dir));
+  for (const nlohmann::json& m : modules.value_or(nlohmann::json::array())) {
+    if (ModuleClass(m) != kind) continue;
+    const std::string named =
+        m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
+    const std::filesystem::path p = std::filesystem::path(named).lexically_normal();
+    if (named.empty() || p.is_absolute() || p == "." ||
+        std::find(p.begin(), p.end(), "..") != p.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(dir, "/modules.json: the ", kind,
+                                                     " module's path '", named,
+                                                     "' must be a folder inside the model folder"));
+    }
+    file.listed = true;
+    folder = named;
+    break;
+  }
+  if (folder.empty()) return file;
+  file.path = absl::StrCat(dir, "/", folder, "/config.json");
+  INFER_ASSIGN_OR_RETURN(file.config, ParseOptionalJsonFile(file.path));
+  return file;
+}
+
+// The Pooling module's config.json (its path in *path).
 absl::StatusOr<std::optional<nlohmann::json>> PoolingConfig(const std::string& dir,
                                                             std::string* path) {
-  std::string folder = "1_Pooling";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> modules, Modules(dir));
-  if (modules.has_value()) {
-    for (const nlohmann::json& m : *modules) {
-      if (ModuleClass(m) != "Pooling") continue;
-      const std::string named =
-          m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
-      const std::filesystem::path p = std::filesystem::path(named).lexically_normal();
-      if (named.empty() || p.is_absolute() || p == "." ||
-          std::find(p.begin(), p.end(), "..") != p.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(dir, "/modules.json: the Pooling module's path '", named,
-                         "' must be a folder inside the model folder"));
-      }
-      folder = named;
-      break;
-    }
-  }
-  *path = absl::StrCat(dir, "/", folder, "/config.json");
-  return ParseOptionalJsonFile(*path);
+  INFER_ASSIGN_OR_RETURN(ModuleFile file, ModuleConfig(dir, "Pooling", "1_Pooling"));
+  *path = file.path;
+  return std::move(file.config);
 }
 
 // Whether the Pooling module's include_prompt is false.
@@ -100,41 +117,26 @@ absl::StatusOr<std::optional<bool>> SentenceTransformersNormalize(const std::str
 }
 
 absl::StatusOr<std::optional<SpladePooling>> SentenceTransformersSplade(const std::string& dir) {
-  const std::string modules = dir + "/modules.json";
-  INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(modules));
-  if (!parsed.has_value() || !parsed->is_array()) return std::optional<SpladePooling>();
-  for (const nlohmann::json& m : *parsed) {
-    if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) continue;
-    const std::string type = m["type"].get<std::string>();
-    if (type != "SpladePooling" && !absl::EndsWith(type, ".SpladePooling")) continue;
-    const std::string folder =
-        m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
-    if (folder.empty() || folder[0] == '/' || absl::StrContains(folder, "..")) {
-      return absl::InvalidArgumentError(absl::StrCat(modules, ": the SpladePooling module's path '",
-                                                     folder,
-                                                     "' must be a folder inside the model folder"));
-    }
-    const std::string path = absl::StrCat(dir, "/", folder, "/config.json");
-    INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> config, ParseOptionalJsonFile(path));
-    SpladePooling pooling;  // sentence-transformers' defaults: max, relu
-    if (!config.has_value() || !config->is_object()) return std::optional(pooling);
-    auto text = [&](const char* key, const char* fallback) -> std::string {
-      return config->contains(key) && (*config)[key].is_string() ? (*config)[key].get<std::string>()
-                                                                 : fallback;
-    };
-    const std::string strategy = text("pooling_strategy", "max");
-    const std::string activation = text("activation_function", "relu");
-    if ((strategy != "max" && strategy != "sum") ||
-        (activation != "relu" && activation != "log1p_relu")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": pooling_strategy '", strategy, "' and activation_function '", activation,
-          "'; computed: pooling_strategy max or sum, activation_function relu or log1p_relu"));
-    }
-    pooling.sum = strategy == "sum";
-    pooling.log1p_twice = activation == "log1p_relu";
-    return std::optional(pooling);
+  INFER_ASSIGN_OR_RETURN(ModuleFile file, ModuleConfig(dir, "SpladePooling", nullptr));
+  if (!file.listed) return std::optional<SpladePooling>();
+  const std::optional<nlohmann::json>& config = file.config;
+  SpladePooling pooling;  // sentence-transformers' defaults: max, relu
+  if (!config.has_value() || !config->is_object()) return std::optional(pooling);
+  auto text = [&](const char* key, const char* fallback) -> std::string {
+    return config->contains(key) && (*config)[key].is_string() ? (*config)[key].get<std::string>()
+                                                               : fallback;
+  };
+  const std::string strategy = text("pooling_strategy", "max");
+  const std::string activation = text("activation_function", "relu");
+  if ((strategy != "max" && strategy != "sum") ||
+      (activation != "relu" && activation != "log1p_relu")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path, ": pooling_strategy '", strategy, "' and activation_function '", activation,
+        "'; computed: pooling_strategy max or sum, activation_function relu or log1p_relu"));
   }
-  return std::optional<SpladePooling>();
+  pooling.sum = strategy == "sum";
+  pooling.log1p_twice = activation == "log1p_relu";
+  return std::optional(pooling);
 }
 
 // sentence_bert_config.json's max_seq_length (unset when the file or the
