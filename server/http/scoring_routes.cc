@@ -4,13 +4,17 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "engine/request_limits.h"
 #include "engine/request_source.h"
 #include "runtime/json_parse.h"
 #include "runtime/quote.h"
@@ -23,249 +27,7 @@ namespace {
 
 using nlohmann::json;
 
-bool IsRerank(ScoringApi api) { return api != ScoringApi::kTeiPredict; }
-bool IsCohere(ScoringApi api) {
-  return api == ScoringApi::kCohereV1 || api == ScoringApi::kCohereV2;
-}
-
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
-
-// What the answer needs, filled as the engine has the request declared and
-// decoded.
-struct ScoringCall {
-  explicit ScoringCall(ScoringApi a) : api(a) {}
-  const ScoringApi api;
-  json doc;                         // the body, read in place by the source
-  std::vector<std::string> labels;  // the scores output's, in order
-  bool multi_label = false;         // ...each through a sigmoid (TensorSpec)
-  bool raw_scores = false;
-  bool return_text = false;
-  int64_t top_n = -1;  // Cohere, and predict's top_k: the results to return; -1: all
-  // predict's function_to_apply: "sigmoid", "softmax", "none"; empty: by
-  // the number of labels.
-  std::string function;
-  bool single = false;  // predict: one input, answered as one list
-  bool empty = false;   // refused for an empty list (TEI's "Empty")
-  // The documents (rerank) as the body gave them, for return_text.
-  std::vector<const json*> documents;
-};
-
-// The model's `scores` output: FP32 [-1, labels].
-const TensorSpec* ScoresOutput(const ModelSpec& spec) {
-  for (const TensorSpec& t : spec.outputs) {
-    if (t.name == "scores" && t.dtype == DataType::kFp32 && t.shape.size() == 2 && t.shape[1] > 0) {
-      return &t;
-    }
-  }
-  return nullptr;
-}
-
-// A text of a rerank's documents: a string, or (Cohere v1) an object with a
-// "text" string.
-const std::string* DocumentText(ScoringApi api, const json& v) {
-  if (v.is_string()) return &v.get_ref<const std::string&>();
-  if (api == ScoringApi::kCohereV1 && v.is_object()) {
-    auto text = v.find("text");
-    if (text != v.end() && text->is_string()) return &text->get_ref<const std::string&>();
-  }
-  return nullptr;
-}
-
-class ScoringSource final : public RequestSource {
- public:
-  ScoringSource(std::string model, ScoringCall* call) : model_(std::move(model)), call_(call) {}
-  const std::string& model_name() const override { return model_; }
-
-  absl::Status Declare(const ModelSpec& spec, DeclaredRequest* declared) override {
-    // An empty list is refused first, as TEI does (before the model's kind).
-    const char* list = !IsRerank(call_->api)  ? "inputs"
-                       : IsCohere(call_->api) ? "documents"
-                                              : "texts";
-    if (auto l = call_->doc.find(list); l != call_->doc.end() && l->is_array() && l->empty()) {
-      call_->empty = true;
-      return Invalid(absl::StrCat("`", list, "` cannot be empty"));
-    }
-    const TensorSpec* scores = ScoresOutput(spec);
-    if (scores == nullptr) {
-      // TEI: "Model is not a classifier model", a backend error (424).
-      return absl::FailedPreconditionError(
-          absl::StrCat("model ", Quote(spec.name),
-                       " has no 'scores' output: it is not a classifier or re-ranker"));
-    }
-    const int64_t labels = scores->shape[1];
-    call_->labels = scores->labels;
-    call_->multi_label = scores->multi_label;
-    for (auto i = static_cast<int64_t>(call_->labels.size()); i < labels; ++i) {
-      call_->labels.push_back(absl::StrCat("LABEL_", i));
-    }
-    if (IsRerank(call_->api) && labels != 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("model ", Quote(spec.name), " is not a re-ranker model: it gives ", labels,
-                       " scores per input, a re-ranker one"));
-    }
-    const json& d = call_->doc;
-    INFER_ASSIGN_OR_RETURN(call_->raw_scores, BoolField(d, "raw_scores", false));
-    INFER_ASSIGN_OR_RETURN(
-        call_->return_text,
-        BoolField(d, IsCohere(call_->api) ? "return_documents" : "return_text", false));
-    INFER_RETURN_IF_ERROR(TruncationFields(d, &truncate_, &left_));
-    return IsRerank(call_->api) ? DeclareRerank(declared) : DeclarePredict(declared);
-  }
-
-  absl::Status Decode(const ModelSpec&, InferRequest* request) override {
-    request->requested_outputs = {"scores"};
-    request->truncate = truncate_;
-    request->truncate_left = left_;
-    auto tensor = [](const char* name, const std::vector<const std::string*>& texts) {
-      Tensor t{name, DataType::kBytes, {static_cast<int64_t>(texts.size())}, {}};
-      size_t bytes = 0;
-      for (const std::string* s : texts) bytes += 4 + s->size();
-      t.data.reserve(bytes);
-      for (const std::string* s : texts) AppendBytesElement(*s, &t.data);
-      return t;
-    };
-    request->inputs.push_back(tensor(first_name_, firsts_));
-    if (!seconds_.empty()) request->inputs.push_back(tensor(second_name_, seconds_));
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status DeclareRerank(DeclaredRequest* declared) {
-    const ScoringApi api = call_->api;
-    const json& d = call_->doc;
-    auto query = d.find("query");
-    if (query == d.end() || !query->is_string()) return Invalid("'query' (a string) is required");
-    const char* key = IsCohere(api) ? "documents" : "texts";
-    auto docs = d.find(key);
-    if (docs == d.end() || !docs->is_array()) {
-      return Invalid(absl::StrCat("'", key, "' (an array of strings) is required"));
-    }
-    if (docs->empty()) {
-      call_->empty = true;
-      return Invalid(absl::StrCat("`", key, "` cannot be empty"));
-    }
-    if (IsCohere(api)) {
-      if (auto n = d.find("top_n"); n != d.end() && !n->is_null()) {
-        if (!n->is_number_integer() || n->get<int64_t>() < 1) {
-          return Invalid("'top_n' must be a positive integer");
-        }
-        call_->top_n = n->get<int64_t>();
-      }
-    }
-    first_name_ = "query";
-    second_name_ = "documents";
-    firsts_ = {&query->get_ref<const std::string&>()};
-    declared->text_bytes = 4 + static_cast<int64_t>(firsts_[0]->size());
-    seconds_.reserve(docs->size());
-    for (size_t i = 0; i < docs->size(); ++i) {
-      const std::string* text = DocumentText(api, (*docs)[i]);
-      if (text == nullptr) {
-        return Invalid(
-            absl::StrCat("'", key, "' element ", i, " is not a string",
-                         api == ScoringApi::kCohereV1 ? " or an object with a 'text' string" : ""));
-      }
-      if (text->empty() && firsts_[0]->empty()) {  // TEI: an empty pair is 400 "Empty"
-        call_->empty = true;
-        return Invalid(absl::StrCat("`", key, "` cannot be empty"));
-      }
-      seconds_.push_back(text);
-      call_->documents.push_back(&(*docs)[i]);
-      declared->text_bytes += 4 + static_cast<int64_t>(text->size());
-    }
-    shape_first_ = {1};
-    shape_second_ = {static_cast<int64_t>(seconds_.size())};
-    declared->inputs.push_back({"query", shape_first_});
-    declared->inputs.push_back({"documents", shape_second_});
-    return absl::OkStatus();
-  }
-
-  // TEI's inputs: a string, a pair [a, b], or a batch [[a], [a, b], ...].
-  absl::Status DeclarePredict(DeclaredRequest* declared) {
-    const json& d = call_->doc;
-    if (auto p = d.find("parameters"); p != d.end() && !p->is_null()) {
-      if (!p->is_object()) return Invalid("'parameters' must be an object");
-      if (auto k = p->find("top_k"); k != p->end() && !k->is_null()) {
-        if (!k->is_number_integer() || k->get<int64_t>() < 1) {
-          return Invalid("'parameters.top_k' must be a positive integer");
-        }
-        call_->top_n = k->get<int64_t>();
-      }
-      if (auto f = p->find("function_to_apply"); f != p->end() && !f->is_null()) {
-        if (*f != "sigmoid" && *f != "softmax" && *f != "none") {
-          return Invalid(
-              "'parameters.function_to_apply' must be \"sigmoid\", \"softmax\" or \"none\"");
-        }
-        call_->function = f->get<std::string>();
-      }
-    }
-    auto inputs = d.find("inputs");
-    const char* forms =
-        "'inputs' must be a string, a pair of strings [string, string], or a batch of single "
-        "strings and pairs [[string], [string, string], ...]";
-    if (inputs == d.end()) return Invalid(forms);
-    std::vector<const json*> rows;
-    if (inputs->is_string()) {
-      call_->single = true;
-      rows.push_back(&*inputs);
-    } else if (inputs->is_array() && !inputs->empty() && inputs->front().is_string()) {
-      call_->single = true;
-      rows.push_back(&*inputs);
-    } else if (inputs->is_array()) {
-      if (inputs->empty()) {
-        call_->empty = true;
-        return Invalid("`inputs` cannot be empty");
-      }
-      for (const json& row : *inputs) rows.push_back(&row);
-    } else {
-      return Invalid(forms);
-    }
-    first_name_ = "text";
-    second_name_ = "text_pair";
-    int kind = 0;  // 1: single texts, 2: pairs
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const json& row = *rows[i];
-      std::vector<const std::string*> texts;
-      if (row.is_string()) {
-        texts.push_back(&row.get_ref<const std::string&>());
-      } else if (row.is_array() && (row.size() == 1 || row.size() == 2)) {
-        for (const json& t : row) {
-          if (!t.is_string()) return Invalid(forms);
-          texts.push_back(&t.get_ref<const std::string&>());
-        }
-      } else {
-        return Invalid(forms);
-      }
-      if (texts[0]->empty() && texts.back()->empty()) {  // TEI: 400 "Empty"
-        call_->empty = true;
-        return Invalid("`inputs` cannot be empty");
-      }
-      const int this_kind = static_cast<int>(texts.size());
-      if (kind != 0 && this_kind != kind) {
-        return Invalid("'inputs' mixes single strings and pairs; send them in separate requests");
-      }
-      kind = this_kind;
-      firsts_.push_back(texts[0]);
-      if (texts.size() == 2) seconds_.push_back(texts[1]);
-      for (const std::string* t : texts)
-        declared->text_bytes += 4 + static_cast<int64_t>(t->size());
-    }
-    shape_first_ = {static_cast<int64_t>(firsts_.size())};
-    shape_second_ = shape_first_;
-    declared->inputs.push_back({"text", shape_first_});
-    if (!seconds_.empty()) declared->inputs.push_back({"text_pair", shape_second_});
-    return absl::OkStatus();
-  }
-
-  std::string model_;
-  ScoringCall* call_;  // borrowed
-  // From Declare, for Decode: views into the call's body.
-  const char* first_name_ = "";
-  const char* second_name_ = "";
-  std::vector<const std::string*> firsts_, seconds_;
-  std::vector<int64_t> shape_first_, shape_second_;
-  std::optional<bool> truncate_;
-  bool left_ = false;
-};
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
@@ -303,30 +65,48 @@ std::string NextId() {
                       counter.fetch_add(1, std::memory_order_relaxed));
 }
 
-HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
-  const Tensor* t = nullptr;
-  for (const Tensor& o : response.outputs) {
-    if (o.name == "scores") t = &o;
-  }
-  if (t == nullptr || t->dtype != DataType::kFp32 || t->shape.size() != 2 ||
-      t->shape[1] != static_cast<int64_t>(call.labels.size())) {
-    return ScoringError(call.api, absl::InternalError("the model's answer has no scores"));
-  }
-  const int64_t n = t->shape[0], labels = t->shape[1];
-  if (call.api == ScoringApi::kTeiPredict) {
-    json all = json::array();
-    for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> s = Activated(t->as<float>() + i * labels, labels, call.raw_scores,
-                                             call.multi_label, call.function);
-      json predictions = json::array();
-      for (size_t k : ByScore(s)) {
-        if (call.top_n >= 0 && static_cast<int64_t>(predictions.size()) >= call.top_n) break;
-        predictions.push_back({{"score", s[k]}, {"label", call.labels[k]}});
-      }
-      all.push_back(std::move(predictions));
+// The response's scores, FP32 [n, labels], or null.
+const Tensor* Scores(const ScoringCall& call, const InferResponse& response) {
+  for (const Tensor& t : response.outputs) {
+    if (t.name == "scores" && t.dtype == DataType::kFp32 && t.shape.size() == 2 &&
+        t.shape[1] == static_cast<int64_t>(call.labels.size())) {
+      return &t;
     }
-    return {200, "application/json", DumpJson(call.single ? all[0] : all)};
   }
+  return nullptr;
+}
+
+// /predict: each row's [{"score", "label"}], highest first, put at its place
+// in the batch (call.rows) in *all. False when the answer is not the call's.
+bool PlacePredictions(const ScoringCall& call, const InferResponse& response,
+                      std::vector<json>* all) {
+  const Tensor* t = Scores(call, response);
+  if (t == nullptr || t->shape[0] != static_cast<int64_t>(call.rows.size())) return false;
+  const int64_t labels = t->shape[1];
+  for (size_t i = 0; i < call.rows.size(); ++i) {
+    const std::vector<float> s = Activated(t->as<float>() + i * labels, labels, call.raw_scores,
+                                           call.multi_label, call.function);
+    json predictions = json::array();
+    for (size_t k : ByScore(s)) {
+      if (call.top_n >= 0 && static_cast<int64_t>(predictions.size()) >= call.top_n) break;
+      predictions.push_back({{"score", s[k]}, {"label", call.labels[k]}});
+    }
+    if (call.rows[i] >= all->size()) return false;
+    (*all)[call.rows[i]] = std::move(predictions);
+  }
+  return true;
+}
+
+HttpResponse Answer(const ScoringCall& call, const InferResponse& response) {
+  const absl::Status no_scores = absl::InternalError("the model's answer has no scores");
+  if (call.api == ScoringApi::kTeiPredict) {
+    std::vector<json> all(call.rows.size());
+    if (!PlacePredictions(call, response, &all)) return ScoringError(call.api, no_scores);
+    return {200, "application/json", DumpJson(call.single ? all[0] : json(std::move(all)))};
+  }
+  const Tensor* t = Scores(call, response);
+  if (t == nullptr) return ScoringError(call.api, no_scores);
+  const int64_t n = t->shape[0];
   // Rerank: one score per document. Cohere's relevance_score is never raw.
   std::vector<float> scores(n);
   const bool raw = call.raw_scores && !IsCohere(call.api);
@@ -415,26 +195,139 @@ absl::StatusOr<std::string> ScoringModel(ScoringApi api, const Engine& engine, c
                        : ChooseModel(engine, doc, {"rerank", "classify"}, "a classifier");
 }
 
+// A /predict batch mixing single texts and pairs, checked as the one
+// request the client sent: its rows and text bytes against the model's
+// limits, before either part is declared.
+absl::Status CheckWholeBatch(const Engine& engine, const std::string& model,
+                             const PredictBatchShape& batch) {
+  INFER_ASSIGN_OR_RETURN(const RequestLimits limits, engine.GetRequestLimits(model));
+  const int64_t rows[] = {batch.rows};
+  const DeclaredInput whole[] = {{"text", rows}, {"text_pair", rows}};
+  return CheckDeclaredLimits(limits, model, whole, batch.text_bytes, /*sequence_length=*/0);
+}
+
+// The two parts of a mixed /predict batch, joined: the answer is sent once
+// both are done, in the batch's order, or the first refusal.
+struct PredictJoin {
+  std::mutex mu;
+  int pending = 2;  // parts not yet answered
+  absl::Status error;
+  bool empty = false;
+  std::shared_ptr<ScoringCall> calls[2];
+  std::shared_ptr<InferResponse> responses[2];
+};
+
+// A part's refusal in the batch's terms: the model names a row by its
+// place in the part ("element 2"), the client knows it by its place in the
+// batch.
+absl::Status InBatchTerms(const absl::Status& status, const std::vector<size_t>& rows) {
+  const absl::string_view message = status.message();
+  static constexpr absl::string_view kElement = "element ";
+  const size_t at = message.find(kElement);
+  if (at == absl::string_view::npos) return status;
+  const size_t digits = at + kElement.size();
+  size_t end = digits;
+  while (end < message.size() && absl::ascii_isdigit(message[end])) ++end;
+  size_t index = 0;
+  if (end == digits || !absl::SimpleAtoi(message.substr(digits, end - digits), &index) ||
+      index >= rows.size()) {
+    return status;
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat(message.substr(0, digits), rows[index], message.substr(end)));
+}
+
+HttpResponse JoinedAnswer(const PredictJoin& join) {
+  std::vector<json> all(join.calls[0]->rows.size() + join.calls[1]->rows.size());
+  for (int part = 0; part < 2; ++part) {
+    if (!PlacePredictions(*join.calls[part], *join.responses[part], &all)) {
+      return ScoringError(ScoringApi::kTeiPredict,
+                          absl::InternalError("the model's answer has no scores"));
+    }
+  }
+  return {200, "application/json", DumpJson(json(std::move(all)))};
+}
+
+void SubmitMixedPredict(Engine* engine, const std::string& model, std::shared_ptr<const json> doc,
+                        const PredictBatchShape& batch, HttpReply reply) {
+  if (absl::Status whole = CheckWholeBatch(*engine, model, batch); !whole.ok()) {
+    return reply.Send(ScoringError(ScoringApi::kTeiPredict, whole));
+  }
+  auto join = std::make_shared<PredictJoin>();
+  auto shared = std::make_shared<HttpReply>(std::move(reply));
+  // Called once per part, with its answer or its refusal (a part not
+  // submitted, after the first was refused, counts as answered).
+  auto finish = [join, shared](int part, absl::StatusOr<InferResponse> r) {
+    std::lock_guard<std::mutex> lock(join->mu);
+    if (!r.ok() && join->error.ok()) {
+      join->error = InBatchTerms(r.status(), join->calls[part]->rows);
+      join->empty = join->calls[part]->empty;
+    } else if (r.ok()) {
+      join->responses[part] = std::make_shared<InferResponse>(*std::move(r));
+    }
+    if (--join->pending > 0) return;
+    if (!join->error.ok()) {
+      return shared->Send(ScoringError(ScoringApi::kTeiPredict, join->error, join->empty));
+    }
+    shared->SendFrom([join] { return JoinedAnswer(*join); });
+  };
+  for (int part = 0; part < 2; ++part) {
+    auto call = std::make_shared<ScoringCall>(ScoringApi::kTeiPredict);
+    call->doc = doc;
+    call->kind = part + 1;  // the single texts, then the pairs
+    {
+      std::lock_guard<std::mutex> lock(join->mu);
+      join->calls[part] = call;
+      if (!join->error.ok()) {  // the first part was refused: the second is not
+        join->pending -= 1;     // run, and counts as answered
+        if (join->pending == 0) {
+          shared->Send(ScoringError(ScoringApi::kTeiPredict, join->error, join->empty));
+        }
+        return;
+      }
+    }
+    ScoringSource source(model, call.get());
+    engine->Submit(source,
+                   [finish, part](absl::StatusOr<InferResponse> r) { finish(part, std::move(r)); });
+  }
+}
+
 }  // namespace
 
 absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string_view body,
                               const std::function<absl::Status(RequestSource&)>& admit,
                               bool* empty) {
-  ScoringCall call(api);
-  INFER_ASSIGN_OR_RETURN(call.doc, ParseJson(body, "the request body"));
-  if (!call.doc.is_object()) return Invalid("the request body is not a JSON object");
-  INFER_ASSIGN_OR_RETURN(std::string model, ScoringModel(api, engine, call.doc));
-  ScoringSource source(std::move(model), &call);
-  absl::Status status = admit(source);
-  *empty = call.empty;
-  return status;
+  INFER_ASSIGN_OR_RETURN(json parsed, ParseJson(body, "the request body"));
+  if (!parsed.is_object()) return Invalid("the request body is not a JSON object");
+  auto doc = std::make_shared<const json>(std::move(parsed));
+  INFER_ASSIGN_OR_RETURN(std::string model, ScoringModel(api, engine, *doc));
+  const PredictBatchShape batch =
+      api == ScoringApi::kTeiPredict ? PredictBatch(*doc) : PredictBatchShape{};
+  const bool mixed = batch.singles && batch.pairs;
+  if (mixed) INFER_RETURN_IF_ERROR(CheckWholeBatch(engine, model, batch));
+  for (int kind : mixed ? std::vector<int>{1, 2} : std::vector<int>{0}) {
+    ScoringCall call(api);
+    call.doc = doc;
+    call.kind = kind;
+    ScoringSource source(model, &call);
+    absl::Status status = admit(source);
+    *empty = call.empty;
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 void SubmitScoring(ScoringApi api, Engine* engine, json body, HttpReply reply) {
-  auto call = std::make_shared<ScoringCall>(api);
-  call->doc = std::move(body);
-  absl::StatusOr<std::string> model = ScoringModel(api, *engine, call->doc);
+  auto doc = std::make_shared<const json>(std::move(body));
+  absl::StatusOr<std::string> model = ScoringModel(api, *engine, *doc);
   if (!model.ok()) return reply.Send(ScoringError(api, model.status()));
+  if (api == ScoringApi::kTeiPredict) {
+    if (const PredictBatchShape batch = PredictBatch(*doc); batch.singles && batch.pairs) {
+      return SubmitMixedPredict(engine, *model, std::move(doc), batch, std::move(reply));
+    }
+  }
+  auto call = std::make_shared<ScoringCall>(api);
+  call->doc = std::move(doc);
   ScoringSource source(*std::move(model), call.get());
   auto shared = std::make_shared<HttpReply>(std::move(reply));
   engine->Submit(source, [shared, call](absl::StatusOr<InferResponse> r) {

@@ -12,7 +12,12 @@
 //       -> [{"score", "label"}] (or one such list per input), highest first;
 //          Hugging Face's text-classification parameters (which its
 //          InferenceClient sends) keep the top_k best, and choose the
-//          function ("sigmoid", "softmax" or "none")
+//          function ("sigmoid", "softmax" or "none"). A batch that mixes
+//          single texts and pairs, as TEI takes, runs as two requests to
+//          the model (one per kind; each counted in its statistics), the
+//          whole batch's rows and text bytes checked first against the
+//          model's limits, the token limits on each part; answered in
+//          the batch's order, or with the first part's refusal.
 //   Cohere (Jina's rerank API is Cohere's v1):
 //     POST /v1/rerank {"model", "query", "documents": ["..." | {"text": ".."}],
 //                      "top_n", "return_documents"}
@@ -51,10 +56,9 @@
 #include "engine/engine.h"
 #include "engine/request_source.h"
 #include "server/http/http_server.h"
+#include "server/http/scoring_source.h"
 
 namespace infer {
-
-enum class ScoringApi { kTeiRerank, kTeiPredict, kCohereV1, kCohereV2 };
 
 // Answers `request` (a POST with a JSON body) in `api`'s shapes.
 void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply);

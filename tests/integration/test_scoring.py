@@ -170,6 +170,36 @@ class ScoringTest(unittest.TestCase):
                 self.assertAlmostEqual(x["score"], logits[self.labels.index(x["label"])],
                                        delta=1e-4)
 
+    def test_predict_batch_mixing_texts_and_pairs(self):
+        """TEI takes a batch of single texts and pairs together: each row is
+        answered as it is alone (pairs as transformers' logits), in the
+        batch's order."""
+        pairs = [[a, b] for a, b, _ in self.classified]
+        singles = [[a] for a, _, _ in self.classified]
+        mixed = [row for two in zip(singles, pairs) for row in two]
+        status, alone = self.post("/predict", {"model": "classifier", "inputs": singles,
+                                               "raw_scores": True})
+        self.assertEqual(status, 200, alone)
+        status, got = self.post("/predict", {"model": "classifier", "inputs": mixed,
+                                             "raw_scores": True})
+        self.assertEqual(status, 200, got)
+        self.assertEqual(len(got), len(mixed))
+        for i, (_, _, logits) in enumerate(self.classified):
+            single, pair = got[2 * i], got[2 * i + 1]
+            self.assertEqual([x["label"] for x in single], [x["label"] for x in alone[i]])
+            for x, y in zip(single, alone[i]):
+                self.assertAlmostEqual(x["score"], y["score"], delta=1e-5)
+            for x in pair:
+                self.assertAlmostEqual(x["score"], logits[self.labels.index(x["label"])],
+                                       delta=1e-4)
+        # top_k and the function apply to every row of both kinds.
+        status, top = self.post("/predict", {"model": "classifier", "inputs": [["a"], ["a", "b"]],
+                                             "parameters": {"top_k": 1,
+                                                            "function_to_apply": "sigmoid"}})
+        self.assertEqual(status, 200, top)
+        self.assertEqual([len(row) for row in top], [1, 1])
+        self.assertTrue(all(0 < row[0]["score"] < 1 for row in top))
+
     def test_kserve_query_and_documents_give_the_logits(self):
         query, docs, want = self.rerank_case()
         q = grpcclient.InferInput("query", [1], "BYTES")
@@ -238,10 +268,24 @@ class ScoringTest(unittest.TestCase):
         status, body = self.post("/rerank", {"model": "classifier", "query": "q", "texts": ["a"]})
         self.assertEqual((status, body["error_type"]), (424, "Backend"), body)
         self.assertIn("not a re-ranker", body["error"])
+        # A batch mixing single texts and pairs is checked whole: 1,025 rows
+        # are over the limit though each kind alone is within it.
         status, body = self.post("/predict", {"model": "classifier",
-                                              "inputs": [["a"], ["a", "b"]]})
+                                              "inputs": [["a"]] * 513 + [["a", "b"]] * 512})
+        self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
+        self.assertIn("max_client_batch_size", body["error"])
+        # A refusal of either part answers the whole, naming the row by its
+        # place in the batch.
+        long = " ".join(["guitar"] * 200)
+        for inputs, row in (([["a"], ["a", "b"], ["a", long]], "element 2 has"),
+                            ([["a", "b"], [long]], "input 'text' element 1 has")):
+            status, body = self.post("/predict", {"model": "classifier", "inputs": inputs})
+            self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
+            self.assertIn(row, body["error"])
+        status, body = self.post("/predict", {"model": "classifier",
+                                              "inputs": [["a"], ["a", "b"], ["a", "b", "c"]]})
         self.assertEqual(status, 422, body)
-        self.assertIn("mixes", body["error"])
+        self.assertIn("'inputs' must be", body["error"])
         # A query over the model's length, with truncation off and on.
         long_query = " ".join(["guitar"] * 200)
         status, body = self.post("/rerank", {"query": long_query, "texts": ["a"]})
