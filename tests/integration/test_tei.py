@@ -421,6 +421,57 @@ class TeiSparseTest(unittest.TestCase):
         self.assertIn("several loaded models can answer", err["error"])
 
 
+class UnnormalisedFolderTest(unittest.TestCase):
+    """A sentence-transformers folder whose modules.json lists no Normalize
+    (as paraphrase-multilingual-mpnet-base-v2 ships): KServe answers its
+    embeddings as sentence-transformers' encode() gives them, not
+    normalised; OpenAI's route and TEI's /embed normalise them by default,
+    as TEI answers both, and /embed with normalize false gives KServe's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="tei_unnormalised_")
+        shutil.copytree(os.path.join(FAMILIES, "bert"), cls.dir, dirs_exist_ok=True)
+        modules_path = os.path.join(cls.dir, "modules.json")
+        with open(modules_path, encoding="utf-8") as f:
+            modules = [m for m in json.load(f) if not m["type"].endswith("Normalize")]
+        with open(modules_path, "w", encoding="utf-8") as f:
+            json.dump(modules, f)
+        shutil.rmtree(os.path.join(cls.dir, "2_Normalize"), ignore_errors=True)
+        cls.server = InferServer(None, "--precision", "fp32", "--model", f"plain={cls.dir}")
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+        cls.http = Http(cls.base)
+        cls.openai = openai.OpenAI(base_url=cls.base + "/v1", api_key="unused", max_retries=0)
+        cls.ref = [(t, e) for t, _, e in reference("bert") if t is not None]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_each_route_normalises_as_its_api_does(self):
+        texts = [t for t, _ in self.ref]
+        status, body = self.http.call("/v2/models/plain/infer", {
+            "inputs": [{"name": "text", "shape": [len(texts)], "datatype": "BYTES",
+                        "data": texts}]})
+        self.assertEqual(status, 200, body)
+        kserve = np.array(body["outputs"][0]["data"]).reshape(len(texts), -1)
+        norms = np.linalg.norm(kserve, axis=1)
+        self.assertTrue(np.all(np.abs(norms - 1.0) > 1e-3), norms)
+        openai_rows = [np.array(d.embedding) for d in
+                       self.openai.embeddings.create(model="plain", input=texts).data]
+        status, tei = self.http.call("/embed", {"inputs": texts})
+        self.assertEqual(status, 200, tei)
+        status, tei_raw = self.http.call("/embed", {"inputs": texts, "normalize": False})
+        self.assertEqual(status, 200, tei_raw)
+        for i, (text, want) in enumerate(self.ref):
+            unit = kserve[i] / norms[i]
+            self.assertGreaterEqual(cosine(kserve[i], want), 0.9999, text)
+            np.testing.assert_allclose(openai_rows[i], unit, atol=1e-5)
+            np.testing.assert_allclose(tei[i], unit, atol=1e-5)
+            np.testing.assert_allclose(tei_raw[i], kserve[i], rtol=1e-5, atol=1e-5)
+
+
 class TeiWithoutEmbeddingOptionsTest(unittest.TestCase):
     """A model whose embedding has no options (the built-in embed_pool, token
     ids in): TEI's /embed answers it with TEI's default, and refuses the
