@@ -139,24 +139,29 @@ INFER_INLINE void AttendItem(const Item& it, const AttentionArgs& a, float* scra
     // Scores: s[qi][j] = q_qi · k_j, in register tiles.
     attention::Scores<M>(q, depth, kt, jb, jp, nq, s, lp);
     // Softmax over the block's keys. Keys past the sequence's end, or that
-    // a mask drops, score -inf, whose weight (flushed to e^-87) is 1e-38 of
-    // the row's sum at most, and the weighted sum below does not read those
-    // past [jb, je).
+    // a mask drops, score -inf, whose weight is exactly 0 (ExpNonPositive),
+    // and the weighted sum below does not read those past [jb, je).
     float inv_sum[kQueryBlock];
     for (int qi = 0; qi < nq; ++qi) {
       float* row = s + qi * lp;
       constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-      std::fill(row + std::min(kn, jp), row + jp, kNegInf);
+      const int64_t end = std::min(kn, jp);
+      std::fill(row + end, row + jp, kNegInf);
       if (adjust) {
+        // The keys the mask drops, [jb, lo) and [hi, end), score -inf; those
+        // it keeps get the relative bias, a contiguous run of it. (Vectors
+        // by hand: a scalar loop here cost as much as the scores.)
         const int64_t qpos = i0 + qi;
         const KeyRange keys = KeysOf(a, qpos, len);
-        for (int64_t j = jb; j < std::min(kn, jp); ++j) {
-          const int64_t k = ks + j;
-          if (k < keys.lo || k >= keys.hi) {
-            row[j] = kNegInf;
-          } else if (bias != nullptr) {
-            row[j] += bias[k - qpos];
-          }
+        const int64_t lo = std::clamp(keys.lo - ks, jb, end);
+        const int64_t hi = std::clamp(keys.hi - ks, lo, end);
+        std::fill(row + jb, row + lo, kNegInf);
+        std::fill(row + hi, row + end, kNegInf);
+        if (bias != nullptr) {
+          const float* b = bias + (ks + lo - qpos);  // b[j - lo] = bias[key j - query]
+          int64_t j = lo;
+          for (; j + W <= hi; j += W) Store(row + j, Load<F>(row + j) + Load<F>(b + (j - lo)));
+          for (; j < hi; ++j) row[j] += b[j - lo];
         }
       }
       F mx = Load<F>(row + jb);
