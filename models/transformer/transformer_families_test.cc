@@ -21,6 +21,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -261,6 +262,53 @@ TEST(LegacyCheckpointTest, GammaAndBetaLoadAsWeightAndBias) {
   EXPECT_EQ(old->layers[1].attn_norm.beta, modern->layers[1].attn_norm.beta);
   EXPECT_EQ(old->layers[1].ffn_norm.gamma, modern->layers[1].ffn_norm.gamma);
   EXPECT_EQ(old->masked_lm.norm.gamma, modern->masked_lm.norm.gamma);
+  fs::remove_all(dir);
+}
+
+// A Qwen2 config written before transformers had layer_types (most of the
+// hub's gte-Qwen2 and Qwen2 configs): the windows come from
+// max_window_layers on, as transformers derives layer_types. The
+// qwen2-scaled fixture (max_window_layers 1, a window of 16 over inputs of
+// up to 96 tokens) without its layer_types matches transformers as it is;
+// without use_sliding_window, the same config is computed with no window,
+// which must differ, or the check would not tell.
+TEST(OlderQwenConfigTest, WindowsFromMaxWindowLayersMatchTransformers) {
+  namespace fs = std::filesystem;
+  const Reference r = ReadReference("qwen2-scaled");
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qwen2_old_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(r.dir, dir, fs::copy_options::recursive);
+  auto text = ReadCheckpointFile((dir / "config.json").string());
+  ASSERT_THAT(text, IsOk());
+  nlohmann::json config = nlohmann::json::parse(*text);
+  ASSERT_EQ(config["layer_types"], nlohmann::json({"full_attention", "sliding_attention"}));
+  ASSERT_EQ(config["max_window_layers"], 1);
+  config.erase("layer_types");
+  auto hidden_of_longest = [&](const nlohmann::json& c) -> std::pair<double, int64_t> {
+    std::ofstream((dir / "config.json").string(), std::ios::trunc) << c.dump();
+    EncoderCpuOptions o;
+    o.precision = Precision::kFp32;
+    o.threads = 2;
+    auto encoder = TransformerEncoderCpu::Load(dir.string(), o);
+    EXPECT_THAT(encoder, IsOk());
+    if (!encoder.ok()) return {1e9, 0};
+    size_t longest = 0;
+    for (size_t i = 1; i < r.ids.size(); ++i) {
+      if (r.ids[i].size() > r.ids[longest].size()) longest = i;
+    }
+    const auto len = static_cast<int64_t>(r.ids[longest].size());
+    auto hidden = (*encoder)->HiddenStates(r.ids[longest], std::vector<int64_t>(len, 1), 1, len,
+                                           r.types[longest]);
+    EXPECT_THAT(hidden, IsOk());
+    if (!hidden.ok()) return {1e9, 0};
+    const int64_t h = (*encoder)->spec().hidden_size;
+    return {MaxAbsDiff(hidden->data(), r.hidden[longest].data(), len * h), len};
+  };
+  const auto [windowed, len] = hidden_of_longest(config);
+  EXPECT_GT(len, 16) << "the longest input must exceed the window";
+  EXPECT_LE(windowed, 1e-4);
+  config["use_sliding_window"] = false;
+  EXPECT_GT(hidden_of_longest(config).first, 1e-3) << "the window does not change the output";
   fs::remove_all(dir);
 }
 
