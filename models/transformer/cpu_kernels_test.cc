@@ -92,6 +92,11 @@ TEST(AttentionTest, MatchesPlainLoopsOnEveryInstructionSet) {
       {16, 2, 2, {3, 17, 100}, false, /*window=*/1},              // the narrowest window
       {48, 3, 3, {1, 10, 66}, true, /*window=*/5},                // causal and windowed (Mistral)
       {32, 4, 4, {1, 12, 64}, false, 0, /*relative_bias=*/true},  // MPNet
+      // A mask and a relative bias together, over sequences split into
+      // query chunks (2 heads: too few items for whole sequences), so a
+      // chunk's keys start past 0 and a block's kept keys past its first.
+      {32, 2, 2, {1, 150}, false, /*window=*/8, /*relative_bias=*/true},
+      {32, 2, 2, {1, 12, 150}, true, /*window=*/5, /*relative_bias=*/true},
   };
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.5f);

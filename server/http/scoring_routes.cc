@@ -17,7 +17,6 @@
 #include "engine/request_limits.h"
 #include "engine/request_source.h"
 #include "runtime/json_parse.h"
-#include "runtime/quote.h"
 #include "runtime/status_macros.h"
 #include "server/http/http_json.h"
 #include "server/http/openai_embeddings.h"
@@ -207,12 +206,12 @@ absl::Status CheckWholeBatch(const Engine& engine, const std::string& model,
 }
 
 // The two parts of a mixed /predict batch, joined: the answer is sent once
-// both are done, in the batch's order, or the first refusal.
+// both are done, in the batch's order; a refusal of either part is sent as
+// soon as it comes, and the other part's answer is dropped.
 struct PredictJoin {
   std::mutex mu;
-  int pending = 2;  // parts not yet answered
-  absl::Status error;
-  bool empty = false;
+  int pending = 2;       // parts not yet answered
+  bool refused = false;  // a refusal was sent
   std::shared_ptr<ScoringCall> calls[2];
   std::shared_ptr<InferResponse> responses[2];
 };
@@ -255,20 +254,19 @@ void SubmitMixedPredict(Engine* engine, const std::string& model, std::shared_pt
   }
   auto join = std::make_shared<PredictJoin>();
   auto shared = std::make_shared<HttpReply>(std::move(reply));
-  // Called once per part, with its answer or its refusal (a part not
-  // submitted, after the first was refused, counts as answered).
+  // Called once per part submitted, with its answer or its refusal.
   auto finish = [join, shared](int part, absl::StatusOr<InferResponse> r) {
     std::lock_guard<std::mutex> lock(join->mu);
-    if (!r.ok() && join->error.ok()) {
-      join->error = InBatchTerms(r.status(), join->calls[part]->rows);
-      join->empty = join->calls[part]->empty;
-    } else if (r.ok()) {
-      join->responses[part] = std::make_shared<InferResponse>(*std::move(r));
+    --join->pending;
+    if (join->refused) return;
+    if (!r.ok()) {
+      join->refused = true;
+      const ScoringCall& call = *join->calls[part];
+      return shared->Send(
+          ScoringError(ScoringApi::kTeiPredict, InBatchTerms(r.status(), call.rows), call.empty));
     }
-    if (--join->pending > 0) return;
-    if (!join->error.ok()) {
-      return shared->Send(ScoringError(ScoringApi::kTeiPredict, join->error, join->empty));
-    }
+    join->responses[part] = std::make_shared<InferResponse>(*std::move(r));
+    if (join->pending > 0) return;
     shared->SendFrom([join] { return JoinedAnswer(*join); });
   };
   for (int part = 0; part < 2; ++part) {
@@ -278,13 +276,7 @@ void SubmitMixedPredict(Engine* engine, const std::string& model, std::shared_pt
     {
       std::lock_guard<std::mutex> lock(join->mu);
       join->calls[part] = call;
-      if (!join->error.ok()) {  // the first part was refused: the second is not
-        join->pending -= 1;     // run, and counts as answered
-        if (join->pending == 0) {
-          shared->Send(ScoringError(ScoringApi::kTeiPredict, join->error, join->empty));
-        }
-        return;
-      }
+      if (join->refused) return;  // the first part was refused: the second is not run
     }
     ScoringSource source(model, call.get());
     engine->Submit(source,

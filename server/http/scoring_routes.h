@@ -16,8 +16,11 @@
 //          single texts and pairs, as TEI takes, runs as two requests to
 //          the model (one per kind; each counted in its statistics), the
 //          whole batch's rows and text bytes checked first against the
-//          model's limits, the token limits on each part; answered in
-//          the batch's order, or with the first part's refusal.
+//          model's limits (as TEI checks its batch size first; a refusal
+//          there is not in the model's statistics), the token limits on
+//          each part; answered in the batch's order, or with the first
+//          refusal of either part, at once, naming rows by their place
+//          in the batch.
 //   Cohere (Jina's rerank API is Cohere's v1):
 //     POST /v1/rerank {"model", "query", "documents": ["..." | {"text": ".."}],
 //                      "top_n", "return_documents"}

@@ -186,19 +186,29 @@ class ScoringTest(unittest.TestCase):
         self.assertEqual(len(got), len(mixed))
         for i, (_, _, logits) in enumerate(self.classified):
             single, pair = got[2 * i], got[2 * i + 1]
+            self.assertEqual(len(single), len(self.labels))
+            self.assertEqual(len(pair), len(self.labels))
             self.assertEqual([x["label"] for x in single], [x["label"] for x in alone[i]])
             for x, y in zip(single, alone[i]):
-                self.assertAlmostEqual(x["score"], y["score"], delta=1e-5)
+                self.assertAlmostEqual(x["score"], y["score"], delta=1e-4)
             for x in pair:
                 self.assertAlmostEqual(x["score"], logits[self.labels.index(x["label"])],
                                        delta=1e-4)
-        # top_k and the function apply to every row of both kinds.
-        status, top = self.post("/predict", {"model": "classifier", "inputs": [["a"], ["a", "b"]],
+        # top_k and the function apply to every row of both kinds: the best
+        # label of each, through a sigmoid of its logit.
+        a, b, _ = self.classified[0]
+        inputs = [[a], [a, b]]
+        status, raw = self.post("/predict", {"model": "classifier", "inputs": inputs,
+                                             "raw_scores": True})
+        self.assertEqual(status, 200, raw)
+        status, top = self.post("/predict", {"model": "classifier", "inputs": inputs,
                                              "parameters": {"top_k": 1,
                                                             "function_to_apply": "sigmoid"}})
         self.assertEqual(status, 200, top)
         self.assertEqual([len(row) for row in top], [1, 1])
-        self.assertTrue(all(0 < row[0]["score"] < 1 for row in top))
+        for best, row in zip(top, raw):
+            self.assertEqual(best[0]["label"], row[0]["label"])
+            self.assertAlmostEqual(best[0]["score"], sigmoid(row[0]["score"]), delta=1e-5)
 
     def test_kserve_query_and_documents_give_the_logits(self):
         query, docs, want = self.rerank_case()
