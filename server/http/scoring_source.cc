@@ -28,15 +28,33 @@ const std::string* DocumentText(ScoringApi api, const json& v) {
   return nullptr;
 }
 
-// A row of a /predict batch: 1 for a single text ("a" or ["a"]), 2 for a
-// pair, 0 for anything else.
-int RowKind(const json& row) {
-  if (row.is_string()) return 1;
-  if (!row.is_array() || row.empty() || row.size() > 2) return 0;
-  for (const json& t : row) {
-    if (!t.is_string()) return 0;
+// A row of a /predict input: a single text ("a" or ["a"]) or a pair
+// (["a", "b"]); views into the body.
+struct PredictRow {
+  int kind = 0;  // 1: a single text, 2: a pair, 0: neither (malformed)
+  const std::string* texts[2] = {nullptr, nullptr};
+  // Its bytes in the engine's 4-byte-length layout.
+  int64_t Bytes() const {
+    int64_t bytes = 0;
+    for (int i = 0; i < kind; ++i) bytes += 4 + static_cast<int64_t>(texts[i]->size());
+    return bytes;
   }
-  return static_cast<int>(row.size());
+};
+
+PredictRow ReadPredictRow(const json& row) {
+  PredictRow r;
+  if (row.is_string()) {
+    r.kind = 1;
+    r.texts[0] = &row.get_ref<const std::string&>();
+    return r;
+  }
+  if (!row.is_array() || row.empty() || row.size() > 2) return r;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (!row[i].is_string()) return PredictRow{};
+    r.texts[i] = &row[i].get_ref<const std::string&>();
+  }
+  r.kind = static_cast<int>(row.size());
+  return r;
 }
 
 }  // namespace
@@ -49,18 +67,12 @@ PredictBatchShape PredictBatch(const json& doc) {
     return shape;  // not a batch: one text or one pair
   }
   for (const json& row : *inputs) {
-    const int kind = RowKind(row);
-    if (kind == 0) continue;
-    shape.singles |= kind == 1;
-    shape.pairs |= kind == 2;
+    const PredictRow r = ReadPredictRow(row);
+    if (r.kind == 0) continue;
+    shape.singles |= r.kind == 1;
+    shape.pairs |= r.kind == 2;
     ++shape.rows;
-    if (row.is_string()) {
-      shape.text_bytes += 4 + static_cast<int64_t>(row.get_ref<const std::string&>().size());
-      continue;
-    }
-    for (const json& t : row) {
-      shape.text_bytes += 4 + static_cast<int64_t>(t.get_ref<const std::string&>().size());
-    }
+    shape.text_bytes += r.Bytes();
   }
   return shape;
 }
@@ -220,32 +232,21 @@ absl::Status ScoringSource::DeclarePredict(DeclaredRequest* declared) {
   second_name_ = "text_pair";
   int kind = 0;  // 1: single texts, 2: pairs
   for (size_t i = 0; i < rows.size(); ++i) {
-    const json& row = *rows[i];
-    std::vector<const std::string*> texts;
-    if (row.is_string()) {
-      texts.push_back(&row.get_ref<const std::string&>());
-    } else if (row.is_array() && (row.size() == 1 || row.size() == 2)) {
-      for (const json& t : row) {
-        if (!t.is_string()) return Invalid(forms);
-        texts.push_back(&t.get_ref<const std::string&>());
-      }
-    } else {
-      return Invalid(forms);
-    }
-    if (texts[0]->empty() && texts.back()->empty()) {  // TEI: 400 "Empty"
+    const PredictRow row = ReadPredictRow(*rows[i]);
+    if (row.kind == 0) return Invalid(forms);
+    if (row.texts[0]->empty() && row.texts[row.kind - 1]->empty()) {  // TEI: 400 "Empty"
       call_->empty = true;
       return Invalid("`inputs` cannot be empty");
     }
-    const int this_kind = static_cast<int>(texts.size());
-    if (call_->kind != 0 && this_kind != call_->kind) continue;  // the other part's
-    if (kind != 0 && this_kind != kind) {  // the route splits such a batch (PredictBatch)
+    if (call_->kind != 0 && row.kind != call_->kind) continue;  // the other part's
+    if (kind != 0 && row.kind != kind) {  // the route splits such a batch (PredictBatch)
       return Invalid("'inputs' mixes single strings and pairs");
     }
-    kind = this_kind;
+    kind = row.kind;
     call_->rows.push_back(i);
-    firsts_.push_back(texts[0]);
-    if (texts.size() == 2) seconds_.push_back(texts[1]);
-    for (const std::string* t : texts) declared->text_bytes += 4 + static_cast<int64_t>(t->size());
+    firsts_.push_back(row.texts[0]);
+    if (row.kind == 2) seconds_.push_back(row.texts[1]);
+    declared->text_bytes += row.Bytes();
   }
   shape_first_ = {static_cast<int64_t>(firsts_.size())};
   shape_second_ = shape_first_;
