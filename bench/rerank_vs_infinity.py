@@ -41,7 +41,6 @@ import platform
 import random
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,12 +50,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from infer_server_process import fixed_port  # noqa: E402
 
 
 def make_cross_encoder(model_gen, out):
@@ -133,7 +128,7 @@ class Server:
 
 class Ours(Server):
     def __init__(self, binary, folder, precision):
-        port = free_port()
+        port = fixed_port()
         super().__init__("infer-server", [
             binary, "--device", "cpu", "--http-address", f"127.0.0.1:{port}",
             "--grpc-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0",
@@ -146,7 +141,7 @@ class Ours(Server):
 
 class Infinity(Server):
     def __init__(self, binary, folder, dtype):
-        port = free_port()
+        port = fixed_port()
         super().__init__("infinity", [
             binary, "v2", "--model-id", folder, "--served-model-name", "reranker",
             "--engine", "torch", "--device", "cpu", "--dtype", dtype, "--port", str(port)],

@@ -2,11 +2,37 @@
 Python integration tests, and stops it; finds the other programs they run."""
 
 import os
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
+
+
+def fixed_port():
+    """A free loopback port for a process started later to bind by number.
+
+    Taken below the kernel's ephemeral range (ip_local_port_range), where no
+    bind to port 0 is ever handed a port: a port picked by binding to 0 and
+    closing could be handed by the next bind to 0 (say an infer-server's
+    metrics listener) before the process meant for it starts."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    low = max(low, 2048)
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 16384), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port below {low}")
 
 
 def find_binary(env, *candidates):

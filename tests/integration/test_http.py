@@ -10,7 +10,6 @@ Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
 import base64
 import http.client
 import json
-import os
 import shutil
 import socket
 import subprocess

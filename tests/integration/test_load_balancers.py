@@ -24,7 +24,6 @@ installs.
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -35,7 +34,7 @@ import time
 import unittest
 import urllib.request
 
-from infer_server_process import InferServer, find_binary
+from infer_server_process import InferServer, find_binary, fixed_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "..", "..", "deploy", "gen-node-config.py")
@@ -49,18 +48,12 @@ parameters { key: "embedding_size" value { string_value: "32" } }
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Backends:
     """Three infer-servers on fixed loopback ports, restartable in place."""
 
     def __init__(self, repo, n=3):
         self.repo = repo
-        self.ports = [free_port() for _ in range(n)]
+        self.ports = [fixed_port() for _ in range(n)]
         self.servers = [self.start(p) for p in self.ports]
 
     def start(self, port):
@@ -95,8 +88,8 @@ class LoadBalancerTest(unittest.TestCase):
     def setUp(self):
         self.backends = Backends(self.repo)
         self.addCleanup(self.backends.stop_all)
-        self.listen = free_port()
-        self.admin = free_port()
+        self.listen = fixed_port()
+        self.admin = fixed_port()
         self.conf = tempfile.mkdtemp(dir=self.tmp)
 
     # --- the proxies -------------------------------------------------------

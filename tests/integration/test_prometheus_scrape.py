@@ -16,7 +16,6 @@ holding `prometheus` and `promtool`).
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,7 +26,7 @@ import urllib.request
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from infer_server_process import InferServer
+from infer_server_process import InferServer, fixed_port
 
 DELAY_S = 0.020  # max_queue_delay: a request alone waits this long for batch-mates
 LOAD_S = 8.0
@@ -43,12 +42,6 @@ parameters {{ key: "embedding_size" value {{ string_value: "32" }} }}
 # Neighbouring latency bucket bounds are at most 1.67x apart (README,
 # "Metrics"); histogram_quantile interpolates within one bucket.
 BUCKET_RATIO = 1.67
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url, timeout=5):
@@ -75,7 +68,7 @@ class PrometheusScrapeTest(unittest.TestCase):
                     "scrape_configs:\n"
                     "  - job_name: infer\n"
                     f"    static_configs: [{{targets: ['127.0.0.1:{cls.metrics_port}']}}]\n")
-        cls.prom_port = free_port()
+        cls.prom_port = fixed_port()
         cls.prom_log = open(os.path.join(cls.work, "prometheus.log"), "w")
         cls.prom = subprocess.Popen(
             [os.path.join(prom_dir, "prometheus"),
