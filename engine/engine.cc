@@ -132,6 +132,14 @@ void Engine::Submit(InferRequest request, DoneCallback done) {
   Submit(source, std::move(done));
 }
 
+absl::Status Engine::CountRefusal(const std::string& name, const absl::Status& refusal,
+                                  RefusalReason reason) {
+  std::shared_ptr<ServedModel> served = Find(name);
+  if (served == nullptr) return NotFound(name);
+  served->CountRefusal(refusal, reason);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<InferResponse> Engine::Infer(InferRequest request) {
   std::promise<absl::StatusOr<InferResponse>> promise;
   std::future<absl::StatusOr<InferResponse>> result = promise.get_future();

@@ -131,6 +131,13 @@ class Engine {
   // (InferRequestSource): the same limits and checks as a network client's.
   void Submit(InferRequest request, DoneCallback done);
 
+  // A request a front end refused itself, before any part of it was
+  // submitted (one it would submit in parts, refused on a check of the
+  // whole): counted in the model's statistics like Submit's own refusals,
+  // by `refusal`'s code and under `reason`. NOT_FOUND for an unknown model.
+  absl::Status CountRefusal(const std::string& name, const absl::Status& refusal,
+                            RefusalReason reason);
+
   // Submit and wait.
   absl::StatusOr<InferResponse> Infer(InferRequest request);
 

@@ -89,6 +89,10 @@ class ServedModel {
   // Admits the request `source` gives (arrived at `arrival`) and queues it;
   // `done` gets the answer or the refusal, which is counted.
   void Submit(RequestSource& source, absl::Time arrival, DoneCallback done);
+  // A request refused before it reached Submit (Engine::CountRefusal).
+  void CountRefusal(const absl::Status& refusal, RefusalReason reason) {
+    stats_.RecordRefusal(refusal, reason, absl::ZeroDuration());
+  }
 
   // Wakes the batcher: memory or pipeline room may have been freed.
   void Notify() { batcher_->Notify(); }

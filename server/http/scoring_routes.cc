@@ -218,12 +218,21 @@ struct PredictJoin {
 
 // A part's refusal in the batch's terms: the model names a row by its
 // place in the part ("element 2"), the client knows it by its place in the
-// batch.
-absl::Status InBatchTerms(const absl::Status& status, const std::vector<size_t>& rows) {
+// batch. A refusal of the part as a whole (its tokens over
+// max_request_tokens) counts the part's rows, not the batch's: it says so.
+absl::Status InBatchTerms(const absl::Status& status, const ScoringCall& part) {
+  const std::vector<size_t>& rows = part.rows;
   const absl::string_view message = status.message();
   static constexpr absl::string_view kElement = "element ";
   const size_t at = message.find(kElement);
-  if (at == absl::string_view::npos) return status;
+  if (at == absl::string_view::npos) {
+    if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+    return absl::Status(
+        status.code(),
+        absl::StrCat(message, " (the batch's ", rows.size(),
+                     part.kind == 1 ? " single texts, served apart from its pairs)"
+                                    : " pairs, served apart from its single texts)"));
+  }
   const size_t digits = at + kElement.size();
   size_t end = digits;
   while (end < message.size() && absl::ascii_isdigit(message[end])) ++end;
@@ -250,6 +259,8 @@ HttpResponse JoinedAnswer(const PredictJoin& join) {
 void SubmitMixedPredict(Engine* engine, const std::string& model, std::shared_ptr<const json> doc,
                         const PredictBatchShape& batch, HttpReply reply) {
   if (absl::Status whole = CheckWholeBatch(*engine, model, batch); !whole.ok()) {
+    // Counted like a refusal of the engine's own (the model is known).
+    engine->CountRefusal(model, whole, RefusalReason::kOverLimit).IgnoreError();
     return reply.Send(ScoringError(ScoringApi::kTeiPredict, whole));
   }
   auto join = std::make_shared<PredictJoin>();
@@ -263,7 +274,7 @@ void SubmitMixedPredict(Engine* engine, const std::string& model, std::shared_pt
       join->refused = true;
       const ScoringCall& call = *join->calls[part];
       return shared->Send(
-          ScoringError(ScoringApi::kTeiPredict, InBatchTerms(r.status(), call.rows), call.empty));
+          ScoringError(ScoringApi::kTeiPredict, InBatchTerms(r.status(), call), call.empty));
     }
     join->responses[part] = std::make_shared<InferResponse>(*std::move(r));
     if (join->pending > 0) return;

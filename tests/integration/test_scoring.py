@@ -279,11 +279,18 @@ class ScoringTest(unittest.TestCase):
         self.assertEqual((status, body["error_type"]), (424, "Backend"), body)
         self.assertIn("not a re-ranker", body["error"])
         # A batch mixing single texts and pairs is checked whole: 1,025 rows
-        # are over the limit though each kind alone is within it.
+        # are over the limit though each kind alone is within it; the
+        # refusal is counted in the model's statistics as one failure.
+        failed = self.grpc.get_inference_statistics("classifier").model_stats[0]
         status, body = self.post("/predict", {"model": "classifier",
                                               "inputs": [["a"]] * 513 + [["a", "b"]] * 512})
         self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
         self.assertIn("max_client_batch_size", body["error"])
+        after = self.grpc.get_inference_statistics("classifier").model_stats[0]
+        self.assertEqual(after.inference_stats.fail.count,
+                         failed.inference_stats.fail.count + 1)
+        self.assertEqual(after.inference_stats.success.count,
+                         failed.inference_stats.success.count)
         # A refusal of either part answers the whole, naming the row by its
         # place in the batch.
         long = " ".join(["guitar"] * 200)
@@ -369,6 +376,57 @@ class MultiLabelTest(unittest.TestCase):
         for i, label in enumerate(self.labels):
             self.assertAlmostEqual(got[label], sigmoid(float(logits[i])), delta=1e-4)
         self.assertNotAlmostEqual(sum(got.values()), 1.0, delta=1e-3)
+
+
+class MixedPredictTokenLimitTest(unittest.TestCase):
+    """max_request_tokens on a /predict batch mixing single texts and pairs:
+    each kind is one engine request, so the limit applies to each part, and
+    a refusal says which part it counted."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        folder = os.path.join(cls.dir.name, "limited")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "config.pbtxt"), "w", encoding="utf-8") as f:
+            checkpoint = os.path.abspath(os.path.join(FIXTURES, "xlm-roberta-classifier"))
+            f.write('backend: "transformer"\nprecision: "fp32"\n'
+                    'request_limits { max_request_tokens: 64 }\n'
+                    f'parameters {{ key: "checkpoint_dir" value {{ string_value: "{checkpoint}" }} }}\n')
+        cls.server = InferServer(None, "--model", f"limited={folder}")
+        cls.base = f"http://127.0.0.1:{cls.server.http_port}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.dir.cleanup()
+
+    def post(self, body):
+        req = urllib.request.Request(self.base + "/predict", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def test_each_part_is_held_to_the_limit_and_the_refusal_names_it(self):
+        # Short singles and pairs of a few tokens each: both parts within 64.
+        status, body = self.post({"inputs": [["a"]] * 4 + [["a", "b"]] * 4})
+        self.assertEqual(status, 200, body)
+        # Twelve pairs of at least 5 tokens ([CLS] a [SEP] [SEP] b [SEP] for
+        # XLM-R) are over 64 tokens; the four singles are not.
+        for pairs_first in (False, True):
+            inputs = [["a"]] * 4
+            inputs = [["a", "b"]] * 12 + inputs if pairs_first else inputs + [["a", "b"]] * 12
+            status, body = self.post({"inputs": inputs})
+            self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
+            self.assertIn("max_request_tokens", body["error"])
+            self.assertIn("(the batch's 12 pairs, served apart from its single texts)",
+                          body["error"])
+        status, body = self.post({"inputs": [["a b c d e f g h"]] * 12 + [["a", "b"]]})
+        self.assertEqual(status, 422, body)
+        self.assertIn("(the batch's 12 single texts, served apart from its pairs)", body["error"])
 
 
 class GteRerankerTest(unittest.TestCase):
