@@ -172,6 +172,22 @@ TEST(EngineStatsTest, FailedRequestsCountOnlyAsFailures) {
   EXPECT_EQ(st.buckets[0].queue_seconds.count(), 1u);
 }
 
+TEST(EngineStatsTest, ARefusalOfAFrontEndIsCountedLikeTheEnginesOwn) {
+  auto engine = CpuEngine();
+  ASSERT_THAT(engine->AddModel(std::make_unique<ProbeModel>(ProbeModel::Options{}),
+                               Batching(2, absl::ZeroDuration())),
+              IsOk());
+  const absl::Status refusal = absl::InvalidArgumentError("over the limit");
+  ASSERT_THAT(engine->CountRefusal("probe", refusal, RefusalReason::kOverLimit), IsOk());
+  EXPECT_THAT(engine->CountRefusal("nope", refusal, RefusalReason::kOverLimit),
+              StatusIs(absl::StatusCode::kNotFound, "unknown model 'nope'"));
+  const ModelStats st = *engine->GetModelStats("probe");
+  EXPECT_EQ(st.fail.count, 1u);
+  EXPECT_EQ(st.success.count, 0u);
+  EXPECT_EQ(st.rejected_over_limit, 1u);
+  EXPECT_EQ(st.requests_by_code.at(absl::StatusCode::kInvalidArgument), 1u);
+}
+
 TEST(EngineStatsTest, ASplitRequestWithARefusedPieceIsRefusedOnceAndItsOtherPiecesDropped) {
   auto engine = CpuEngine(/*max_in_flight=*/1);
   testing::Notification release;  // the blocker holds the device until then
