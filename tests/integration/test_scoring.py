@@ -58,6 +58,17 @@ def softmax(v):
     return e / e.sum()
 
 
+def post_json(base, path, body):
+    """(status, parsed JSON) of a POST to the server at `base`."""
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 class ScoringTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -81,14 +92,7 @@ class ScoringTest(unittest.TestCase):
         cls.server.stop()
 
     def post(self, path, body):
-        """(status, parsed JSON) of a POST."""
-        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+        return post_json(self.base, path, body)
 
     def rerank_case(self):
         """One query against every passage of the fixture, with transformers'
@@ -402,13 +406,7 @@ class MixedPredictTokenLimitTest(unittest.TestCase):
         cls.dir.cleanup()
 
     def post(self, body):
-        req = urllib.request.Request(self.base + "/predict", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+        return post_json(self.base, "/predict", body)
 
     def test_each_part_is_held_to_the_limit_and_the_refusal_names_it(self):
         # Short singles and pairs of a few tokens each: both parts within 64.
