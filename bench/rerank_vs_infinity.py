@@ -42,6 +42,7 @@ import platform
 import random
 import re
 import signal
+import shutil
 import statistics
 import subprocess
 import sys
@@ -285,6 +286,7 @@ def main():
     finally:
         for s in servers:
             s.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

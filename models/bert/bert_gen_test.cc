@@ -3,8 +3,6 @@
 // keeping the encoder's output.
 #include "models/bert/bert_gen.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 
@@ -13,6 +11,7 @@
 #include "models/transformer/encoder_cpu.h"
 #include "models/transformer/transformer_weights.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace infer {
 namespace {
@@ -42,7 +41,8 @@ TEST(HalfTest, RoundTripsAndRoundsToNearestEven) {
 }
 
 TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
-  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_tiny";
+  const ::infer::testing::TempDir tmp("bert_gen_tiny");
+  const std::string dir = (tmp.path() / "tiny").string();
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.config.vocab_size = 300;
@@ -62,8 +62,7 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
   ASSERT_THAT(ids, IsOk());
   EXPECT_GE(ids->size(), 4u);  // [CLS] ... [SEP], pieces of known characters
   // Same seed, same weights; another seed, others.
-  const std::string again =
-      ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_tiny_again";
+  const std::string again = (tmp.path() / "again").string();
   ASSERT_THAT(GenerateBertCheckpoint(again, o), IsOk());
   EXPECT_EQ(LoadTransformerWeights(again)->layers[1].ffn_in.w, w->layers[1].ffn_in.w);
   o.seed = 2;
@@ -72,8 +71,9 @@ TEST(BertGenTest, GeneratedCheckpointLoadsWithItsShapeAndVocabulary) {
 }
 
 TEST(BertGenTest, Fp16ConversionHalvesTheFileAndKeepsTheEmbeddings) {
-  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_f32";
-  const std::string half = ::testing::TempDir() + std::to_string(getpid()) + "_bert_gen_test_f16";
+  const ::infer::testing::TempDir tmp("bert_gen_f16");
+  const std::string dir = (tmp.path() / "f32").string();
+  const std::string half = (tmp.path() / "f16").string();
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   ASSERT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
@@ -94,19 +94,21 @@ TEST(BertGenTest, Fp16ConversionHalvesTheFileAndKeepsTheEmbeddings) {
 }
 
 TEST(BertGenTest, BadShapesAndPresetsAreRefused) {
+  const ::infer::testing::TempDir tmp("bert_gen_bad");
+  const std::string x = (tmp.path() / "x").string();
   EXPECT_THAT(BertPreset("gpt"), StatusIs(absl::StatusCode::kInvalidArgument, "known: "));
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.config.num_attention_heads = 5;
-  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + std::to_string(getpid()) + "_x", o),
+  EXPECT_THAT(GenerateBertCheckpoint(x, o),
               StatusIs(absl::StatusCode::kInvalidArgument, "divisible"));
   o.config = *BertPreset("tiny");
   o.config.vocab_size = 10;
-  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + std::to_string(getpid()) + "_x", o),
+  EXPECT_THAT(GenerateBertCheckpoint(x, o),
               StatusIs(absl::StatusCode::kInvalidArgument, "minimum of 128"));
   o.config = *BertPreset("tiny");
   o.dtype = "BF16";
-  EXPECT_THAT(GenerateBertCheckpoint(::testing::TempDir() + std::to_string(getpid()) + "_x", o),
+  EXPECT_THAT(GenerateBertCheckpoint(x, o),
               StatusIs(absl::StatusCode::kInvalidArgument, "use F32 or F16"));
 }
 

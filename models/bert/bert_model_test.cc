@@ -23,6 +23,7 @@
 #include "tests/testing/reference_data.h"
 #include "tests/testing/served_bert.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/tensors.h"
 #include "tests/testing/test_device.h"
 
@@ -68,7 +69,7 @@ std::string Generated(const std::string& preset, BertConfig* shape = nullptr) {
   }
   if (shape != nullptr) *shape = o.config;
   EXPECT_THAT(GenerateBertCheckpoint(dir, o), IsOk());
-  return dir;
+  return ::infer::testing::RemoveAtExit(dir);
 }
 
 std::vector<std::string> Devices() {
@@ -523,8 +524,8 @@ TEST(BertModelGpuTest, GpuMatchesCpu) {
   if (cuda.device_count == 0) GTEST_SKIP() << "no GPU: " << cuda.reason;
   std::vector<std::string> dirs;
   {
-    const std::string dir =
-        absl::StrCat(::testing::TempDir(), "/bert_model_test_", getpid(), "_base4");
+    const std::string dir = ::infer::testing::RemoveAtExit(
+        absl::StrCat(::testing::TempDir(), "/bert_model_test_", getpid(), "_base4"));
     BertGenOptions o;
     o.config = *BertPreset("bert-base");
     o.config.num_hidden_layers = 4;

@@ -13,6 +13,7 @@
 #include "models/bert/bert_model.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/tensors.h"
 #include "tests/testing/test_device.h"
 
@@ -32,6 +33,7 @@ fs::path CopyFixture(const std::string& tag) {
       fs::path(::testing::TempDir()) / absl::StrCat("embedding_options_", getpid(), "_", tag);
   fs::remove_all(dir);
   fs::copy(::infer::testing::FixturePath("families/bert"), dir, fs::copy_options::recursive);
+  ::infer::testing::RemoveAtExit(dir.string());
   return dir;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace infer::text {
 namespace {
@@ -26,7 +27,7 @@ std::string Folder(const std::string& name) {
       ::testing::TempDir() + "/load_tokenizer_test_" + std::to_string(::getpid()) + "_" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  return dir;
+  return ::infer::testing::RemoveAtExit(dir);
 }
 
 void Write(const std::string& path, const std::string& text) {

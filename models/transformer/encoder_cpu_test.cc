@@ -5,8 +5,6 @@
 // holes and left padding (what packing must get right).
 #include "models/transformer/encoder_cpu.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 
@@ -15,6 +13,7 @@
 #include "models/text/load_tokenizer.h"
 #include "tests/testing/reference_data.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace infer {
 namespace {
@@ -278,7 +277,8 @@ std::vector<double> NaiveForward(const TransformerWeights& w, const std::vector<
 // Packing keeps each token's position: a mask with holes or left padding
 // computes what the padded forward pass computes for the real tokens.
 TEST(BertCpuNaiveTest, MasksWithHolesAndLeftPaddingMatchThePaddedForwardPass) {
-  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_cpu_test_holes";
+  const ::infer::testing::TempDir tmp("bert_cpu_holes");
+  const std::string dir = tmp.path().string();
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.seed = 43;
@@ -310,7 +310,8 @@ TEST(BertCpuNaiveTest, MasksWithHolesAndLeftPaddingMatchThePaddedForwardPass) {
 }
 
 TEST(BertCpuNaiveTest, MatchesPlainLoopsOnATinyModel) {
-  const std::string dir = ::testing::TempDir() + std::to_string(getpid()) + "_bert_cpu_test_tiny";
+  const ::infer::testing::TempDir tmp("bert_cpu_tiny");
+  const std::string dir = tmp.path().string();
   BertGenOptions o;
   o.config = *BertPreset("tiny");
   o.seed = 42;

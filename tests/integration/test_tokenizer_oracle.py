@@ -375,6 +375,7 @@ class TokenizerOracleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="tokenizer-oracle-")
+        cls.addClassCleanup(shutil.rmtree, cls.dir, ignore_errors=True)
         train = tokenizer_corpus.lines(6000, seed=7)
         cls.corpus = tokenizer_corpus.lines(CORPUS_LINES, seed=11, added=ADDED_TEXTS)
         cls.files = {}

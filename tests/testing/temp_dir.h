@@ -1,6 +1,8 @@
 // TempDir: a folder under the system's temp dir, named by a tag and the
 // process id, made empty when created and removed with the object; for
 // tests that write files (checkpoints, configs, model repositories).
+// RemoveAtExit: the same clean-up for a folder a helper makes and hands out
+// by path, removed when the test process exits.
 // Test-only.
 #ifndef INFER_TESTS_TESTING_TEMP_DIR_H_
 #define INFER_TESTS_TESTING_TEMP_DIR_H_
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace infer::testing {
 
@@ -42,6 +45,23 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Removes `path` (a folder and what it holds) when the process exits
+// normally; returns `path`.
+inline std::string RemoveAtExit(const std::string& path) {
+  struct Folders {
+    std::vector<std::string> paths;
+    ~Folders() {
+      for (const std::string& p : paths) {
+        std::error_code ignored;
+        std::filesystem::remove_all(p, ignored);
+      }
+    }
+  };
+  static Folders folders;
+  folders.paths.push_back(path);
+  return path;
+}
 
 }  // namespace infer::testing
 
