@@ -6,7 +6,7 @@
 //                           [--batches 1,8,32] [--lengths 16,64,256]
 //                           [--sequences FILE] [--runs 5] [--json FILE]
 //                           [--batch-invariant on|off] [--cuda-fused-epilogues on|off]
-//                           [--splade off|max|sum]
+//                           [--splade off|max|sum] [--pooling mean|cls|last]
 //
 // DIR holds config.json and model.safetensors (model_repository/minilm after
 // scripts/export-demo-models.sh, or one from infer-model-gen).
@@ -24,7 +24,10 @@
 // (a checkpoint with a masked-LM head), a run is what a SPLADE model's batch
 // runs instead: every token's last hidden state, then the SPLADE head into
 // [sequences, vocab] (its buffers taken from the allocator per run, as the
-// server's batches take them).
+// server's batches take them). --pooling picks the embedding's pooling
+// (mean by default): with cls or last the CPU encoder computes the last
+// layer for the pooled token alone, as a cross-encoder's or a [CLS]- or
+// last-token-pooled model's batches run.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -34,6 +37,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "models/transformer/encoder.h"
 #include "models/transformer/load_encoder.h"
 #include "models/transformer/splade_head.h"
@@ -83,11 +87,10 @@ absl::StatusOr<DeviceBatch> Upload(const std::vector<std::vector<int64_t>>& sequ
 }
 
 // One batch's pass: Encode, or with `splade` the states and the SPLADE head.
-absl::Status Run(const infer::TransformerEncoder& encoder, const infer::SpladePooling* splade,
-                 infer::CachingAllocator* allocator, infer::Stream* stream, DeviceBatch& b) {
-  if (splade == nullptr) {
-    return encoder.Encode(stream, b.view, infer::Pooling::kMean, true, b.output.as<float>());
-  }
+absl::Status Run(const infer::TransformerEncoder& encoder, infer::Pooling pooling,
+                 const infer::SpladePooling* splade, infer::CachingAllocator* allocator,
+                 infer::Stream* stream, DeviceBatch& b) {
+  if (splade == nullptr) return encoder.Encode(stream, b.view, pooling, true, b.output.as<float>());
   const infer::SpladeHead& head = *encoder.splade();
   const int64_t tokens = b.view.tokens;
   auto states =
@@ -104,7 +107,7 @@ absl::Status Run(const infer::TransformerEncoder& encoder, const infer::SpladePo
 
 // Median milliseconds of `runs` timed passes over `batches` (after one
 // warm-up pass).
-absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder,
+absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder, infer::Pooling pooling,
                             const infer::SpladePooling* splade, infer::Device* device,
                             infer::CachingAllocator* allocator, infer::Stream* stream,
                             std::vector<DeviceBatch>& batches, int runs) {
@@ -112,7 +115,7 @@ absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder,
   for (int r = 0; r <= runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     for (DeviceBatch& b : batches) {
-      absl::Status st = Run(encoder, splade, allocator, stream, b);
+      absl::Status st = Run(encoder, pooling, splade, allocator, stream, b);
       if (st.ok()) st = device->SynchronizeStream(stream);
       if (!st.ok()) return st;
     }
@@ -129,7 +132,8 @@ absl::StatusOr<double> Time(const infer::TransformerEncoder& encoder,
 int main(int argc, char** argv) {
   std::string dir, device_spec = "cpu", json_path, sequences_path, precision_name = "auto";
   std::vector<int64_t> batches = {1, 8, 32}, lengths = {16, 64, 256};
-  std::string graphs = "on", invariant = "off", fused_epilogues = "off", splade_name = "off";
+  std::string graphs = "on", invariant = "off", fused_epilogues = "off", splade_name = "off",
+              pooling_name = "mean";
   int64_t graph_max_tokens = infer::EncoderGraphOptions().max_tokens;
   int runs = 5, threads = 0;
   CLI::App app{"encoder-bench: BERT encoder sequences/s and tokens/s"};
@@ -163,9 +167,17 @@ int main(int argc, char** argv) {
                  "and SPLADE pooling of log(1 + ReLU))")
       ->check(CLI::IsMember({"off", "max", "sum"}))
       ->capture_default_str();
+  app.add_option("--pooling", pooling_name,
+                 "mean, cls or last: the embedding's pooling (cls and last: the CPU encoder's "
+                 "last layer computes the pooled token alone)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
+  const infer::Pooling pooling = pooling_name == "cls"    ? infer::Pooling::kCls
+                                 : pooling_name == "last" ? infer::Pooling::kLastToken
+                                                          : infer::Pooling::kMean;
   auto precision = infer::ParsePrecision(precision_name);
   if (!precision.ok()) return Fail(precision.status());
   infer::DeviceOptions device_options;
@@ -200,10 +212,13 @@ int main(int argc, char** argv) {
   std::printf("encoder-bench on %s (%s, %s; %s): %s%s\n\n", device_spec.c_str(),
               (*device)->info().name.c_str(), precision_used.c_str(),
               (*encoder)->Implementation().c_str(), c.Describe().c_str(),
-              splade == nullptr ? "" : "; then the SPLADE head");
+              splade == nullptr
+                  ? absl::StrCat("; ", infer::PoolingName(pooling), " pooling").c_str()
+                  : "; then the SPLADE head");
   nlohmann::json out = {{"device", (*device)->info().name},
                         {"precision", precision_used},
                         {"implementation", (*encoder)->Implementation()},
+                        {"pooling", splade == nullptr ? infer::PoolingName(pooling) : "splade"},
                         {"results", nlohmann::json::array()}};
   auto upload = [&](const std::vector<std::vector<int64_t>>& seqs) {
     return Upload(seqs, splade == nullptr ? c.hidden_size : (*encoder)->splade()->vocab(),
@@ -237,7 +252,7 @@ int main(int argc, char** argv) {
       if (!b.ok()) return Fail(b.status());
       device_batches.push_back(*std::move(b));
     }
-    auto ms = Time(**encoder, splade, device->get(), allocator->get(), stream->get(),
+    auto ms = Time(**encoder, pooling, splade, device->get(), allocator->get(), stream->get(),
                    device_batches, runs);
     if (!ms.ok()) return Fail(ms.status());
     std::printf(
@@ -267,8 +282,8 @@ int main(int argc, char** argv) {
         if (!batch.ok()) return Fail(batch.status());
         std::vector<DeviceBatch> one;
         one.push_back(*std::move(batch));
-        auto ms =
-            Time(**encoder, splade, device->get(), allocator->get(), stream->get(), one, runs);
+        auto ms = Time(**encoder, pooling, splade, device->get(), allocator->get(), stream->get(),
+                       one, runs);
         if (!ms.ok()) return Fail(ms.status());
         std::printf("| %lld | %lld | %.3f | %.0f | %.0f |\n", static_cast<long long>(b),
                     static_cast<long long>(len), *ms, b * 1000.0 / *ms, b * len * 1000.0 / *ms);

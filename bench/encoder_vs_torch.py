@@ -6,7 +6,10 @@ Runs build/bin/encoder-bench (ours) and the checkpoint's transformers model
 Qwen3Model, ...) in PyTorch eager mode with its default attention (SDPA) in
 alternating rounds (ours, torch, ours, torch, ...), both timing the forward
 pass with pooling (torch the family's: mean, or the last token for decoders;
-encoder-bench mean, which costs the same) and L2 normalisation on
+encoder-bench mean, which computes every token of every layer as torch does:
+with [CLS] or last-token pooling ours would compute the last layer for the
+pooled token alone, a gain that --layers' shallow models would overstate)
+and L2 normalisation on
 device-resident inputs (median of --runs after a warm-up,
 per round), and prints the median over the rounds with the rounds' range,
 and the ratio torch_ms / our_ms (above 1: we are faster).

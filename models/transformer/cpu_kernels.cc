@@ -299,7 +299,10 @@ int64_t AttentionScratchFloats(int64_t longest, int64_t head_dim) {
   return ScratchFloats(RoundUp(std::max<int64_t>(longest, 1), kPad), head_dim);
 }
 
-void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
+namespace {
+
+// The work items of every query: whole sequences, or chunks of queries.
+void AllQueries(const AttentionArgs& a, int threads, std::vector<Item>* items) {
   // Whole sequences per item when (sequence, head) pairs give every thread
   // kItemsPerThread of them and the longest sequence's pair is no more than
   // a thread's share of the work (about len² each): each item gathers its
@@ -315,14 +318,31 @@ void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
   const bool whole =
       a.rows * a.heads >= kItemsPerThread * threads && longest * longest * threads <= work;
   const int64_t chunk = whole ? std::max<int64_t>(a.longest, 1) : kQueryChunk;
-  std::vector<Item> items;
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t offset = a.offsets[r], length = a.offsets[r + 1] - offset;
     for (int64_t h = 0; h < a.heads; ++h) {
       for (int64_t q = 0; q < length; q += chunk) {
-        items.push_back({offset, length, h, q, std::min(length, q + chunk)});
+        items->push_back({offset, length, h, q, std::min(length, q + chunk)});
       }
     }
+  }
+}
+
+}  // namespace
+
+void Attention(SimdLevel level, const AttentionArgs& a, int threads) {
+  std::vector<Item> items;
+  if (a.queries != AttentionArgs::Queries::kAll) {
+    // One query per (sequence, head): its keys are gathered once anyway.
+    const bool first = a.queries == AttentionArgs::Queries::kFirst;
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const int64_t offset = a.offsets[r], length = a.offsets[r + 1] - offset;
+      if (length == 0) continue;
+      const int64_t q = first ? 0 : length - 1;
+      for (int64_t h = 0; h < a.heads; ++h) items.push_back({offset, length, h, q, q + 1});
+    }
+  } else {
+    AllQueries(a, threads, &items);
   }
   // Longest sequences first, so the dynamic schedule ends evenly.
   std::stable_sort(items.begin(), items.end(),

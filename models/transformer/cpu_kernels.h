@@ -86,10 +86,16 @@ struct AttentionArgs {
   bool bf16_products = false;
   // threads × AttentionScratchFloats(longest, head_dim) floats.
   float* scratch = nullptr;
+  // The queries computed: every token's, or only each sequence's first or
+  // last token's (the one row [CLS] or last-token pooling reads after the
+  // last layer); the other tokens' context rows are left as they were.
+  enum class Queries { kAll, kFirst, kLast };
+  Queries queries = Queries::kAll;
 };
 
 // context[t, head] = softmax(q_t · K^T * scale + bias) · V over the keys and
-// values of t's own sequence that the masks keep, for every head.
+// values of t's own sequence that the masks keep, for every head and every
+// token t that `queries` names.
 void Attention(SimdLevel level, const AttentionArgs& args, int threads);
 
 struct EmbeddingArgs {

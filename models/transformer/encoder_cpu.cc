@@ -265,11 +265,30 @@ absl::Status TransformerEncoderCpu::EncodeWithStates(Stream* stream,
   for (int i = 0; i < kBuffers; ++i) {
     INFER_ASSIGN_OR_RETURN(p[i], scratch.Bytes(sizes[i]));  // null when unused
   }
-  INFER_RETURN_IF_ERROR(Forward(batch, p, rows));
+  // Without states to return, [CLS] and last-token pooling need the last
+  // layer's output at one token per sequence only.
+  Keep keep = Keep::kEveryToken;
+  if (states == nullptr && out != nullptr) {
+    if (pooling == Pooling::kCls) keep = Keep::kFirstToken;
+    if (pooling == Pooling::kLastToken) keep = Keep::kLastToken;
+  }
+  INFER_RETURN_IF_ERROR(Forward(batch, p, rows, keep));
   if (states != nullptr) {
     std::memcpy(states, p[kX], static_cast<size_t>(tokens * h) * sizeof(float));
   }
   if (out == nullptr) return absl::OkStatus();
+  if (keep != Keep::kEveryToken) {
+    // x holds one row per non-empty sequence: offsets of 1-row sequences,
+    // and empty ones for the empty sequences (zero vectors).
+    std::vector<int32_t> kept(batch.rows + 1, 0);
+    for (int64_t r = 0; r < batch.rows; ++r) {
+      const bool empty = batch.host_offsets[r + 1] == batch.host_offsets[r];
+      kept[r + 1] = kept[r] + (empty ? 0 : 1);
+    }
+    cpu::Pool(static_cast<const float*>(p[kX]), kept.data(), batch.rows, h, cpu::PoolMode::kFirst,
+              normalize, out, threads_);
+    return absl::OkStatus();
+  }
   const cpu::PoolMode mode = pooling == Pooling::kCls         ? cpu::PoolMode::kFirst
                              : pooling == Pooling::kLastToken ? cpu::PoolMode::kLast
                                                               : cpu::PoolMode::kMean;
@@ -278,11 +297,35 @@ absl::Status TransformerEncoderCpu::EncodeWithStates(Stream* stream,
   return absl::OkStatus();
 }
 
+int64_t TransformerEncoderCpu::KeepPooledRows(const PackedSequencesView& batch, Keep keep, float* x,
+                                              void* ctx) const {
+  const int64_t h = spec_.hidden_size;
+  const size_t ctx_row = static_cast<size_t>(spec_.q_width()) * (bf16() ? 2 : 4);
+  auto* c = static_cast<char*>(ctx);
+  // Row k's source is at or after row k, and after every earlier source, so
+  // moving in order never overwrites a row still to be read.
+  int64_t k = 0;
+  for (int64_t r = 0; r < batch.rows; ++r) {
+    const int64_t begin = batch.host_offsets[r], end = batch.host_offsets[r + 1];
+    if (begin == end) continue;
+    const int64_t from = keep == Keep::kFirstToken ? begin : end - 1;
+    if (from != k) {
+      std::memcpy(x + k * h, x + from * h, static_cast<size_t>(h) * sizeof(float));
+      std::memcpy(c + k * ctx_row, c + from * ctx_row, ctx_row);
+    }
+    ++k;
+  }
+  const int64_t rows = ComputedRows(k);
+  std::fill(x + k * h, x + rows * h, 0.0f);
+  std::memset(c + k * ctx_row, 0, static_cast<size_t>(rows - k) * ctx_row);
+  return rows;
+}
+
 // `rows` is the batch's tokens, padded with zero rows in batch-invariant
 // mode: every matmul and norm computes them all.
 absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
-                                            const std::array<void*, kBuffers>& p,
-                                            int64_t rows) const {
+                                            const std::array<void*, kBuffers>& p, int64_t rows,
+                                            Keep keep) const {
   const TransformerSpec& c = spec_;
   const int64_t h = c.hidden_size, tokens = batch.tokens;
   auto* x = static_cast<float*>(p[kX]);
@@ -293,27 +336,30 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
   void* pad = p[kScratchpad];
   // The matmuls' input: x itself (post-norm FP32), else the kXIn buffer.
   void* x_in = p[kXIn] != nullptr ? p[kXIn] : x;
+  // The rows computed from here on: all of them, until the last layer keeps
+  // only the pooled ones.
+  int64_t m = rows;
   const auto eps = static_cast<float>(c.norm_eps);
   const bool rms = c.norm == NormKind::kRmsNorm;
   // x_in = x, rounded to BF16 when computing in BF16.
   auto round = [&] {
     if (bf16()) {
-      cpu::ToBf16(x, rows * h, static_cast<uint16_t*>(x_in), threads_);
+      cpu::ToBf16(x, m * h, static_cast<uint16_t*>(x_in), threads_);
     } else if (x_in != x) {
-      std::memcpy(x_in, x, rows * h * sizeof(float));
+      std::memcpy(x_in, x, m * h * sizeof(float));
     }
   };
   // x_in = norm(x) (pre-norm), or x when the layer has no such norm.
   auto normalize_in = [&](const Norm& n) {
     if (!n.present()) return round();
-    cpu::Norm(x, rows, h, n.gamma.data(), n.beta.empty() ? nullptr : n.beta.data(), eps, rms, x_in,
+    cpu::Norm(x, m, h, n.gamma.data(), n.beta.empty() ? nullptr : n.beta.data(), eps, rms, x_in,
               bf16(), threads_);
   };
   // x = norm(x), in place.
   auto normalize_x = [&](dnnl::stream& s, const Norm& n) -> absl::Status {
-    if (n.onednn != nullptr) return n.onednn->Run(s, x, rows, pad);
-    cpu::Norm(x, rows, h, n.gamma.data(), n.beta.empty() ? nullptr : n.beta.data(), eps, rms, x,
-              false, threads_);
+    if (n.onednn != nullptr) return n.onednn->Run(s, x, m, pad);
+    cpu::Norm(x, m, h, n.gamma.data(), n.beta.empty() ? nullptr : n.beta.data(), eps, rms, x, false,
+              threads_);
     return absl::OkStatus();
   };
 
@@ -385,8 +431,14 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
       cpu::QkTransform(qk, threads_);
     }
     attention.window = c.window[i];
+    const bool pooled_only = keep != Keep::kEveryToken && i + 1 == layers_.size();
+    if (pooled_only) {
+      attention.queries = keep == Keep::kFirstToken ? cpu::AttentionArgs::Queries::kFirst
+                                                    : cpu::AttentionArgs::Queries::kLast;
+    }
     cpu::Attention(simd_, attention, threads_);
-    INFER_RETURN_IF_ERROR(l.attn_out->Run(*s, ctx, rows, x, pad));
+    if (pooled_only) m = KeepPooledRows(batch, keep, x, ctx);
+    INFER_RETURN_IF_ERROR(l.attn_out->Run(*s, ctx, m, x, pad));
     if (c.pre_norm) {
       normalize_in(l.ffn_norm);
     } else {
@@ -394,13 +446,13 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
       round();
     }
     if (c.gated) {
-      INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, rows, gate, pad));
-      cpu::GatedActivation(gate, rows, c.intermediate_size, LinearActivationOf(c.activation), inter,
+      INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, m, gate, pad));
+      cpu::GatedActivation(gate, m, c.intermediate_size, LinearActivationOf(c.activation), inter,
                            bf16(), threads_);
     } else {
-      INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, rows, inter, pad));
+      INFER_RETURN_IF_ERROR(l.ffn_in->Run(*s, x_in, m, inter, pad));
     }
-    INFER_RETURN_IF_ERROR(l.ffn_out->Run(*s, inter, rows, x, pad));
+    INFER_RETURN_IF_ERROR(l.ffn_out->Run(*s, inter, m, x, pad));
     if (!c.pre_norm) {
       INFER_RETURN_IF_ERROR(normalize_x(*s, l.ffn_norm));
       if (i + 1 < layers_.size()) round();

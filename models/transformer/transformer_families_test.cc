@@ -178,6 +178,64 @@ TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
   }
 }
 
+// [CLS] and last-token pooling compute the last layer for the pooled token
+// alone (encoder_cpu.h, Keep): each row still equals transformers' hidden
+// state at that token, whatever the fixture's own pooling, in a batch of
+// every input with an empty row among them; in batch-invariant mode too,
+// where each row also has the bits it has alone.
+TEST_P(FamiliesTest, ThePooledTokenAloneInTheLastLayerMatchesTransformers) {
+  const Reference r = ReadReference(GetParam());
+  for (bool invariant : {false, true}) {
+    EncoderCpuOptions o;
+    o.precision = Precision::kFp32;
+    o.threads = 2;
+    o.batch_invariant = invariant;
+    auto encoder = TransformerEncoderCpu::Load(r.dir, o);
+    ASSERT_THAT(encoder, IsOk());
+    const int64_t h = (*encoder)->spec().hidden_size;
+    // The inputs, right-padded, with an empty row after the first.
+    std::vector<std::vector<int64_t>> rows_ids = r.ids, rows_types = r.types;
+    rows_ids.insert(rows_ids.begin() + 1, std::vector<int64_t>());
+    rows_types.insert(rows_types.begin() + 1, std::vector<int64_t>());
+    const auto batch = static_cast<int64_t>(rows_ids.size());
+    int64_t seq = 0;
+    for (const auto& ids : rows_ids) seq = std::max<int64_t>(seq, static_cast<int64_t>(ids.size()));
+    std::vector<int64_t> ids(batch * seq, 0), mask(batch * seq, 0), types(batch * seq, 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (size_t t = 0; t < rows_ids[b].size(); ++t) {
+        ids[b * seq + t] = rows_ids[b][t];
+        mask[b * seq + t] = 1;
+        if (!rows_types[b].empty()) types[b * seq + t] = rows_types[b][t];
+      }
+    }
+    for (Pooling pooling : {Pooling::kCls, Pooling::kLastToken}) {
+      auto got = (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/false, pooling, types);
+      ASSERT_THAT(got, IsOk());
+      for (int64_t b = 0, input = 0; b < batch; ++b) {
+        const float* row = got->data() + b * h;
+        if (rows_ids[b].empty()) {
+          EXPECT_EQ(*std::max_element(row, row + h), 0.0f);
+          EXPECT_EQ(*std::min_element(row, row + h), 0.0f);
+          continue;
+        }
+        const auto len = static_cast<int64_t>(rows_ids[b].size());
+        const int64_t token = pooling == Pooling::kCls ? 0 : len - 1;
+        EXPECT_LE(MaxAbsDiff(row, r.hidden[input].data() + token * h, h), 1e-4)
+            << GetParam() << " input " << input << ", " << PoolingName(pooling)
+            << (invariant ? ", batch-invariant" : "");
+        if (invariant) {
+          auto alone = (*encoder)->Encode(rows_ids[b], std::vector<int64_t>(len, 1), 1, len,
+                                          /*normalize=*/false, pooling, rows_types[b]);
+          ASSERT_THAT(alone, IsOk());
+          EXPECT_EQ(*alone, std::vector<float>(row, row + h))
+              << GetParam() << " input " << input << " alone, " << PoolingName(pooling);
+        }
+        ++input;
+      }
+    }
+  }
+}
+
 // A fresh temporary folder holding the checkpoint folder `src`'s config.json
 // and tokenizer.json, for a test to write that checkpoint's tensors into in
 // another layout.
