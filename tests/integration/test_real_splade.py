@@ -18,7 +18,8 @@ import unittest
 import numpy as np
 
 from infer_server_process import InferServer
-from test_tei import Http, sparse_to_dense
+from test_tei import Http
+from test_tei_models import sparse_to_dense
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "splade_tiny_sparse.tsv")
@@ -67,7 +68,7 @@ class RealSpladeTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(len(body), len(texts))
         for (text, want), got in zip(self.ref, body):
-            # 2e-4 as for the random-weight SPLADE fixtures (test_tei.py);
+            # 2e-4 as for the random-weight SPLADE fixtures (test_tei_models.py);
             # measured: under 5e-6.
             np.testing.assert_allclose(self.dense(got), want, atol=2e-4, err_msg=text)
 
