@@ -268,7 +268,7 @@ absl::Status TransformerEncoderCpu::EncodeWithStates(Stream* stream,
   // Without states to return, [CLS] and last-token pooling need the last
   // layer's output at one token per sequence only.
   Keep keep = Keep::kEveryToken;
-  if (states == nullptr && out != nullptr) {
+  if (states == nullptr && out != nullptr && !layers_.empty()) {
     if (pooling == Pooling::kCls) keep = Keep::kFirstToken;
     if (pooling == Pooling::kLastToken) keep = Keep::kLastToken;
   }
@@ -322,7 +322,8 @@ int64_t TransformerEncoderCpu::KeepPooledRows(const PackedSequencesView& batch, 
 }
 
 // `rows` is the batch's tokens, padded with zero rows in batch-invariant
-// mode: every matmul and norm computes them all.
+// mode: every matmul and norm computes them all, except in the last layer
+// after attention when `keep` names one token per sequence (m rows then).
 absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
                                             const std::array<void*, kBuffers>& p, int64_t rows,
                                             Keep keep) const {

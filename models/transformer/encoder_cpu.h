@@ -17,9 +17,9 @@
 //   x   = LayerNorm(x)            post-norm only
 // then the final norm (pre-norm families) and pooling. With [CLS] or
 // last-token pooling and no token states asked for, the last layer computes
-// its keys and values for every token but the rest (queries, attention,
-// output projection, FFN, final norm) for the one pooled token per sequence
-// (Keep). In BF16 the matmul
+// Q, K and V for every token (one fused matmul; the keys and values are
+// needed) but attention, the output projection, the FFN, the norms and the
+// final norm for the one pooled token per sequence (Keep). In BF16 the matmul
 // inputs and weights are BF16 (AMX or AVX512_BF16 where the CPU has them)
 // with FP32 accumulation; the residual stream x, the norms' statistics,
 // the softmax and pooling stay FP32 (attention's products take BF16 inputs
@@ -199,9 +199,12 @@ class TransformerEncoderCpu final : public TransformerEncoder {
   std::array<int64_t, kBuffers> ScratchBytes(int64_t tokens, int64_t longest) const;
   // Which tokens the last layer computes. Its keys and values need every
   // token, but [CLS] and last-token pooling read one row per sequence, so
-  // for them the last layer's queries, output projection, FFN and final
-  // norm run on that row alone: for MiniLM-L6, 6 layers become about 5.25
-  // layers' work.
+  // for them the last layer's attention (one query per sequence), output
+  // projection, FFN, norms and final norm run on that row alone; its fused
+  // QKV matmul still runs on every token. For MiniLM-L6, 6 layers become
+  // about 5.25 layers' work. In batch-invariant mode the kept rows have the
+  // bits they have when every token is computed (a batch with a request
+  // for token states computes every token).
   enum class Keep {
     kEveryToken,
     kFirstToken,  // each non-empty sequence's first token, compacted (KeepPooledRows)

@@ -182,7 +182,8 @@ TEST_P(FamiliesTest, BatchInvariantModeMatchesTransformers) {
 // alone (encoder_cpu.h, Keep): each row still equals transformers' hidden
 // state at that token, whatever the fixture's own pooling, in a batch of
 // every input with an empty row among them; in batch-invariant mode too,
-// where each row also has the bits it has alone.
+// where each row also has the bits it has alone and the bits of the pass
+// that computes every token.
 TEST_P(FamiliesTest, ThePooledTokenAloneInTheLastLayerMatchesTransformers) {
   const Reference r = ReadReference(GetParam());
   for (bool invariant : {false, true}) {
@@ -208,6 +209,13 @@ TEST_P(FamiliesTest, ThePooledTokenAloneInTheLastLayerMatchesTransformers) {
         if (!rows_types[b].empty()) types[b * seq + t] = rows_types[b][t];
       }
     }
+    // Every token's last state, from the pass that computes them all.
+    auto every_token = (*encoder)->HiddenStates(ids, mask, batch, seq, types);
+    ASSERT_THAT(every_token, IsOk());
+    std::vector<int64_t> row_start(batch + 1, 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      row_start[b + 1] = row_start[b] + static_cast<int64_t>(rows_ids[b].size());
+    }
     for (Pooling pooling : {Pooling::kCls, Pooling::kLastToken}) {
       auto got = (*encoder)->Encode(ids, mask, batch, seq, /*normalize=*/false, pooling, types);
       ASSERT_THAT(got, IsOk());
@@ -229,6 +237,12 @@ TEST_P(FamiliesTest, ThePooledTokenAloneInTheLastLayerMatchesTransformers) {
           ASSERT_THAT(alone, IsOk());
           EXPECT_EQ(*alone, std::vector<float>(row, row + h))
               << GetParam() << " input " << input << " alone, " << PoolingName(pooling);
+          // The same bits as the pass that computes every token (what a batch
+          // runs when one of its requests asks for token states).
+          const float* full = every_token->data() + (row_start[b] + token) * h;
+          EXPECT_EQ(std::vector<float>(full, full + h), std::vector<float>(row, row + h))
+              << GetParam() << " input " << input << ", every token computed, "
+              << PoolingName(pooling);
         }
         ++input;
       }
