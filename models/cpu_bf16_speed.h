@@ -7,8 +7,10 @@
 // brg:avx512_core_bf16 matmul ran all-MiniLM-L6-v2 at 0.65× the speed of its
 // FP32 brgemm (encoder-bench, 8 × 64 and 8 × 256), while on an AMD Zen 4
 // BF16 ran at 1.85× FP32: the BF16 dot-product instruction's rate relative
-// to the FMA's differs by core, and oneDNN's ISA names cannot tell them
-// apart. So the choice is measured, not inferred.
+// to the FMA's differs by core (on that Xeon VDPBF16PS issues at a quarter
+// of the FMA's rate, so BF16 peaks at half of FP32: build/bin/cpu-peak), and
+// oneDNN's ISA names cannot tell them apart. So the choice is measured, not
+// inferred.
 //
 // The measurement: a [256, 768] × [768, 3072] matmul (BERT-base's first FFN
 // layer over 256 tokens, 1.2 GFLOP) in FP32 and in BF16 on `threads`
