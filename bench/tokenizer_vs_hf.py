@@ -73,7 +73,12 @@ def main():
     if a.hf_worker:
         hf_worker(a.hf_worker[0], a.hf_worker[1], int(a.hf_worker[2]))
         return
-    work = tempfile.mkdtemp(prefix="tokenizer-bench-")
+    with tempfile.TemporaryDirectory(prefix="tokenizer-bench-") as work:
+        compare(a, work)
+
+
+def compare(a, work):
+    """Times both tokenizers on every file; `work` holds the corpus and the made files."""
     corpus = tokenizer_corpus.lines(10000, seed=11)
     corpus_path = os.path.join(work, "corpus.txt")
     with open(corpus_path, "w", encoding="utf-8") as f:
