@@ -38,6 +38,11 @@ namespace {
 
 constexpr int kAccumulators = 12;
 
+// One function per instruction set, each with its own target attribute:
+// the loops have one shape, but a shared template would need the
+// intrinsics inlined into code compiled for the baseline ISA, which GCC
+// refuses, and a macro would hide the one line that differs.
+//
 // Each kernel runs `iterations` × kAccumulators dependent-free
 // instructions and returns a value the caller keeps, so nothing is
 // optimised away. The empty asm makes the operand opaque to the compiler
