@@ -94,6 +94,9 @@ struct ModelSpec {
   // The arithmetic it computes in ("fp32", "bf16", "fp16"), chosen at load;
   // empty for a model that computes nothing.
   std::string precision;
+  // Why that precision, when the model chose it (`auto`), e.g. "auto: AMX
+  // on GenuineIntel family 6 model 143, so bf16"; empty when it was named.
+  std::string precision_reason;
   // How it computes, for the load log (e.g. the kernels chosen); may be
   // empty.
   std::string implementation;

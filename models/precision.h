@@ -15,9 +15,10 @@
 //         per output channel, activations per token, scaled dynamically, FP32
 //         accumulation; everything else as fp16 (the CUDA encoder on compute
 //         capability 8.9 or later: Ada, Hopper). Approximate: the user opts in.
-//   auto  what the device does best: on a CPU, bf16 where it has native BF16
-//         dot products (AVX512_BF16 or AMX, as oneDNN sees it), else fp32; on
-//         a GPU, fp16. Never int8 or fp8.
+//   auto  what the device does best: on a CPU, bf16 or fp32 by a table of
+//         measured CPUs (cpu_auto_precision.h: bf16 with AMX, or AVX512_BF16
+//         on AMD Zen 4/5), the same at every start; on a GPU, fp16. Never
+//         int8 or fp8.
 //
 // Thread-safety: pure functions.
 #ifndef INFER_MODELS_PRECISION_H_

@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "models/bert/sentence_transformers_files.h"
-#include "models/cpu_bf16_speed.h"
+#include "models/cpu_auto_precision.h"
 #include "models/staged_batch.h"
 #include "models/text/load_tokenizer.h"
 #include "models/transformer/encoder_cpu.h"
@@ -219,13 +219,9 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
       prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"),
       m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()), gate.description);
   if (options.precision == Precision::kAuto && context.device->info().kind == DeviceKind::kCpu) {
-    // Why auto chose what it did (models/cpu_bf16_speed.h).
-    const CpuBf16Speed& bf16 = MeasureCpuBf16Speed(context.device->info().compute_threads);
-    if (bf16.native) {
-      absl::StrAppendFormat(&m->spec_.description,
-                            "; auto: a bf16 matmul measured %.2fx fp32's speed on this CPU, so %s",
-                            bf16.speedup, bf16.auto_bf16 ? "bf16" : "fp32");
-    }
+    // Why auto chose what it did (models/cpu_auto_precision.h).
+    m->spec_.precision_reason = absl::StrCat("auto: ", CpuAutoPrecision().reason);
+    absl::StrAppend(&m->spec_.description, "; ", m->spec_.precision_reason);
   }
   m->spec_.precision = PrecisionName(m->encoder_->precision());
   m->spec_.implementation = m->encoder_->Implementation();

@@ -19,7 +19,7 @@
 #include "models/bert/bert_gen.h"
 #include "models/bert/bert_model_test_util.h"
 #include "models/checkpoint.h"
-#include "models/cpu_bf16_speed.h"
+#include "models/cpu_auto_precision.h"
 #include "models/precision.h"
 #include "models/transformer/encoder_cpu.h"
 #include "tests/testing/reference_data.h"
@@ -125,17 +125,19 @@ TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
   auto automatic = BertModel::Create(o, (*d)->context());
   ASSERT_THAT(automatic, IsOk());
   const bool cpu = GetParam() == "cpu";
-  // On the CPU, BF16 where it is native and measures faster than FP32.
-  const CpuBf16Speed& bf16 = MeasureCpuBf16Speed((*d)->device->info().compute_threads);
-  EXPECT_EQ((*automatic)->spec().precision, !cpu ? "fp16" : bf16.auto_bf16 ? "bf16" : "fp32");
+  // On the CPU, what the CPU table chooses (models/cpu_auto_precision.h).
+  const CpuAutoChoice& choice = CpuAutoPrecision();
+  const bool auto_bf16 = choice.precision == Precision::kBf16;
+  EXPECT_EQ((*automatic)->spec().precision, !cpu ? "fp16" : auto_bf16 ? "bf16" : "fp32");
   EXPECT_FALSE((*automatic)->spec().implementation.empty());
-  if (cpu && bf16.auto_bf16) {  // auto's BF16 passed the gate
+  if (cpu && auto_bf16) {  // auto's BF16 passed the gate
     EXPECT_NE((*automatic)->spec().description.find("bf16 against fp32: 1050 texts"),
               std::string::npos)
         << (*automatic)->spec().description;
   }
-  if (cpu && bf16.native) {  // and the description says why
-    EXPECT_NE((*automatic)->spec().description.find("; auto: a bf16 matmul measured "),
+  if (cpu) {  // and the description and the spec say why
+    EXPECT_EQ((*automatic)->spec().precision_reason, "auto: " + choice.reason);
+    EXPECT_NE((*automatic)->spec().description.find("; auto: " + choice.reason),
               std::string::npos)
         << (*automatic)->spec().description;
   }

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "models/cpu_bf16_speed.h"
+#include "models/cpu_auto_precision.h"
 #include "models/transformer/encoder_cpu.h"
 #include "runtime/build_config.h"
 #include "runtime/status_macros.h"
@@ -25,8 +25,7 @@ absl::StatusOr<Precision> ResolveEncoderPrecision(Precision requested, const Dev
   switch (device.info().kind) {
     case DeviceKind::kCpu:
       if (requested == Precision::kAuto) {
-        return MeasureCpuBf16Speed(device.info().compute_threads).auto_bf16 ? Precision::kBf16
-                                                                            : Precision::kFp32;
+        return CpuAutoPrecision().precision;
       }
       if (requested == Precision::kFp32 || requested == Precision::kBf16 ||
           requested == Precision::kInt8) {

@@ -20,8 +20,8 @@ namespace infer {
 inline constexpr int kMinFp8ComputeCapability = 89;
 
 // The precision `requested` resolves to on `device`: auto becomes bf16 or
-// fp32 on a CPU (bf16 where it has native BF16 and a BF16 matmul measures
-// faster than an FP32 one: models/cpu_bf16_speed.h) and fp16 on CUDA; fp8 is
+// fp32 on a CPU (by the CPU's identity and instruction sets, the same at
+// every start: models/cpu_auto_precision.h) and fp16 on CUDA; fp8 is
 // taken on CUDA devices of kMinFp8ComputeCapability or later.
 // FAILED_PRECONDITION naming what the device's encoder computes when it
 // cannot compute the requested one.

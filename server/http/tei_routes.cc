@@ -236,6 +236,8 @@ json InfoOf(const Engine& engine, const std::string& name, const ModelSpec& spec
                {"model_sha", nullptr},
                {"model_dtype", TeiDtype(spec.precision)},
                {"served_model_name", name}};
+  // Why model_dtype, where the model chose it (precision auto).
+  if (!spec.precision_reason.empty()) info["model_dtype_reason"] = spec.precision_reason;
   const char* task = ModelTask(spec);
   if (task != nullptr && std::string(task) != "embed" && std::string(task) != "sparse") {
     json id2label = json::object(), label2id = json::object();

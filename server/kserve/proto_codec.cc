@@ -256,6 +256,9 @@ void ModelConfigToProto(const ModelSpec& spec, const QueueOptions& queue, const 
   if (!spec.precision.empty()) {
     (*proto->mutable_parameters())["precision"].set_string_value(spec.precision);
   }
+  if (!spec.precision_reason.empty()) {
+    (*proto->mutable_parameters())["precision_reason"].set_string_value(spec.precision_reason);
+  }
   if (spec.batch_invariant) {
     (*proto->mutable_parameters())["batch_invariant"].set_string_value("true");
   }

@@ -262,6 +262,7 @@ class TeiEmbeddingTest(unittest.TestCase):
         self.assertEqual(info["model_id"], "embedder")
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "mean"}})
         self.assertEqual(info["model_dtype"], "float32")
+        self.assertNotIn("model_dtype_reason", info)  # named (--precision), not chosen by auto
         self.assertEqual(sorted(info["prompts"]), ["passage", "query"])
         # The model's own length: the fixture's sentence_bert_config.json.
         with open(os.path.join(self.dir, "sentence_bert_config.json"), encoding="utf-8") as f:

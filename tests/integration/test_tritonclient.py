@@ -46,7 +46,7 @@ parameters { key: "checkpoint_dir" value { string_value: "%s" } }
 
 # "minilm" (FP32) cuts texts past the model's 256 tokens as
 # sentence-transformers does; "minilm_auto" (the same model in the default
-# precision: BF16 on a CPU with native BF16, AVX512_BF16 or AMX, else FP32)
+# precision: BF16 or FP32 by the CPU, models/cpu_auto_precision.h)
 # refuses them.
 MINILM_CONFIG = MINILM_AUTO_CONFIG + """parameters { key: "auto_truncate" value { string_value: "true" } }
 """
@@ -131,16 +131,24 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         cls.client = grpcclient.InferenceServerClient(cls.address)
 
     def expected_auto_precision(self):
-        """What "auto" computes in: FP32 where BF16 is not native; where it is,
-        what the server measured and said in its log (BF16 only where a BF16
-        matmul ran faster than an FP32 one: models/cpu_bf16_speed.h)."""
-        if not cpu_has_native_bf16():
-            return "fp32"
+        """What "auto" computes in, from the CPU's identity and flags alone
+        (models/cpu_auto_precision.h): FP32 where BF16 is not native; BF16
+        with AMX, and with AVX512_BF16 on AMD's Zen 4 and Zen 5 (family 25
+        and 26); FP32 elsewhere. The server's log says the same, with why."""
+        expected = "fp32"
+        if cpu_has_native_bf16():
+            with open("/proc/cpuinfo") as f:
+                info = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines()
+                            if ":" in line)
+            info = {k.strip(): v.strip() for k, v in info.items()}
+            cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+            amx = "amx_bf16" in info["flags"].split() and cap in ("ALL", "AVX512_CORE_AMX")
+            zen = info["vendor_id"] == "AuthenticAMD" and info["cpu family"] in ("25", "26")
+            expected = "bf16" if amx or zen else "fp32"
         said = [m.group(1) for line in self.log if "model 'minilm_auto':" in line
-                for m in [re.search(r"; auto: a bf16 matmul measured [0-9.]+x fp32's speed on "
-                                    r"this CPU, so (bf16|fp32)", line)] if m]
-        self.assertEqual(len(said), 1, "".join(self.log[-20:]))
-        return said[0]
+                for m in [re.search(r"; auto: [^;]*, so (bf16|fp32)", line)] if m]
+        self.assertEqual(said, [expected], "".join(self.log[-20:]))
+        return expected
 
     @classmethod
     def tearDownClass(cls):
@@ -190,6 +198,9 @@ class TritonClientCompatibilityTest(unittest.TestCase):
         auto = self.client.get_model_config("minilm_auto").config
         self.assertEqual(auto.parameters["precision"].string_value,
                          self.expected_auto_precision())
+        self.assertRegex(auto.parameters["precision_reason"].string_value,
+                         r"^auto: .*, so (bf16|fp32)$")
+        self.assertNotIn("precision_reason", config.parameters)  # named, not chosen
         text = [i for i in minilm["input"] if i["name"] == "text"][0]
         self.assertEqual(text["data_type"], "TYPE_STRING")
         self.assertNotIn("dims", text)  # only the batch dimension
