@@ -10,6 +10,10 @@
 # build-fuzz/artifacts/ and makes the script exit 1; rerun it with
 # `build-fuzz/fuzz/TARGET build-fuzz/artifacts/FILE`.
 #
+# Targets run side by side, one a core (FUZZ_PARALLEL targets at once). The
+# CPU kernels are built without coverage instrumentation or UBSan
+# (models/CMakeLists.txt: no target runs them past a model's load).
+#
 # The test command runs every target for 30 s. A long run:
 #   scripts/fuzz.sh 3600                 # an hour per target
 #   FUZZ_WORKERS=2 scripts/fuzz.sh 600 tokenizer_encode_fuzz   # two processes
@@ -18,10 +22,12 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-30}"
 shift || true
 WORKERS="${FUZZ_WORKERS:-1}"
+t0=$SECONDS
 CC=clang CXX=clang++ scripts/build.sh -B build-fuzz -D CMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -D CMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -D INFER_FUZZ=ON \
   -D INFER_SANITIZE=address,undefined -D INFER_ENABLE_CUDA=OFF -D INFER_BUILD_TESTS=OFF \
-  --target fuzzers
+  -D INFER_BUILD_BENCHMARKS=OFF --target fuzzers
+echo "fuzz: built in $((SECONDS - t0)) s"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for d in fuzz/corpus/*/; do targets+=("$(basename "$d")"); done
@@ -39,24 +45,45 @@ target_flags() {
     tokenizer_json_fuzz) echo "-dict=fuzz/json.dict" ;;
   esac
 }
-failed=0
-total=0
-printf '%-24s %12s %10s  %s\n' target executions exec/s result
-for t in "${targets[@]}"; do
+# One target's run: its log in build-fuzz/TARGET.log, its exit code in
+# build-fuzz/TARGET.rc.
+run_target() {
+  local t=$1 rc=0
+  local -a flags
   mkdir -p "build-fuzz/corpus/$t"
-  out="build-fuzz/$t.log"
-  rc=0
   read -r -a flags <<<"$(target_flags "$t")"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "build-fuzz/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 "${flags[@]}" "${parallel[@]}" \
     -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/corpus/$t" "fuzz/corpus/$t" \
-    >"$out" 2>&1 || rc=$?
-  logs=("$out")
-  for w in fuzz-*.log; do [ -e "$w" ] && logs+=("$w"); done
-  runs=$(awk '/stat::number_of_executed_units:/{s+=$2} END{print s+0}' "${logs[@]}")
-  rate=$(awk '/stat::average_exec_per_sec:/{s+=$2} END{print s+0}' "${logs[@]}")
-  if [ ${#logs[@]} -gt 1 ]; then cat "${logs[@]:1}" >>"$out" && rm -f "${logs[@]:1}"; fi
+    >"build-fuzz/$t.log" 2>&1 || rc=$?
+  # With -jobs, the workers' logs (fuzz-N.log, in this folder) join the target's.
+  for w in fuzz-*.log; do [ -e "$w" ] && cat "$w" >>"build-fuzz/$t.log" && rm -f "$w"; done
+  echo "$rc" >"build-fuzz/$t.rc"
+}
+# Targets run side by side, one a core (FUZZ_PARALLEL, default every core),
+# each for SECONDS_EACH: the same executions per target in a fraction of the
+# time. With FUZZ_WORKERS > 1 one target at a time takes every worker.
+AT_ONCE="${FUZZ_PARALLEL:-$(nproc)}"
+if [ "$WORKERS" -gt 1 ]; then AT_ONCE=1; fi
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$AT_ONCE" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait || true
+failed=0
+total=0
+printf '%-24s %12s %10s  %s\n' target executions exec/s result
+for t in "${targets[@]}"; do
+  out="build-fuzz/$t.log"
+  rc=$(cat "build-fuzz/$t.rc" 2>/dev/null || echo 1)
+  runs=$(awk '/stat::number_of_executed_units:/{s+=$2} END{print s+0}' "$out")
+  rate=$(awk '/stat::average_exec_per_sec:/{s+=$2} END{print s+0}' "$out")
   total=$((total + runs))
   if [ "$rc" -eq 0 ]; then
     printf '%-24s %12d %10d  ok\n' "$t" "$runs" "$rate"

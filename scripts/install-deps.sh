@@ -7,7 +7,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config ccache git
+  build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
   libdnnl-dev libcli11-dev nlohmann-json3-dev libboost-dev libicu-dev libpcre2-dev openssl

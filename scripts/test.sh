@@ -7,17 +7,34 @@
 # test with CTest; then the unit and integration tests again under ASan and
 # UBSan (scripts/test-sanitizers.sh), and each fuzz target for 30 s
 # (scripts/fuzz.sh). INFER_TEST_SANITIZERS=0 or INFER_TEST_FUZZ=0 leaves
-# those out (each builds the project once more).
+# those out (each builds the project once more). Each phase's time is
+# printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --test
-scripts/setup-venv.sh --test
-scripts/get-prometheus.sh
-scripts/build.sh
-ctest --test-dir build --output-on-failure -j"${JOBS:-$(nproc)}" --timeout 600
+phases=()
+started=$SECONDS
+# phase NAME COMMAND...: runs COMMAND and records how long it took.
+phase() {
+  local name=$1 t0=$SECONDS
+  shift
+  "$@"
+  phases+=("$(printf '%-22s %5d s' "$name" $((SECONDS - t0)))")
+}
+report() {
+  local rc=$?
+  echo "test.sh: phase times"
+  for p in "${phases[@]}"; do echo "  $p"; done
+  printf '  %-22s %5d s (exit %d)\n' total $((SECONDS - started)) "$rc"
+}
+trap report EXIT
+phase install-deps scripts/install-deps.sh --test
+phase python-env scripts/setup-venv.sh --test
+phase prometheus scripts/get-prometheus.sh
+phase build scripts/build.sh
+phase ctest ctest --test-dir build --output-on-failure -j"${JOBS:-$(nproc)}" --timeout 600
 if [ "${INFER_TEST_SANITIZERS:-1}" != 0 ]; then
-  scripts/test-sanitizers.sh
+  phase sanitizers scripts/test-sanitizers.sh
 fi
 if [ "${INFER_TEST_FUZZ:-1}" != 0 ]; then
-  scripts/fuzz.sh "${INFER_FUZZ_SECONDS:-30}"
+  phase fuzz scripts/fuzz.sh "${INFER_FUZZ_SECONDS:-30}"
 fi
