@@ -1,7 +1,8 @@
 // A POST body to TEI's and Cohere's routes through what the server does to
 // it before it is queued: the first byte picks the route (TEI's /rerank,
 // /predict, /embed, /similarity, /embed_all, /embed_sparse; Cohere's
-// /v1/rerank, /v2/rerank), the rest
+// /v1/rerank, /v2/rerank) and its next two bits the model a base path
+// /models/{name} names (none, "reranker", "text", "sparse"), the rest
 // is the body: the depth-bounded JSON parse, the model's choice, then the
 // route's request source through admission (the fields against the model,
 // the declared limits of a rerank's N documents before anything is
@@ -24,6 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   infer::fuzzing::Served& served = infer::fuzzing::ServedModels();
   if (size == 0) return 0;
   const int route = data[0] % 8;
+  static constexpr const char* kPathModels[] = {"", "reranker", "text", "sparse"};
+  const absl::string_view path_model = kPathModels[(data[0] >> 3) % 4];
   const absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto admit = [](infer::RequestSource& source) {
     return infer::fuzzing::AdmitServed(source);
@@ -33,11 +36,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   infer::ScoringApi api = infer::ScoringApi::kTeiPredict;  // TEI's error shape
   if (route < 4) {
     api = static_cast<infer::ScoringApi>(route);
-    status = infer::AdmitScoringBody(api, *served.engine, body, admit, &empty);
+    status = infer::AdmitScoringBody(api, *served.engine, body, admit, &empty, path_model);
   } else {
     using Kind = infer::EmbeddingsCall::Kind;
     const Kind kind = route == 6 ? Kind::kTokens : route == 7 ? Kind::kSparse : Kind::kPooled;
-    status = infer::AdmitTeiEmbedBody(route == 5, *served.engine, body, admit, &empty, kind);
+    status =
+        infer::AdmitTeiEmbedBody(route == 5, *served.engine, body, admit, &empty, kind, path_model);
   }
   if (!status.ok()) {
     const infer::HttpResponse r = infer::ScoringError(api, status, empty);

@@ -109,7 +109,8 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "embeddings (/v1/embeddings, /v1/models), TEI's /embed, /embed_all, "
                   "/embed_sparse, /similarity, /rerank, /predict, /tokenize, /decode, /info, /, "
                   "/invocations and /embeddings, "
-                  "Cohere's /v1/rerank and /v2/rerank, and /metrics (port 0 picks a free "
+                  "Cohere's /v1/rerank and /v2/rerank, one model's TEI routes under "
+                  "/models/{name}/, and /metrics (port 0 picks a free "
                   "port; IPv6 as [::1]:8000, [::]:8000 for every address; empty: off). "
                   "Loopback by default")
       ->capture_default_str();

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -16,6 +15,7 @@
 #include "server/http/http_json.h"
 #include "server/http/openai_embeddings.h"
 #include "server/http/rest_request.h"
+#include "server/http/route_table.h"
 #include "server/http/scoring_routes.h"
 #include "server/http/tei_routes.h"
 #include "server/kserve/kserve_service.h"
@@ -26,10 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-HttpResponse Error(const absl::Status& status) {
-  return {HttpStatusFor(status.code()), "application/json",
-          DumpJson(json{{"error", std::string(status.message())}})};
-}
+HttpResponse Error(const absl::Status& status) { return ShapedError(ErrorShape::kKserve, status); }
 
 HttpResponse Json(const json& value) { return {200, "application/json", DumpJson(value)}; }
 
@@ -40,68 +37,6 @@ HttpResponse ProtoOrError(const absl::Status& status, const google::protobuf::Me
 
 // 200 with no body, or 400 (Triton's answer for "not ready").
 HttpResponse Readiness(bool ready) { return {ready ? 200 : 400, "application/json", ""}; }
-
-HttpResponse MethodNotAllowed(const char* allowed, const HttpRequest& request) {
-  HttpResponse r = Error(absl::InvalidArgumentError(
-      absl::StrCat("method ", Quote(request.method), " is not allowed on ", Quote(request.path),
-                   "; use ", allowed)));
-  r.status = 405;
-  r.headers.emplace_back("Allow", allowed);
-  return r;
-}
-
-// Percent-decoding of one path segment; false when malformed.
-bool DecodeSegment(absl::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    int value = 0;
-    if (i + 2 >= in.size()) return false;
-    for (int k = 1; k <= 2; ++k) {
-      const char c = in[i + k];
-      const int d = absl::ascii_isdigit(c)   ? c - '0'
-                    : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                             : -1;
-      if (d < 0) return false;
-      value = value * 16 + d;
-    }
-    out->push_back(static_cast<char>(value));
-    i += 2;
-  }
-  return true;
-}
-
-// What is wrong with the body's Content-Type or Content-Encoding (answered
-// 415 in the route's error shape); nullopt when it is JSON (or, with
-// `octet_stream`, binary) and unencoded.
-std::optional<absl::Status> BodyTypeProblem(const HttpRequest& request, bool octet_stream) {
-  const absl::string_view encoding = request.Header("content-encoding");
-  if (!encoding.empty() && !absl::EqualsIgnoreCase(encoding, "identity")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Content-Encoding ", Quote(encoding), " is not supported; send the body uncompressed"));
-  }
-  absl::string_view type = request.Header("content-type");
-  type = absl::StripAsciiWhitespace(type.substr(0, type.find(';')));
-  // curl -d sends application/x-www-form-urlencoded unless told otherwise,
-  // and Triton's own curl examples rely on the body being read as JSON.
-  if (type.empty() || absl::EqualsIgnoreCase(type, "application/json") ||
-      absl::EqualsIgnoreCase(type, "application/x-www-form-urlencoded") ||
-      (octet_stream && absl::EqualsIgnoreCase(type, "application/octet-stream"))) {
-    return std::nullopt;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("Content-Type ", Quote(type), " is not supported; send application/json",
-                   octet_stream ? " (or application/octet-stream with binary data)" : ""));
-}
-
-HttpResponse WithStatus(HttpResponse r, int status) {
-  r.status = status;
-  return r;
-}
 
 void Infer(Engine* engine, const std::string& model, const std::string& version,
            HttpRequest request, HttpReply reply) {
@@ -145,13 +80,14 @@ void ModelRoute(Engine* engine, const std::vector<absl::string_view>& parts, Htt
   }
   const bool get = request.method == "GET" || request.method == "HEAD";
   if (action == "infer") {
-    if (request.method != "POST") return reply.Send(MethodNotAllowed("POST", request));
+    if (request.method != "POST")
+      return reply.Send(MethodNotAllowed(ErrorShape::kKserve, "POST", request));
     if (auto problem = BodyTypeProblem(request, /*octet_stream=*/true)) {
-      return reply.Send(WithStatus(Error(*problem), 415));
+      return reply.Send(ShapedError(ErrorShape::kKserve, *problem, 415));
     }
     return Infer(engine, model, version, std::move(request), std::move(reply));
   }
-  if (!get) return reply.Send(MethodNotAllowed("GET", request));
+  if (!get) return reply.Send(MethodNotAllowed(ErrorShape::kKserve, "GET", request));
   if (action.empty()) {
     inference::ModelMetadataResponse m;
     return reply.Send(ProtoOrError(FillModelMetadata(*engine, model, version, &m), m));
@@ -169,7 +105,10 @@ void ModelRoute(Engine* engine, const std::vector<absl::string_view>& parts, Htt
   reply.Send(Error(absl::NotFoundError(absl::StrCat("no route ", Quote(request.path)))));
 }
 
-void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpReply reply) {
+// The routes with parameters in the path, and 404 (DispatchRoute's
+// `other`: the fixed paths are kRoutes').
+void ParameterRoute(const RouteContext& context, HttpRequest request, HttpReply reply) {
+  Engine* engine = context.engine;
   const bool get = request.method == "GET" || request.method == "HEAD";
   std::vector<absl::string_view> parts = absl::StrSplit(request.path, '/');
   // "/v2/models/x" splits into "", "v2", "models", "x".
@@ -177,135 +116,148 @@ void Route(Engine* engine, const NvmlTelemetry* gpu, HttpRequest request, HttpRe
     return reply.Send(Error(absl::NotFoundError(absl::StrCat("no route ", Quote(request.path)))));
   }
   parts.erase(parts.begin());
-  const std::string path = request.path;
-  // Rerank and classification in TEI's and Cohere's shapes
-  // (server/http/scoring_routes.h).
-  static constexpr std::pair<const char*, ScoringApi> kScoring[] = {
-      {"/rerank", ScoringApi::kTeiRerank},
-      {"/predict", ScoringApi::kTeiPredict},
-      {"/v1/rerank", ScoringApi::kCohereV1},
-      {"/v2/rerank", ScoringApi::kCohereV2}};
-  for (const auto& [route, api] : kScoring) {
-    if (path != route) continue;
-    if (request.method != "POST") {
-      return reply.Send(WithStatus(
-          ScoringError(api, absl::InvalidArgumentError(absl::StrCat(
-                                "method ", Quote(request.method), " is not allowed; use POST"))),
-          405));
-    }
-    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
-      return reply.Send(WithStatus(ScoringError(api, *problem), 415));
-    }
-    return HandleScoring(api, engine, std::move(request), std::move(reply));
+  if (parts[0] == "v2" && parts.size() >= 3 && parts[1] == "models" && !parts[2].empty()) {
+    parts.erase(parts.begin(), parts.begin() + 2);
+    return ModelRoute(engine, parts, std::move(request), std::move(reply));
   }
-  // TEI's embedding routes (server/http/tei_routes.h); GET /, /health and
-  // /ping are TEI's health check.
-  using TeiHandler = void (*)(Engine*, HttpRequest, HttpReply);
-  static constexpr std::pair<const char*, TeiHandler> kTei[] = {
-      {"/embed", HandleTeiEmbed},
-      {"/embed_all", HandleTeiEmbedAll},
-      {"/embed_sparse", HandleTeiEmbedSparse},
-      {"/similarity", HandleTeiSimilarity},
-      {"/tokenize", HandleTeiTokenize},
-      {"/decode", HandleTeiDecode},
-      {"/", HandleTeiRoot},
-      {"/invocations", HandleTeiRoot}};  // TEI's SageMaker route: POST /
-  const auto tei_error = [](const absl::Status& status, int http) {
-    return WithStatus(ScoringError(ScoringApi::kTeiPredict, status), http);
-  };
-  if ((path == "/" && get) || path == "/health" || path == "/ping") {
-    if (!get) return reply.Send(MethodNotAllowed("GET", request));
-    if (engine->Ready()) return reply.Send(HttpResponse{200, "application/json", ""});
-    return reply.Send(
-        tei_error(absl::UnavailableError("the server is not ready (draining or starting)"), 503));
-  }
-  if (path == "/info") {
-    if (!get) return reply.Send(MethodNotAllowed("GET", request));
-    std::string model;
-    for (absl::string_view param : absl::StrSplit(request.query, '&')) {
-      if (absl::ConsumePrefix(&param, "model=") && !DecodeSegment(param, &model)) {
-        return reply.Send(
-            tei_error(absl::InvalidArgumentError("malformed percent-encoding in the query"), 400));
-      }
-    }
-    return reply.Send(TeiInfo(*engine, model));
-  }
-  for (const auto& [route, handler] : kTei) {
-    if (path != route) continue;
-    if (request.method != "POST") {
-      return reply.Send(
-          tei_error(absl::InvalidArgumentError(absl::StrCat("method ", Quote(request.method),
-                                                            " is not allowed; use POST")),
-                    405));
-    }
-    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
-      return reply.Send(tei_error(*problem, 415));
-    }
-    return handler(engine, std::move(request), std::move(reply));
-  }
-  if (path == "/metrics") {
-    if (!get) return reply.Send(MethodNotAllowed("GET", request));
-    return reply.Send(MetricsResponse(*engine, gpu));
-  }
-  // OpenAI's embeddings, also at TEI's /embeddings.
-  if (path == "/v1/embeddings" || path == "/embeddings") {
-    if (request.method != "POST") {
-      HttpResponse r = OpenAiError(absl::InvalidArgumentError(
-          absl::StrCat("method ", Quote(request.method), " is not allowed; use POST")));
-      r.status = 405;
-      r.headers.emplace_back("Allow", "POST");
-      return reply.Send(std::move(r));
-    }
-    if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
-      return reply.Send(WithStatus(OpenAiError(*problem), 415));
-    }
-    return HandleEmbeddings(engine, std::move(request), std::move(reply));
-  }
-  if (parts[0] == "v2") {
-    if (path == "/v2" || path == "/v2/") {
-      if (!get) return reply.Send(MethodNotAllowed("GET", request));
-      inference::ServerMetadataResponse m;
-      FillServerMetadata(&m);
-      return reply.Send(Json(ProtoToJson(m)));
-    }
-    if (path == "/v2/health/live" || path == "/v2/health/ready") {
-      if (!get) return reply.Send(MethodNotAllowed("GET", request));
-      return reply.Send(Readiness(path == "/v2/health/live" || engine->Ready()));
-    }
-    if (path == "/v2/repository/index") {
-      if (request.method != "POST") return reply.Send(MethodNotAllowed("POST", request));
-      inference::RepositoryIndexResponse m;
-      FillRepositoryIndex(*engine, &m);
-      return reply.Send(Json(ProtoToJson(m)["models"]));  // Triton answers the array
-    }
-    if (path == "/v2/models/stats") {
-      if (!get) return reply.Send(MethodNotAllowed("GET", request));
-      inference::ModelStatisticsResponse m;
-      return reply.Send(ProtoOrError(FillModelStatistics(*engine, "", "", &m), m));
-    }
-    if (parts.size() >= 3 && parts[1] == "models" && !parts[2].empty()) {
-      parts.erase(parts.begin(), parts.begin() + 2);
-      return ModelRoute(engine, parts, std::move(request), std::move(reply));
-    }
-  } else if (parts[0] == "v1") {
+  if (parts[0] == "v1") {
     if (parts.size() >= 2 && parts[1] == "models" && parts.size() <= 3) {
-      if (!get) return reply.Send(MethodNotAllowed("GET", request));
+      if (!get) return reply.Send(MethodNotAllowed(ErrorShape::kKserve, "GET", request));
       std::string model;
       if (parts.size() == 3 && !DecodeSegment(parts[2], &model)) {
         return reply.Send(OpenAiError(absl::InvalidArgumentError("malformed percent-encoding")));
       }
       return reply.Send(ListOpenAiModels(*engine, model));
     }
-    return reply.Send(OpenAiError(absl::NotFoundError(absl::StrCat("no route ", Quote(path)))));
+    return reply.Send(
+        OpenAiError(absl::NotFoundError(absl::StrCat("no route ", Quote(request.path)))));
   }
-  reply.Send(Error(absl::NotFoundError(absl::StrCat("no route ", Quote(path)))));
+  reply.Send(Error(absl::NotFoundError(absl::StrCat("no route ", Quote(request.path)))));
 }
+
+// TEI's health check (GET /, /health, /ping): 200 when the server, and the
+// model a base path names, are ready; else 503.
+void TeiHealth(const RouteContext& context, HttpRequest request, HttpReply reply) {
+  const std::string model(PathModel(request));
+  if (context.engine->Ready() && (model.empty() || IsModelReady(*context.engine, model, ""))) {
+    return reply.Send(HttpResponse{200, "application/json", ""});
+  }
+  reply.Send(ShapedError(
+      ErrorShape::kTei,
+      absl::UnavailableError(model.empty()
+                                 ? std::string("the server is not ready (draining or starting)")
+                                 : absl::StrCat("model ", Quote(model), " is not ready")),
+      503));
+}
+
+// TEI's GET /info: the model the path names, else ?model=, else the one
+// loaded model (TeiInfo).
+void TeiInfoRoute(const RouteContext& context, HttpRequest request, HttpReply reply) {
+  std::string model;
+  for (absl::string_view param : absl::StrSplit(request.query, '&')) {
+    if (absl::ConsumePrefix(&param, "model=") && !DecodeSegment(param, &model)) {
+      return reply.Send(ShapedError(
+          ErrorShape::kTei, absl::InvalidArgumentError("malformed percent-encoding in the query")));
+    }
+  }
+  if (const absl::string_view path_model = PathModel(request); !path_model.empty()) {
+    if (!model.empty() && model != path_model) {
+      return reply.Send(ShapedError(
+          ErrorShape::kTei, absl::InvalidArgumentError(absl::StrCat(
+                                "?model=", Quote(model), " is not the model the path names (",
+                                Quote(path_model), ")"))));
+    }
+    model = std::string(path_model);
+  }
+  reply.Send(TeiInfo(*context.engine, model));
+}
+
+template <ScoringApi kApi>
+void Scoring(const RouteContext& context, HttpRequest request, HttpReply reply) {
+  HandleScoring(kApi, context.engine, std::move(request), std::move(reply));
+}
+
+// An Engine-only handler as a RouteHandler.
+template <void (*kHandle)(Engine*, HttpRequest, HttpReply)>
+void OnEngine(const RouteContext& context, HttpRequest request, HttpReply reply) {
+  kHandle(context.engine, std::move(request), std::move(reply));
+}
+
+void Metrics(const RouteContext& context, HttpRequest, HttpReply reply) {
+  reply.Send(MetricsResponse(*context.engine, context.gpu));
+}
+
+void ServerMetadata(const RouteContext&, HttpRequest, HttpReply reply) {
+  inference::ServerMetadataResponse m;
+  FillServerMetadata(&m);
+  reply.Send(Json(ProtoToJson(m)));
+}
+
+void Live(const RouteContext&, HttpRequest, HttpReply reply) { reply.Send(Readiness(true)); }
+
+void Ready(const RouteContext& context, HttpRequest, HttpReply reply) {
+  reply.Send(Readiness(context.engine->Ready()));
+}
+
+void RepositoryIndex(const RouteContext& context, HttpRequest, HttpReply reply) {
+  inference::RepositoryIndexResponse m;
+  FillRepositoryIndex(*context.engine, &m);
+  reply.Send(Json(ProtoToJson(m)["models"]));  // Triton answers the array
+}
+
+void AllStatistics(const RouteContext& context, HttpRequest, HttpReply reply) {
+  inference::ModelStatisticsResponse m;
+  reply.Send(ProtoOrError(FillModelStatistics(*context.engine, "", "", &m), m));
+}
+
+// The routes at fixed paths (server/http/route_table.h). per_model: TEI's
+// routes and OpenAI's embeddings, which a client pointed at a TEI server
+// calls; the whole server's (metrics, KServe's, Cohere's, whose bodies name
+// their model) only at the top level.
+constexpr RouteMethod kGet = RouteMethod::kGet;
+constexpr RouteMethod kPostJson = RouteMethod::kPostJson;
+constexpr ErrorShape kTei = ErrorShape::kTei;
+constexpr ErrorShape kKserve = ErrorShape::kKserve;
+constexpr RouteEntry kRoutes[] = {
+    // TEI's (server/http/tei_routes.h, scoring_routes.h).
+    {kGet, "/", kTei, true, TeiHealth},
+    {kPostJson, "/", kTei, true, OnEngine<HandleTeiRoot>},
+    {kPostJson, "/invocations", kTei, true, OnEngine<HandleTeiRoot>},  // SageMaker's POST /
+    {kGet, "/health", kTei, true, TeiHealth},
+    {kGet, "/ping", kTei, true, TeiHealth},  // SageMaker's
+    {kGet, "/info", kTei, true, TeiInfoRoute},
+    {kPostJson, "/embed", kTei, true, OnEngine<HandleTeiEmbed>},
+    {kPostJson, "/embed_all", kTei, true, OnEngine<HandleTeiEmbedAll>},
+    {kPostJson, "/embed_sparse", kTei, true, OnEngine<HandleTeiEmbedSparse>},
+    {kPostJson, "/similarity", kTei, true, OnEngine<HandleTeiSimilarity>},
+    {kPostJson, "/tokenize", kTei, true, OnEngine<HandleTeiTokenize>},
+    {kPostJson, "/decode", kTei, true, OnEngine<HandleTeiDecode>},
+    {kPostJson, "/rerank", kTei, true, Scoring<ScoringApi::kTeiRerank>},
+    {kPostJson, "/predict", kTei, true, Scoring<ScoringApi::kTeiPredict>},
+    // OpenAI's embeddings (server/http/openai_embeddings.h), also at TEI's
+    // /embeddings.
+    {kPostJson, "/v1/embeddings", ErrorShape::kOpenAi, true, OnEngine<HandleEmbeddings>},
+    {kPostJson, "/embeddings", ErrorShape::kOpenAi, true, OnEngine<HandleEmbeddings>},
+    // Cohere's rerank.
+    {kPostJson, "/v1/rerank", ErrorShape::kCohere, false, Scoring<ScoringApi::kCohereV1>},
+    {kPostJson, "/v2/rerank", ErrorShape::kCohere, false, Scoring<ScoringApi::kCohereV2>},
+    // Prometheus (server/metrics.h): the whole server's, each model's series
+    // labelled with its name.
+    {kGet, "/metrics", kKserve, false, Metrics},
+    // KServe v2's without parameters.
+    {kGet, "/v2", kKserve, false, ServerMetadata},
+    {kGet, "/v2/", kKserve, false, ServerMetadata},
+    {kGet, "/v2/health/live", kKserve, false, Live},
+    {kGet, "/v2/health/ready", kKserve, false, Ready},
+    {RouteMethod::kPost, "/v2/repository/index", kKserve, false, RepositoryIndex},
+    {kGet, "/v2/models/stats", kKserve, false, AllStatistics},
+};
 
 }  // namespace
 
 HttpHandler MakeRestHandler(Engine* engine, const NvmlTelemetry* gpu) {
-  return [engine, gpu](HttpRequest request, HttpReply reply) {
-    Route(engine, gpu, std::move(request), std::move(reply));
+  return [context = RouteContext{engine, gpu}](HttpRequest request, HttpReply reply) {
+    DispatchRoute(kRoutes, ParameterRoute, context, std::move(request), std::move(reply));
   };
 }
 

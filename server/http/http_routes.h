@@ -17,7 +17,12 @@
 //     POST /v1/rerank and /v2/rerank (server/http/scoring_routes.h), in
 //     their own error shapes
 //   Prometheus: GET /metrics (server/metrics.h)
+//   A model's base path: TEI's routes and OpenAI's embeddings at
+//     /models/{name}/..., for that model alone, as a single-model TEI
+//     server answers them (server/http/route_table.h)
 //
+// The routes at fixed paths are one table (kRoutes: method, path, error
+// shape, handler, served per model or not; server/http/route_table.h).
 // Errors are {"error": "<message>"} (OpenAI's shape under /v1) with the
 // message the gRPC front end gives for the same request, and the status of
 // HttpStatusFor. An unknown path is 404, a known path with another method

@@ -355,6 +355,13 @@ absl::string_view HttpRequest::Header(absl::string_view name) const {
   return {};
 }
 
+absl::string_view HttpRequest::PathParam(absl::string_view name) const {
+  for (const auto& [key, value] : path_params) {
+    if (key == name) return value;
+  }
+  return {};
+}
+
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
   const size_t colon = address.rfind(':');
   int port = -1;

@@ -75,8 +75,14 @@ struct HttpRequest {
   std::string query;                                         // after the '?', undecoded
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;
+  // Not the transport's: the values the handler's router took from the
+  // path (e.g. {name} of /models/{name}/embed), decoded, for the route's
+  // handler. Empty as the transport hands the request over.
+  std::vector<std::pair<std::string, std::string>> path_params;
   // The first header named `name` (lower case), or empty.
   absl::string_view Header(absl::string_view name) const;
+  // The path parameter named `name`, or empty.
+  absl::string_view PathParam(absl::string_view name) const;
 };
 
 struct HttpResponse {

@@ -52,9 +52,34 @@ const char* ModelTask(const ModelSpec& spec) {
   return FindEmbedding(spec) != nullptr ? "embed" : nullptr;
 }
 
+absl::string_view PathModel(const HttpRequest& request) {
+  return request.PathParam(kModelPathParam);
+}
+
+absl::Status CheckBodyModel(const json& body, absl::string_view path_model) {
+  auto m = body.find("model");
+  if (m == body.end() || m->is_null()) return absl::OkStatus();
+  if (!m->is_string()) return Invalid("'model' must be a string");
+  if (m->get_ref<const std::string&>() == path_model) return absl::OkStatus();
+  return Invalid(absl::StrCat("'model' ", Quote(m->get_ref<const std::string&>()),
+                              " is not the model the path names (", Quote(path_model),
+                              "); leave 'model' out or name that one"));
+}
+
 absl::StatusOr<std::string> ChooseModel(const Engine& engine, const json& body,
+                                        absl::string_view path_model,
                                         std::initializer_list<absl::string_view> tasks,
                                         absl::string_view what) {
+  if (!path_model.empty()) {
+    INFER_RETURN_IF_ERROR(CheckBodyModel(body, path_model));
+    std::string name(path_model);
+    INFER_ASSIGN_OR_RETURN(const ModelSpec* spec, engine.GetModelSpec(name));
+    const char* task = ModelTask(*spec);
+    for (absl::string_view t : tasks) {
+      if (task != nullptr && t == task) return name;
+    }
+    return absl::FailedPreconditionError(absl::StrCat("model ", Quote(name), " is not ", what));
+  }
   if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
     if (!m->is_string()) return Invalid("'model' must be a string");
     return m->get<std::string>();
@@ -347,9 +372,16 @@ absl::StatusOr<EmbeddingsSource> ParseEmbeddingsRequest(const HttpRequest& reque
   INFER_ASSIGN_OR_RETURN(json doc, ParseJson(request.body, "the request body"));
   if (!doc.is_object()) return Invalid("the request body is not a JSON object");
   call->param = "model";
-  auto model = doc.find("model");
-  if (model == doc.end() || !model->is_string()) return Invalid("'model' (a string) is required");
-  std::string name = model->get<std::string>();
+  std::string name(PathModel(request));
+  if (!name.empty()) {
+    INFER_RETURN_IF_ERROR(CheckBodyModel(doc, name));
+  } else {
+    auto model = doc.find("model");
+    if (model == doc.end() || !model->is_string()) {
+      return Invalid("'model' (a string) is required");
+    }
+    name = model->get<std::string>();
+  }
   call->param = nullptr;
   return EmbeddingsSource(std::move(name), std::move(doc), call);
 }

@@ -104,8 +104,11 @@ class EmbeddingsSource final : public RequestSource {
 };
 
 // The body's JSON (depth-bounded, runtime/json_parse.h) and its model name:
-// what HandleEmbeddings needs before it submits. On an error, call->param
-// names the field at fault, or is null.
+// what HandleEmbeddings needs before it submits. The model is the body's
+// "model" (required), or under a model's base path the path's (PathModel;
+// the body may leave "model" out, and naming another model is
+// INVALID_ARGUMENT, 400 as OpenAI answers a malformed request). On an
+// error, call->param names the field at fault, or is null.
 absl::StatusOr<EmbeddingsSource> ParseEmbeddingsRequest(const HttpRequest& request,
                                                         EmbeddingsCall* call);
 // POST /v1/embeddings: ParseEmbeddingsRequest, then the engine, then the
@@ -116,13 +119,26 @@ void HandleEmbeddings(Engine* engine, HttpRequest request, HttpReply reply);
 // input: a cross-encoder), "classify" (several scores with their labels), or
 // null.
 const char* ModelTask(const ModelSpec& spec);
-// The model a TEI or Cohere body is for: its "model" where it names one,
-// else the one loaded model whose ModelTask is one of `tasks` (TEI serves
-// one model, this server many). INVALID_ARGUMENT naming the candidates when
-// several are, FAILED_PRECONDITION naming `what` when none is.
+// The path parameter naming the model a request's base path is for
+// (/models/{name}/..., server/http/route_table.h), and its value: empty
+// when the path names none.
+inline constexpr char kModelPathParam[] = "model";
+absl::string_view PathModel(const HttpRequest& request);
+// The model a TEI or Cohere body is for. When the path names one
+// (`path_model`, PathModel): that one, as a single-model server answers
+// with its model; a body "model" naming another is INVALID_ARGUMENT, and a
+// model whose ModelTask is not one of `tasks` FAILED_PRECONDITION naming
+// `what`. Otherwise the body's "model" where it names one, else the one
+// loaded model whose ModelTask is one of `tasks` (TEI serves one model,
+// this server many): INVALID_ARGUMENT naming the candidates when several
+// are, FAILED_PRECONDITION naming `what` when none is.
 absl::StatusOr<std::string> ChooseModel(const Engine& engine, const nlohmann::json& body,
+                                        absl::string_view path_model,
                                         std::initializer_list<absl::string_view> tasks,
                                         absl::string_view what);
+// The body's "model" against the model the path names: OK when it is
+// absent, null or that model; else INVALID_ARGUMENT naming both.
+absl::Status CheckBodyModel(const nlohmann::json& body, absl::string_view path_model);
 // GET /v1/models (`model` empty) or /v1/models/{model}, each model with its
 // "task" (ModelTask) beside OpenAI's fields.
 HttpResponse ListOpenAiModels(const Engine& engine, const std::string& model);

@@ -184,14 +184,16 @@ void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpRepl
     return reply.Send(ScoringError(api, Invalid("the request body is not a JSON object")));
   }
   request.body.clear();  // parsed
-  SubmitScoring(api, engine, *std::move(doc), std::move(reply));
+  SubmitScoring(api, engine, *std::move(doc), std::move(reply), PathModel(request));
 }
 
 namespace {
 
-absl::StatusOr<std::string> ScoringModel(ScoringApi api, const Engine& engine, const json& doc) {
-  return IsRerank(api) ? ChooseModel(engine, doc, {"rerank"}, "a re-ranker")
-                       : ChooseModel(engine, doc, {"rerank", "classify"}, "a classifier");
+absl::StatusOr<std::string> ScoringModel(ScoringApi api, const Engine& engine, const json& doc,
+                                         absl::string_view path_model) {
+  return IsRerank(api)
+             ? ChooseModel(engine, doc, path_model, {"rerank"}, "a re-ranker")
+             : ChooseModel(engine, doc, path_model, {"rerank", "classify"}, "a classifier");
 }
 
 // A /predict batch mixing single texts and pairs, checked as the one
@@ -298,12 +300,12 @@ void SubmitMixedPredict(Engine* engine, const std::string& model, std::shared_pt
 }  // namespace
 
 absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string_view body,
-                              const std::function<absl::Status(RequestSource&)>& admit,
-                              bool* empty) {
+                              const std::function<absl::Status(RequestSource&)>& admit, bool* empty,
+                              absl::string_view path_model) {
   INFER_ASSIGN_OR_RETURN(json parsed, ParseJson(body, "the request body"));
   if (!parsed.is_object()) return Invalid("the request body is not a JSON object");
   auto doc = std::make_shared<const json>(std::move(parsed));
-  INFER_ASSIGN_OR_RETURN(std::string model, ScoringModel(api, engine, *doc));
+  INFER_ASSIGN_OR_RETURN(std::string model, ScoringModel(api, engine, *doc, path_model));
   const PredictBatchShape batch =
       api == ScoringApi::kTeiPredict ? PredictBatch(*doc) : PredictBatchShape{};
   const bool mixed = batch.singles && batch.pairs;
@@ -320,9 +322,10 @@ absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string
   return absl::OkStatus();
 }
 
-void SubmitScoring(ScoringApi api, Engine* engine, json body, HttpReply reply) {
+void SubmitScoring(ScoringApi api, Engine* engine, json body, HttpReply reply,
+                   absl::string_view path_model) {
   auto doc = std::make_shared<const json>(std::move(body));
-  absl::StatusOr<std::string> model = ScoringModel(api, *engine, *doc);
+  absl::StatusOr<std::string> model = ScoringModel(api, *engine, *doc, path_model);
   if (!model.ok()) return reply.Send(ScoringError(api, model.status()));
   if (api == ScoringApi::kTeiPredict) {
     if (const PredictBatchShape batch = PredictBatch(*doc); batch.singles && batch.pairs) {

@@ -40,7 +40,9 @@
 //
 // The model: the body's "model" where it names one, else the one loaded
 // model that can answer (refused, naming the candidates, when there are
-// none or several: TEI serves one model, this server many).
+// none or several: TEI serves one model, this server many); under a
+// model's base path /models/{name} (server/http/route_table.h) that model,
+// as TEI answers with its one (ChooseModel).
 //
 // Errors: TEI's {"error", "error_type"} with TEI's statuses and type names
 // as TEI writes them (a limit or a malformed input 422 "Validation", an
@@ -63,18 +65,22 @@
 
 namespace infer {
 
-// Answers `request` (a POST with a JSON body) in `api`'s shapes.
+// Answers `request` (a POST with a JSON body) in `api`'s shapes, for the
+// model its path names (PathModel) if it names one.
 void HandleScoring(ScoringApi api, Engine* engine, HttpRequest request, HttpReply reply);
-// The same for a body already parsed (a JSON object).
-void SubmitScoring(ScoringApi api, Engine* engine, nlohmann::json body, HttpReply reply);
+// The same for a body already parsed (a JSON object); `path_model` as
+// ChooseModel takes it (server/http/openai_embeddings.h).
+void SubmitScoring(ScoringApi api, Engine* engine, nlohmann::json body, HttpReply reply,
+                   absl::string_view path_model = {});
 
 // What SubmitScoring does to `body` (any bytes) before it is queued,
 // for a fuzz target: the depth-bounded parse, the model's choice, then its
 // request source handed to `admit` (the engine's admission pass). The
 // first refusal (`*empty` set for an empty list), else `admit`'s status.
+// `path_model`: the model a base path /models/{name} names, or empty.
 absl::Status AdmitScoringBody(ScoringApi api, const Engine& engine, absl::string_view body,
-                              const std::function<absl::Status(RequestSource&)>& admit,
-                              bool* empty);
+                              const std::function<absl::Status(RequestSource&)>& admit, bool* empty,
+                              absl::string_view path_model = {});
 
 // An error in `api`'s JSON shape and status; `empty`: a refusal of an
 // empty list (TEI's 400 "Empty").

@@ -149,17 +149,20 @@ HttpResponse SimilarityAnswer(const InferResponse& response, const std::string& 
 
 using Kind = EmbeddingsCall::Kind;
 
-// The model an /embed, /embed_all or /embed_sparse body (`kind`) is for.
-absl::StatusOr<std::string> ChooseEmbedModel(const Engine& engine, const json& doc, Kind kind) {
-  return kind == Kind::kSparse ? ChooseModel(engine, doc, {"sparse"}, "a sparse (SPLADE) model")
-                               : ChooseModel(engine, doc, {"embed"}, "an embedding model");
+// The model an /embed, /embed_all or /embed_sparse body (`kind`) is for;
+// `path_model` the one the path names, or empty (ChooseModel).
+absl::StatusOr<std::string> ChooseEmbedModel(const Engine& engine, const json& doc,
+                                             absl::string_view path_model, Kind kind) {
+  return kind == Kind::kSparse
+             ? ChooseModel(engine, doc, path_model, {"sparse"}, "a sparse (SPLADE) model")
+             : ChooseModel(engine, doc, path_model, {"embed"}, "an embedding model");
 }
 
 // Submits `doc`, an /embed, /embed_all or /embed_sparse body (`kind`), to
 // the model it is for.
-void SubmitEmbed(Engine* engine, json doc, HttpReply reply, bool similarity,
-                 Kind kind = Kind::kPooled) {
-  absl::StatusOr<std::string> model = ChooseEmbedModel(*engine, doc, kind);
+void SubmitEmbed(Engine* engine, json doc, absl::string_view path_model, HttpReply reply,
+                 bool similarity, Kind kind = Kind::kPooled) {
+  absl::StatusOr<std::string> model = ChooseEmbedModel(*engine, doc, path_model, kind);
   if (!model.ok()) return reply.Send(TeiError(model.status()));
   auto call = std::make_shared<EmbeddingsCall>();
   call->tei = true;
@@ -218,11 +221,11 @@ absl::StatusOr<json> ParseBody(const HttpRequest& request) {
   return doc;
 }
 
-void Similarity(Engine* engine, json doc, HttpReply reply) {
+void Similarity(Engine* engine, json doc, absl::string_view path_model, HttpReply reply) {
   bool empty = false;
   absl::StatusOr<json> embed = SimilarityAsEmbed(std::move(doc), &empty);
   if (!embed.ok()) return reply.Send(TeiError(embed.status(), empty));
-  SubmitEmbed(engine, *std::move(embed), std::move(reply), /*similarity=*/true);
+  SubmitEmbed(engine, *std::move(embed), path_model, std::move(reply), /*similarity=*/true);
 }
 
 const char* TeiDtype(const std::string& precision) {
@@ -283,56 +286,62 @@ void HandleTeiEmbed(Engine* engine, HttpRequest request, HttpReply reply) {
   absl::StatusOr<json> doc = ParseBody(request);
   if (!doc.ok()) return reply.Send(TeiError(doc.status()));
   request.body.clear();  // parsed
-  SubmitEmbed(engine, *std::move(doc), std::move(reply), /*similarity=*/false);
+  SubmitEmbed(engine, *std::move(doc), PathModel(request), std::move(reply),
+              /*similarity=*/false);
 }
 
 void HandleTeiEmbedAll(Engine* engine, HttpRequest request, HttpReply reply) {
   absl::StatusOr<json> doc = ParseBody(request);
   if (!doc.ok()) return reply.Send(TeiError(doc.status()));
   request.body.clear();
-  SubmitEmbed(engine, *std::move(doc), std::move(reply), false, Kind::kTokens);
+  SubmitEmbed(engine, *std::move(doc), PathModel(request), std::move(reply), false, Kind::kTokens);
 }
 
 void HandleTeiEmbedSparse(Engine* engine, HttpRequest request, HttpReply reply) {
   absl::StatusOr<json> doc = ParseBody(request);
   if (!doc.ok()) return reply.Send(TeiError(doc.status()));
   request.body.clear();
-  SubmitEmbed(engine, *std::move(doc), std::move(reply), false, Kind::kSparse);
+  SubmitEmbed(engine, *std::move(doc), PathModel(request), std::move(reply), false, Kind::kSparse);
 }
 
 void HandleTeiSimilarity(Engine* engine, HttpRequest request, HttpReply reply) {
   absl::StatusOr<json> doc = ParseBody(request);
   if (!doc.ok()) return reply.Send(TeiError(doc.status()));
   request.body.clear();
-  Similarity(engine, *std::move(doc), std::move(reply));
+  Similarity(engine, *std::move(doc), PathModel(request), std::move(reply));
 }
 
 void HandleTeiRoot(Engine* engine, HttpRequest request, HttpReply reply) {
   absl::StatusOr<json> doc = ParseBody(request);
   if (!doc.ok()) return reply.Send(TeiError(doc.status()));
   request.body.clear();
+  const absl::string_view path_model = PathModel(request);
   if (auto inputs = doc->find("inputs"); inputs != doc->end() && inputs->is_object()) {
-    return Similarity(engine, *std::move(doc), std::move(reply));
+    return Similarity(engine, *std::move(doc), path_model, std::move(reply));
   }
   absl::StatusOr<std::string> model =
-      ChooseModel(*engine, *doc, {"embed", "sparse", "rerank", "classify"}, "a model");
+      ChooseModel(*engine, *doc, path_model, {"embed", "sparse", "rerank", "classify"},
+                  "an embedding, sparse, re-ranking or classification model");
   if (!model.ok()) return reply.Send(TeiError(model.status()));
   absl::StatusOr<const ModelSpec*> spec = engine->GetModelSpec(*model);
   if (!spec.ok()) return reply.Send(TeiError(spec.status()));
   const std::string task = ModelTask(**spec);
   (*doc)["model"] = *model;
-  if (task == "embed") return SubmitEmbed(engine, *std::move(doc), std::move(reply), false);
+  if (task == "embed") {
+    return SubmitEmbed(engine, *std::move(doc), path_model, std::move(reply), false);
+  }
   if (task == "sparse") {
-    return SubmitEmbed(engine, *std::move(doc), std::move(reply), false, Kind::kSparse);
+    return SubmitEmbed(engine, *std::move(doc), path_model, std::move(reply), false, Kind::kSparse);
   }
   const bool rerank = task == "rerank" && doc->contains("query");
   SubmitScoring(rerank ? ScoringApi::kTeiRerank : ScoringApi::kTeiPredict, engine, *std::move(doc),
-                std::move(reply));
+                std::move(reply), path_model);
 }
 
 absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::string_view body,
                                const std::function<absl::Status(RequestSource&)>& admit,
-                               bool* empty, EmbeddingsCall::Kind kind) {
+                               bool* empty, EmbeddingsCall::Kind kind,
+                               absl::string_view path_model) {
   *empty = false;
   absl::StatusOr<json> doc = ParseJson(body, "the request body");
   if (doc.ok() && !doc->is_object()) return Invalid("the request body is not a JSON object");
@@ -341,7 +350,7 @@ absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::stri
     doc = SimilarityAsEmbed(*std::move(doc), empty);
     if (!doc.ok()) return doc.status();
   }
-  absl::StatusOr<std::string> model = ChooseEmbedModel(engine, *doc, kind);
+  absl::StatusOr<std::string> model = ChooseEmbedModel(engine, *doc, path_model, kind);
   if (!model.ok()) return model.status();
   EmbeddingsCall call;
   call.tei = true;

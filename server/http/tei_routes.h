@@ -33,7 +33,9 @@
 //                     given a "query", /predict otherwise
 //
 // The model: the body's "model" (or /info's ?model=) where it names one,
-// else the one loaded model that can answer (ChooseModel). The options go
+// else the one loaded model that can answer (ChooseModel); under a model's
+// base path /models/{name} (server/http/route_table.h), that model, as a
+// TEI server answers with its one. The options go
 // to the model (InferRequest's truncate, prompt_name, normalize,
 // dimensions), which judges them: an unknown prompt, or dimensions the
 // model cannot give, is refused naming the reason.
@@ -79,10 +81,12 @@ void HandleTeiRoot(Engine* engine, HttpRequest request, HttpReply reply);
 // fuzz target: the depth-bounded parse, the model's choice, then its
 // request source handed to `admit` (the engine's admission pass). The first
 // refusal (`*empty` set for an empty list), else `admit`'s status.
+// `path_model`: the model a base path /models/{name} names, or empty.
 absl::Status AdmitTeiEmbedBody(bool similarity, const Engine& engine, absl::string_view body,
                                const std::function<absl::Status(RequestSource&)>& admit,
                                bool* empty,
-                               EmbeddingsCall::Kind kind = EmbeddingsCall::Kind::kPooled);
+                               EmbeddingsCall::Kind kind = EmbeddingsCall::Kind::kPooled,
+                               absl::string_view path_model = {});
 // GET /info, for `model` (empty: the one loaded model, else the first of
 // them by name, with every model's Info in "models").
 HttpResponse TeiInfo(const Engine& engine, const std::string& model);

@@ -32,11 +32,13 @@ struct TextModel {
   RequestLimits limits;
 };
 
-// The body's model (ChooseModel) and its tokenizer.
-absl::StatusOr<TextModel> ChooseTextModel(const Engine& engine, const json& doc) {
-  INFER_ASSIGN_OR_RETURN(std::string name,
-                         ChooseModel(engine, doc, {"embed", "sparse", "rerank", "classify"},
-                                     "a model that tokenises text"));
+// The body's model (ChooseModel; `path_model`: the one the path names) and
+// its tokenizer.
+absl::StatusOr<TextModel> ChooseTextModel(const Engine& engine, const json& doc,
+                                          absl::string_view path_model) {
+  INFER_ASSIGN_OR_RETURN(std::string name, ChooseModel(engine, doc, path_model,
+                                                       {"embed", "sparse", "rerank", "classify"},
+                                                       "a model that tokenises text"));
   TextModel m;
   INFER_ASSIGN_OR_RETURN(m.model, engine.GetModel(name));
   INFER_ASSIGN_OR_RETURN(m.limits, engine.GetRequestLimits(name));
@@ -62,8 +64,9 @@ absl::Status CheckCount(const TextModel& m, size_t n, bool* empty) {
 // [[{"id", "text", "special", "start", "stop"}, ..], ..]: each token's
 // bytes of the (prompted) text, as TEI gives them; a special token's text
 // is the token, without offsets.
-absl::StatusOr<std::string> Tokenize(const Engine& engine, const json& doc, bool* empty) {
-  INFER_ASSIGN_OR_RETURN(TextModel m, ChooseTextModel(engine, doc));
+absl::StatusOr<std::string> Tokenize(const Engine& engine, const json& doc,
+                                     absl::string_view path_model, bool* empty) {
+  INFER_ASSIGN_OR_RETURN(TextModel m, ChooseTextModel(engine, doc, path_model));
   auto inputs = doc.find("inputs");
   if (inputs == doc.end() || !(inputs->is_string() || inputs->is_array())) {
     return Invalid("'inputs' must be a string or an array of strings");
@@ -122,8 +125,9 @@ absl::StatusOr<std::string> Tokenize(const Engine& engine, const json& doc, bool
 }
 
 // ["text", ..]: each sequence of ids decoded.
-absl::StatusOr<std::string> Decode(const Engine& engine, const json& doc, bool* empty) {
-  INFER_ASSIGN_OR_RETURN(TextModel m, ChooseTextModel(engine, doc));
+absl::StatusOr<std::string> Decode(const Engine& engine, const json& doc,
+                                   absl::string_view path_model, bool* empty) {
+  INFER_ASSIGN_OR_RETURN(TextModel m, ChooseTextModel(engine, doc, path_model));
   auto ids = doc.find("ids");
   const char* form = "'ids' must be an array of token ids or an array of such arrays";
   if (ids == doc.end() || !ids->is_array()) return Invalid(form);
@@ -176,7 +180,9 @@ void Answer(Engine* engine, const HttpRequest& request, HttpReply reply, bool de
   absl::StatusOr<std::string> body = [&]() -> absl::StatusOr<std::string> {
     INFER_ASSIGN_OR_RETURN(json doc, ParseJson(request.body, "the request body"));
     if (!doc.is_object()) return Invalid("the request body is not a JSON object");
-    return decode ? Decode(*engine, doc, &empty) : Tokenize(*engine, doc, &empty);
+    const absl::string_view path_model = PathModel(request);
+    return decode ? Decode(*engine, doc, path_model, &empty)
+                  : Tokenize(*engine, doc, path_model, &empty);
   }();
   if (!body.ok()) return reply.Send(ScoringError(ScoringApi::kTeiPredict, body.status(), empty));
   reply.Send(HttpResponse{200, "application/json", *std::move(body)});
