@@ -32,7 +32,7 @@ FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
 DENSE = os.path.join(HERE, "..", "fixtures", "dense_head")
 FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral",
             "distilbert", "nomic_bert", "new", "nomic_bert-native", "gte", "roberta", "camembert",
-            "qwen2-scaled"]
+            "qwen2-scaled", "xlm-roberta-pad3", "mpnet-pad0"]
 
 
 def read_safetensors(path):
