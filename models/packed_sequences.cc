@@ -13,7 +13,8 @@ int64_t CountRealTokens(const int64_t* mask, int64_t n) {
 
 void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* types, int64_t rows,
                       int64_t seq, const PackedLayout& layout, int32_t* buffer, int64_t* row,
-                      int64_t* token, int64_t* longest, int64_t* width, bool positions_by_order) {
+                      int64_t* token, int64_t* longest, int64_t* width,
+                      int64_t position_padding_id) {
   int32_t* out_ids = buffer + layout.ids();
   int32_t* out_positions = buffer + layout.positions();
   int32_t* out_types = layout.with_types ? buffer + layout.types() : nullptr;
@@ -21,10 +22,13 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* ty
   if (*row == 0) offsets[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t begin = *token;
+    int64_t counted = 0;  // RoBERTa's: the row's tokens so far that are not padding
     for (int64_t s = 0; s < seq; ++s) {
       const int64_t i = r * seq + s;
+      const bool padding = ids[i] == position_padding_id;
+      if (!padding) ++counted;
       if (mask != nullptr && mask[i] == 0) continue;
-      const int64_t position = positions_by_order ? *token - begin : s;
+      const int64_t position = position_padding_id < 0 ? s : padding ? -1 : counted - 1;
       out_ids[*token] = static_cast<int32_t>(ids[i]);
       out_positions[*token] = static_cast<int32_t>(position);
       if (out_types != nullptr)
@@ -38,12 +42,12 @@ void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* ty
 }
 
 PackedSequences::PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
-                                 const int64_t* types, bool positions_by_order)
+                                 const int64_t* types, int64_t position_padding_id)
     : layout_{rows, CountRealTokens(mask, rows * seq), types != nullptr},
       buffer_(layout_.bytes() / sizeof(int32_t)) {
   int64_t row = 0, token = 0;
   AppendPackedRows(ids, mask, types, rows, seq, layout_, buffer_.data(), &row, &token, &longest_,
-                   &width_, positions_by_order);
+                   &width_, position_padding_id);
 }
 
 PackedSequencesView PackedLayout::View(const int32_t* buffer, const int32_t* host_offsets,

@@ -3,8 +3,13 @@
 // 0..tokens-1 in sequence order; sequence r owns [offsets[r], offsets[r + 1]).
 // Each token's position id is the column it had in its request's row (BERT:
 // a row whose attention mask has holes, or left padding, computes exactly
-// what it would padded), or, for families that count positions over the real
-// tokens (XLM-R, MPNet: `positions_by_order`), its index within its sequence.
+// what it would padded), or, for the families with RoBERTa's position ids
+// (`position_padding_id` >= 0: RoBERTa, XLM-R, CamemBERT, MPNet; see
+// TransformerSpec::position_padding_id), as transformers'
+// create_position_ids_from_input_ids counts them, less the row of the first
+// counted token: the number of tokens of its row before it whose id is not
+// position_padding_id (masked ones included, as transformers counts them),
+// and -1 for a token whose id is position_padding_id (its padding position).
 //
 // Staged as one int32 buffer (PackedLayout): ids[tokens], positions[tokens],
 // offsets[rows + 1], and, for models with token-type (segment) embeddings,
@@ -57,11 +62,11 @@ int64_t CountRealTokens(const int64_t* mask, int64_t n);
 // where it continues: the next sequence and token index, advanced past what
 // was appended; `*longest` and `*width` grow to cover the rows. The caller
 // has checked the ids and types and that the layout holds them. Positions
-// are columns, or indices within the sequence when `positions_by_order`.
+// are columns when `position_padding_id` is -1, else RoBERTa's (above).
 void AppendPackedRows(const int64_t* ids, const int64_t* mask, const int64_t* types, int64_t rows,
                       int64_t seq, const PackedLayout& layout, int32_t* buffer, int64_t* row,
                       int64_t* token, int64_t* longest, int64_t* width,
-                      bool positions_by_order = false);
+                      int64_t position_padding_id = -1);
 
 // A packed batch in host memory: for tests, tools and the CPU encoder's
 // host-side entry point.
@@ -71,7 +76,7 @@ class PackedSequences {
   // and optional token types (null: none in the layout); positions as
   // AppendPackedRows writes them.
   PackedSequences(const int64_t* ids, const int64_t* mask, int64_t rows, int64_t seq,
-                  const int64_t* types = nullptr, bool positions_by_order = false);
+                  const int64_t* types = nullptr, int64_t position_padding_id = -1);
   PackedSequencesView view() const;
 
  private:

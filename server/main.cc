@@ -107,7 +107,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     defaults.folder_params["pooling"] =
         flags.pooling == "last-token" ? "last_token" : flags.pooling;
   }
-  if (flags.auto_truncate) defaults.folder_params["auto_truncate"] = "true";
+  defaults.folder_params["auto_truncate"] = flags.auto_truncate ? "true" : "false";
   if (!flags.default_prompt_name.empty()) {
     defaults.folder_params["prompt_name"] = flags.default_prompt_name;
   }

@@ -47,10 +47,11 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "folder's own (its modules.json / 1_Pooling)")
       ->check(CLI::IsMember({"mean", "cls", "last_token", "last-token", "splade"}));
   app->add_flag("--auto-truncate", flags->auto_truncate,
-                "cut texts longer than the model's maximum (as sentence-transformers does) "
-                "instead of refusing them, for every Hugging Face folder served without a "
-                "config.pbtxt (TEI's --auto-truncate); a request's truncate parameter still "
-                "applies without it");
+                "default true: cut texts longer than the model's maximum (as "
+                "sentence-transformers does), for every Hugging Face folder served without a "
+                "config.pbtxt (TEI's --auto-truncate); --auto-truncate=false refuses them "
+                "instead (HTTP 422, gRPC INVALID_ARGUMENT, naming both lengths). A request's "
+                "truncate parameter (TEI's truncate: false) overrides it");
   app->add_option("--default-prompt-name", flags->default_prompt_name,
                   "the prompt of config_sentence_transformers.json put before every text of every "
                   "Hugging Face folder served without a config.pbtxt (TEI's "

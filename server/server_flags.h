@@ -18,9 +18,9 @@ struct ServerFlags {
   std::vector<std::string> models;  // --model [NAME=]DIR, in order
   std::string precision = "auto";   // for configs that name none (models/precision.h names)
   // For Hugging Face folders served without a config.pbtxt (TEI's options of
-  // the same names); empty / false: what the folder's files say.
-  std::string pooling;  // mean, cls, last_token (or TEI's last-token), splade
-  bool auto_truncate = false;
+  // the same names); empty: what the folder's files say.
+  std::string pooling;        // mean, cls, last_token (or TEI's last-token), splade
+  bool auto_truncate = true;  // false: texts over the model's length are refused
   std::string default_prompt_name;
   int64_t max_receive_message_bytes = 64 << 20;
   double drain_grace_s = 5.0;

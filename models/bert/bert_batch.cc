@@ -239,7 +239,7 @@ absl::StatusOr<std::unique_ptr<ModelBatch>> BertModel::Prepare(
     AppendPackedRows(ids->as<int64_t>(), mask_of(i),
                      types != nullptr ? types->as<int64_t>() : nullptr, ids->shape[0],
                      ids->shape[1], layout, buffer, &row, &token, &longest, &width,
-                     /*positions_by_order=*/encoder_->spec().position_offset > 0);
+                     encoder_->spec().position_padding_id);
   }
   std::vector<int32_t> host_offsets(buffer + layout.offsets(),
                                     buffer + layout.offsets() + layout.rows + 1);

@@ -215,7 +215,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   m->spec_.description = absl::StrCat(
       c.Describe(), "; tokenizer ", tokenizer.source, "; ", task, "; texts up to ", m->max_length_,
       " tokens (", length_source, ")",
-      options.auto_truncate ? ", longer ones cut" : ", longer ones refused",
+      options.auto_truncate ? ", longer ones truncated" : ", longer ones refused",
       prompt.first.empty() ? "" : absl::StrCat("; prompt '", prompt.first, "' before each text"),
       m->dense_.empty() ? "" : absl::StrCat("; then ", m->dense_.Describe()), gate.description);
   if (options.precision == Precision::kAuto && context.device->info().kind == DeviceKind::kCpu) {

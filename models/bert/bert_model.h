@@ -117,7 +117,9 @@ struct BertModelOptions {
   // 0: sentence-transformers' limit (see above); else this, up to the
   // position table.
   int64_t max_sequence_length = 0;
-  // Texts longer than the limit are cut to it instead of refused.
+  // Texts longer than the limit are cut to it instead of refused (the
+  // server sets it for folders without a config.pbtxt unless
+  // --auto-truncate=false; a config.pbtxt's own parameter, default false).
   bool auto_truncate = false;
   // The sentence-transformers prompt (config_sentence_transformers.json's
   // prompts) prepended to every text; empty: its default_prompt_name's, if

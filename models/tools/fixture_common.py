@@ -28,15 +28,15 @@ def train_corpus():
     return tokenizer_corpus.lines(3000, seed=5) + TEXTS * 20
 
 
-def unigram_tokenizer(max_length):
+def unigram_tokenizer(max_length, specials=("<s>", "<pad>", "</s>", "<unk>", "<mask>")):
+    """XLM-R's style; `specials` in id order (the same five names)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from tokenizers import decoders
     tok = Tokenizer(models.Unigram())
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(" {2,}", " ")])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.train_from_iterator(train_corpus(), trainers.UnigramTrainer(
-        vocab_size=VOCAB, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-        unk_token="<unk>"))
+        vocab_size=VOCAB, special_tokens=list(specials), unk_token="<unk>"))
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
@@ -45,10 +45,12 @@ def unigram_tokenizer(max_length):
     return tok, {"bos": bos, "eos": eos, "pad": tok.token_to_id("<pad>")}
 
 
-def wordpiece_tokenizer(specials, template_cls, template_sep):
+def wordpiece_tokenizer(specials, template_cls, template_sep, unk=None, pad=None):
+    """BERT's style; `specials` in id order, the unknown and padding tokens
+    specials[3] and specials[1] unless `unk` and `pad` name others."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
     from tokenizers import decoders
-    tok = Tokenizer(models.WordPiece(unk_token=specials[3]))
+    tok = Tokenizer(models.WordPiece(unk_token=unk or specials[3]))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.train_from_iterator(train_corpus(), trainers.WordPieceTrainer(
@@ -59,7 +61,7 @@ def wordpiece_tokenizer(specials, template_cls, template_sep):
         pair=f"{template_cls} $A {template_sep} {template_sep} $B {template_sep}",
         special_tokens=[(template_cls, cls), (template_sep, sep)])
     tok.decoder = decoders.WordPiece()
-    return tok, {"bos": cls, "eos": sep, "pad": tok.token_to_id(specials[1])}
+    return tok, {"bos": cls, "eos": sep, "pad": tok.token_to_id(pad or specials[1])}
 
 
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"

@@ -66,6 +66,14 @@ window of 16 on the layers from max_window_layers (1) on: layer_types marks
 layer 1 of 2 sliding; seven of its inputs (up to 96 tokens) are longer than
 the window, and the halved positions change every input of two tokens or
 more.
+mpnet-pad0 and xlm-roberta-pad3 check RoBERTa's position ids
+(create_position_ids_from_input_ids: the tokens whose id is the padding id
+take its position and are not counted): MPNet whose config says
+pad_token_id 0 (<pad> 0, <mask> 1: transformers' MPNetEmbeddings takes 1
+as the padding id whatever the config says, so its positions start at 2
+and <mask> takes position 1), and XLM-R whose pad_token_id is 3 (its
+positions start at 4); both with texts that hold the pad token (and
+MPNet's <mask>) inside them, which their tokenizers map to those ids.
 Weights use initializer_range 0.2 so that attention is far from uniform
 and errors show.
 
@@ -132,6 +140,28 @@ def families(head_dim=None):
                                     layer_norm_eps=1e-5, pad_token_id=ids["pad"],
                                     bos_token_id=ids["bos"], eos_token_id=ids["eos"], **common)
         return eager(tf.CamembertModel, config, add_pooling_layer=False), tok, "cls", 64
+
+    # XLM-R with pad_token_id 3 (not 1): its position table from row 4.
+    def xlmr_pad3():
+        tok, ids = unigram_tokenizer(64, specials=("<s>", "<unk>", "</s>", "<pad>", "<mask>"))
+        assert ids["pad"] == 3
+        config = tf.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                                     max_position_embeddings=68, type_vocab_size=1,
+                                     pad_token_id=ids["pad"], bos_token_id=ids["bos"],
+                                     eos_token_id=ids["eos"], **common)
+        return eager(tf.XLMRobertaModel, config, add_pooling_layer=False), tok, "mean", 64
+
+    # MPNet with pad_token_id 0: transformers still takes id 1 (<mask>
+    # here) as the padding id, so positions start at row 2.
+    def mpnet_pad0():
+        tok, ids = wordpiece_tokenizer(["<pad>", "<mask>", "<s>", "</s>", "<unk>"], "<s>", "</s>",
+                                       unk="<unk>", pad="<pad>")
+        assert ids["pad"] == 0 and tok.token_to_id("<mask>") == 1
+        config = tf.MPNetConfig(vocab_size=tok.get_vocab_size(), num_hidden_layers=2,
+                                max_position_embeddings=66, relative_attention_num_buckets=32,
+                                pad_token_id=ids["pad"], bos_token_id=ids["bos"],
+                                eos_token_id=ids["eos"], **common)
+        return eager(tf.MPNetModel, config, add_pooling_layer=False), tok, "mean", 64
 
     def mpnet():
         tok, ids = wordpiece_tokenizer(["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>")
@@ -251,7 +281,18 @@ def families(head_dim=None):
     return {"xlm-roberta": xlmr, "mpnet": mpnet, "modernbert": modernbert, "qwen3": qwen3,
             "bert": bert, "qwen2": qwen2, "llama": llama, "mistral": mistral,
             "distilbert": distilbert, "nomic_bert-native": nomic_native, "gte": gte,
-            "roberta": roberta, "camembert": camembert, "qwen2-scaled": qwen2_scaled}
+            "roberta": roberta, "camembert": camembert, "qwen2-scaled": qwen2_scaled,
+            "xlm-roberta-pad3": xlmr_pad3, "mpnet-pad0": mpnet_pad0}
+
+
+# Texts of a family's fixture after TEXTS: the padding id (and MPNet's
+# fixed padding id, <mask>) inside the text.
+EXTRA_TEXTS = {
+    "xlm-roberta-pad3": ["A man <pad> is playing <pad><pad> a guitar.", "<pad> x",
+                         "Человек <pad> играет"],
+    "mpnet-pad0": ["A man <pad> is playing <mask> a guitar.", "<mask><mask> x <pad>",
+                   "<pad> Человек <mask> играет"],
+}
 
 
 def main():
@@ -292,7 +333,7 @@ def main():
         with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
             json.dump({"model_max_length": max_tokens}, f, indent=1)
         write_sentence_transformers_files(folder, model.config.hidden_size, pooling, max_tokens)
-        inputs = [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS]
+        inputs = [{"text": t, "ids": tok.encode(t).ids} for t in TEXTS + EXTRA_TEXTS.get(name, [])]
         text, ids = long_text(tok, max_tokens)
         inputs.append({"text": None, "ids": ids, "note": f"the longest: {max_tokens} tokens"})
         inputs.append({"text": None, "ids": inputs[0]["ids"][:1], "note": "a single token"})

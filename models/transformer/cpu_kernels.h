@@ -101,16 +101,13 @@ void Attention(SimdLevel level, const AttentionArgs& args, int threads);
 struct EmbeddingArgs {
   const int32_t* ids = nullptr;        // [tokens], trusted
   const int32_t* positions = nullptr;  // [tokens], trusted
-  const int32_t* offsets = nullptr;    // [rows + 1], host memory
-  int64_t rows = 0, tokens = 0, hidden = 0;
+  int64_t tokens = 0, hidden = 0;
   const float* word = nullptr;  // [vocab, hidden]
   // [positions, hidden] or null (no absolute positions). Row
-  // position_offset + p for the token at position p; when by_order, p is
-  // the token's index within its sequence instead of its position id
-  // (RoBERTa counts real tokens).
+  // position_offset + p for the token at position p, p as packed
+  // (models/packed_sequences.h: RoBERTa's -1 is the padding row).
   const float* position = nullptr;
   int64_t position_offset = 0;
-  bool by_order = false;
   // [type_vocab_size, hidden] or null (no token-type table); row types[t]
   // for token t, row 0 for every token when types is null.
   const float* token_type = nullptr;

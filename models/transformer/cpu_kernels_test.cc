@@ -262,8 +262,6 @@ TEST(KernelsTest, EmbeddingSumPoolAndBf16) {
   EmbeddingArgs e;
   e.ids = ids;
   e.positions = positions;
-  e.offsets = offsets;
-  e.rows = 3;
   e.tokens = 3;
   e.hidden = hidden;
   e.word = word.data();
@@ -273,17 +271,18 @@ TEST(KernelsTest, EmbeddingSumPoolAndBf16) {
   EmbeddingSum(e, x.data(), 2);
   EXPECT_EQ(x, (std::vector<float>{10.5, 20.5, 30.5, 40.5, 150.5, 2, 3, 4, 5, 106, 10.5, 20.5, 30.5,
                                    40.5, 150.5}));
-  // RoBERTa's positions: the token's index in its sequence, past an offset
-  // (here 1, so the second row for every first token); no token types.
+  // RoBERTa's positions, past an offset (here 1: position 0 is the second
+  // row, and -1, a padding token's, the first); no token types.
   std::vector<float> roberta(3 * hidden);
   const std::vector<float> positions3 = {9, 9, 9, 9, 9, 0.5, 0.5, 0.5, 0.5, 0.5, 1, 1, 1, 1, 1};
+  const int32_t roberta_positions[] = {0, -1, 1};
+  e.positions = roberta_positions;
   e.position = positions3.data();
   e.position_offset = 1;
-  e.by_order = true;
   e.token_type = nullptr;
   EmbeddingSum(e, roberta.data(), 2);
-  EXPECT_EQ(roberta, (std::vector<float>{10.5, 20.5, 30.5, 40.5, 50.5, 2, 3, 4, 5, 6, 10.5, 20.5,
-                                         30.5, 40.5, 50.5}));
+  EXPECT_EQ(roberta, (std::vector<float>{10.5, 20.5, 30.5, 40.5, 50.5, 10, 11, 12, 13, 14, 11, 21,
+                                         31, 41, 51}));
   std::vector<float> out(3 * hidden, -1.0f);
   Pool(x.data(), offsets, 3, hidden, PoolMode::kMean, /*normalize=*/false, out.data(), 2);
   EXPECT_EQ(out, (std::vector<float>{6.25, 11.75, 17.25, 22.75, 128.25, 0, 0, 0, 0, 0, 10.5, 20.5,

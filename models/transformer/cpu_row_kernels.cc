@@ -22,11 +22,7 @@ void EmbeddingSum(const EmbeddingArgs& a, float* x, int threads) {
     float* out = x + t * hidden;
     std::memcpy(out, w, hidden * sizeof(float));
     if (a.position != nullptr) {
-      int64_t p = a.positions[t];
-      if (a.by_order) {  // the index within its sequence: t less the sequence's first row
-        p = t - *(std::upper_bound(a.offsets, a.offsets + a.rows + 1, static_cast<int32_t>(t)) - 1);
-      }
-      const float* pos = a.position + (a.position_offset + p) * hidden;
+      const float* pos = a.position + (a.position_offset + a.positions[t]) * hidden;
       for (int64_t i = 0; i < hidden; ++i) out[i] += pos[i];
     }
     if (a.token_type != nullptr) {

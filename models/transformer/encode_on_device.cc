@@ -66,8 +66,7 @@ absl::StatusOr<PackedSequences> CheckAndPackHost(const TransformerSpec& spec,
     if (m != 0 && m != 1) return absl::InvalidArgumentError("mask values are 0 or 1");
   }
   return PackedSequences(ids.data(), mask.data(), batch, seq,
-                         types.empty() ? nullptr : types.data(),
-                         /*positions_by_order=*/spec.position_offset > 0);
+                         types.empty() ? nullptr : types.data(), spec.position_padding_id);
 }
 
 namespace {

@@ -399,14 +399,11 @@ absl::Status TransformerEncoderCpu::Forward(const PackedSequencesView& batch,
   cpu::EmbeddingArgs embed;
   embed.ids = batch.ids;
   embed.positions = batch.positions;
-  embed.offsets = batch.host_offsets;
-  embed.rows = batch.rows;
   embed.tokens = tokens;
   embed.hidden = h;
   embed.word = word_.data();
   embed.position = position_.empty() ? nullptr : position_.data();
   embed.position_offset = c.position_offset;
-  embed.by_order = c.position_offset > 0;
   embed.token_type = token_type_.empty() ? nullptr : token_type_.data();
   embed.types = batch.types;
   cpu::EmbeddingSum(embed, x, threads_);

@@ -72,12 +72,10 @@ absl::StatusOr<std::unique_ptr<TransformerEncoder>> TransformerEncoderCuda::Crea
     return absl::OkStatus();
   };
   INFER_ASSIGN_OR_RETURN(m->word_, up.Half(w.word));
-  // The table from the first position past the offset (RoBERTa's
-  // pad_token_id + 1), so that row p is position p.
+  // The whole table: RoBERTa's padding position is read at its row
+  // (PositionZero).
   if (!w.position.empty()) {
-    INFER_ASSIGN_OR_RETURN(m->position_, up.Half(std::vector<float>(
-                                             w.position.begin() + c.position_offset * c.hidden_size,
-                                             w.position.end())));
+    INFER_ASSIGN_OR_RETURN(m->position_, up.Half(w.position));
   }
   // A family without token types (DistilBERT) gets one row of zeros on the
   // tuned path, whose embedding kernel always adds a row.
@@ -148,6 +146,11 @@ std::string TransformerEncoderCuda::Implementation() const {
 
 int64_t TransformerEncoderCuda::ResidentBytes() const {
   return graphs_ != nullptr ? graphs_->Bytes() : 0;
+}
+
+const __half* TransformerEncoderCuda::PositionZero() const {
+  if (position_.get() == nullptr) return nullptr;
+  return position_.as<__half>() + spec_.position_offset * spec_.hidden_size;
 }
 
 int64_t TransformerEncoderCuda::XCols() const {
@@ -287,7 +290,7 @@ absl::Status TransformerEncoderCuda::Forward(Stream* stream, const PackedSequenc
   const auto eps = static_cast<float>(c.norm_eps);
   INFER_RETURN_IF_CUDA_ERROR(
       cuda::LaunchEmbedLayerNorm(s, packed.ids, packed.positions, packed.types, word_.as<__half>(),
-                                 position_.as<__half>(), token_type_.as<__half>(),
+                                 PositionZero(), token_type_.as<__half>(),
                                  embed_norm_.gamma.as<float>(), embed_norm_.beta.as<float>(), eps,
                                  tokens, h, xh),
       "embedding kernel");

@@ -152,6 +152,10 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   int64_t CtxCols() const;
   int64_t WorkCols() const;
   int64_t QuantCols() const;
+  // The position table's row of packed position 0 (spec_.position_offset,
+  // so that RoBERTa's padding position, -1, is the row before), or null
+  // without one.
+  const __half* PositionZero() const;
 
   TransformerSpec spec_;
   DenseHead classifier_;                    // spec_.labels' head (host memory), or empty
@@ -160,7 +164,8 @@ class TransformerEncoderCuda final : public TransformerEncoder {
   Precision precision_ = Precision::kFp16;
   DeviceContext context_;
   std::unique_ptr<Stream> weights_stream_;
-  DeviceBuffer word_, position_, token_type_;  // FP16; position, token_type may be empty
+  // FP16, whole; position, token_type may be empty.
+  DeviceBuffer word_, position_, token_type_;
   Norm embed_norm_, final_norm_;
   std::vector<Layer> layers_;
   std::vector<DeviceBuffer> inv_freqs_;  // FP32 [head_dim / 2] per distinct θ

@@ -73,7 +73,7 @@ class CudaFamiliesTest : public ::testing::TestWithParam<const char*> {
     }
     // Packed as the served model packs (BertModel::Prepare).
     const PackedSequences host(ids.data(), mask.data(), rows, seq, types.data(),
-                               /*positions_by_order=*/encoder.spec().position_offset > 0);
+                               encoder.spec().position_padding_id);
     const PackedSequencesView h = host.view();
     const PackedLayout layout{h.rows, h.tokens, /*with_types=*/true};
     DeviceArray<int32_t> input(layout.bytes() / sizeof(int32_t));
@@ -239,7 +239,9 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFamiliesTest,
                                            "families-cuda/distilbert", "families-cuda/nomic_bert",
                                            "families-cuda/new", "families-cuda/nomic_bert-native",
                                            "families-cuda/gte", "families-cuda/roberta",
-                                           "families-cuda/camembert", "families-cuda/qwen2-scaled"),
+                                           "families-cuda/camembert", "families-cuda/qwen2-scaled",
+                                           "families-cuda/xlm-roberta-pad3",
+                                           "families-cuda/mpnet-pad0"),
                          testing::FamilyTestName);
 
 }  // namespace

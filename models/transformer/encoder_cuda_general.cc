@@ -108,7 +108,6 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
   auto row_norm = [&](const Norm& n) {
     return cuda::RowNorm{n.gamma.as<float>(), n.beta.as<float>(), eps, rms};
   };
-  const cuda::EmbedPositions where{packed.positions, packed.offsets, rows, c.position_offset > 0};
   cuda::AttentionMask mask;
   mask.causal = c.causal;
   if (relative_bias_.get() != nullptr) {
@@ -150,9 +149,9 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
     // norm of it, in FP16, in ctx.
     auto* x = static_cast<float*>(scratch.x);
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchEmbed(s, packed.ids, where, packed.types, word_.as<__half>(),
-                          position_.as<__half>(), token_type_.as<__half>(), row_norm(embed_norm_),
-                          tokens, h, x),
+        cuda::LaunchEmbed(s, packed.ids, packed.positions, packed.types, word_.as<__half>(),
+                          PositionZero(), token_type_.as<__half>(), row_norm(embed_norm_), tokens,
+                          h, x),
         "embedding kernel");
     // The first block's input: its norm (none in ModernBERT's layer 0), or
     // with no layers the final norm.
@@ -178,9 +177,9 @@ absl::Status TransformerEncoderCuda::ForwardGeneral(Stream* stream,
     // Post-norm (MPNet): BERT's order, the residual stream in FP16.
     auto* x = static_cast<__half*>(scratch.x);
     INFER_RETURN_IF_CUDA_ERROR(
-        cuda::LaunchEmbed(s, packed.ids, where, packed.types, word_.as<__half>(),
-                          position_.as<__half>(), token_type_.as<__half>(), row_norm(embed_norm_),
-                          tokens, h, x),
+        cuda::LaunchEmbed(s, packed.ids, packed.positions, packed.types, word_.as<__half>(),
+                          PositionZero(), token_type_.as<__half>(), row_norm(embed_norm_), tokens,
+                          h, x),
         "embedding kernel");
     for (const Layer& l : layers_) {
       INFER_RETURN_IF_ERROR(attention(l, x));

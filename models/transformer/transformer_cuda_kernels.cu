@@ -51,24 +51,8 @@ __device__ void NormRow(float* s, int hidden, const RowNorm& n, float* red, Out*
   }
 }
 
-// The index of token r within its sequence: r - offsets[s] for the s with
-// offsets[s] <= r < offsets[s + 1] (binary search; empty rows share an
-// offset with the next, and the last such s is taken).
-__device__ int IndexInSequence(const int32_t* __restrict__ offsets, int rows, int r) {
-  int lo = 0, hi = rows;  // offsets[lo] <= r < offsets[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (__ldg(offsets + mid) <= r) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return r - __ldg(offsets + lo);
-}
-
 template <typename X>
-__global__ void EmbedKernel(const int32_t* __restrict__ ids, EmbedPositions where,
+__global__ void EmbedKernel(const int32_t* __restrict__ ids, const int32_t* __restrict__ positions,
                             const int32_t* __restrict__ types, const __half* __restrict__ word,
                             const __half* __restrict__ position,
                             const __half* __restrict__ token_type, RowNorm norm, int hidden,
@@ -78,12 +62,7 @@ __global__ void EmbedKernel(const int32_t* __restrict__ ids, EmbedPositions wher
   const int64_t r = blockIdx.x;
   const __half* w = word + static_cast<int64_t>(__ldg(ids + r)) * hidden;
   const __half* p = nullptr;
-  if (position != nullptr) {
-    const int at = where.by_order ? IndexInSequence(where.offsets, static_cast<int>(where.rows),
-                                                    static_cast<int>(r))
-                                  : __ldg(where.positions + r);
-    p = position + static_cast<int64_t>(at) * hidden;
-  }
+  if (position != nullptr) p = position + static_cast<int64_t>(__ldg(positions + r)) * hidden;
   const __half* tt =
       token_type != nullptr
           ? token_type + static_cast<int64_t>(types != nullptr ? __ldg(types + r) : 0) * hidden
@@ -242,17 +221,14 @@ size_t RowBytes(int64_t hidden) { return static_cast<size_t>(hidden) * sizeof(fl
 namespace {
 
 template <typename X>
-cudaError_t Embed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+cudaError_t Embed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
                   const int32_t* types, const __half* word, const __half* position,
                   const __half* token_type, const RowNorm& norm, int64_t tokens, int64_t hidden,
                   X* x) {
-  if (!RowSizesOk(tokens, hidden) || where.rows < 0 || where.rows > 2147483647 ||
-      tokens > 2147483647) {
-    return cudaErrorInvalidValue;
-  }
+  if (!RowSizesOk(tokens, hidden) || tokens > 2147483647) return cudaErrorInvalidValue;
   if (tokens == 0 || hidden == 0) return cudaSuccess;
   EmbedKernel<X><<<static_cast<unsigned>(tokens), kRowThreads, RowBytes(hidden), stream>>>(
-      ids, where, types, word, position, token_type, norm, static_cast<int>(hidden), x);
+      ids, positions, types, word, position, token_type, norm, static_cast<int>(hidden), x);
   return cudaGetLastError();
 }
 
@@ -268,18 +244,18 @@ cudaError_t AddNorm(cudaStream_t stream, X* x, const __half* y, const float* bia
 
 }  // namespace
 
-cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
                         const int32_t* types, const __half* word, const __half* position,
                         const __half* token_type, const RowNorm& norm, int64_t tokens,
                         int64_t hidden, __half* x) {
-  return Embed(stream, ids, where, types, word, position, token_type, norm, tokens, hidden, x);
+  return Embed(stream, ids, positions, types, word, position, token_type, norm, tokens, hidden, x);
 }
 
-cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
                         const int32_t* types, const __half* word, const __half* position,
                         const __half* token_type, const RowNorm& norm, int64_t tokens,
                         int64_t hidden, float* x) {
-  return Embed(stream, ids, where, types, word, position, token_type, norm, tokens, hidden, x);
+  return Embed(stream, ids, positions, types, word, position, token_type, norm, tokens, hidden, x);
 }
 
 cudaError_t LaunchAddNorm(cudaStream_t stream, __half* x, const __half* y, const float* bias,

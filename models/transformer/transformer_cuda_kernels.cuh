@@ -38,26 +38,17 @@ struct RowNorm {
   bool rms = false;
 };
 
-// Where a token's absolute position comes from: its packed position id, or
-// (by_order: XLM-R's and MPNet's, which transformers counts over real
-// tokens) its index within its sequence, found from the device offsets
-// [rows + 1].
-struct EmbedPositions {
-  const int32_t* positions = nullptr;
-  const int32_t* offsets = nullptr;
-  int64_t rows = 0;
-  bool by_order = false;
-};
-
-// x[r] = norm(word[ids[r]] (+ position[p]) (+ token_type[t])) for the
-// `tokens` rows, p as `where` says, t = types[r] (0 when types is null);
-// position or token_type null: that table is not added. Tables FP16 [*,
-// hidden]; x FP16, or FP32 (a residual stream kept in FP32).
-cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+// x[r] = norm(word[ids[r]] (+ position[positions[r]]) (+ token_type[t]))
+// for the `tokens` rows, t = types[r] (0 when types is null); position or
+// token_type null: that table is not added. Tables FP16 [*, hidden];
+// `position` points at the row of position 0, so that a negative packed
+// position (RoBERTa's padding position, -1: models/packed_sequences.h)
+// reads the row before it. x FP16, or FP32 (a residual stream kept in FP32).
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
                         const int32_t* types, const __half* word, const __half* position,
                         const __half* token_type, const RowNorm& norm, int64_t tokens,
                         int64_t hidden, __half* x);
-cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const EmbedPositions& where,
+cudaError_t LaunchEmbed(cudaStream_t stream, const int32_t* ids, const int32_t* positions,
                         const int32_t* types, const __half* word, const __half* position,
                         const __half* token_type, const RowNorm& norm, int64_t tokens,
                         int64_t hidden, float* x);

@@ -267,38 +267,37 @@ TEST(TransformerCudaKernelsTest, AddNormMatchesTheReference) {
   }
 }
 
-TEST(TransformerCudaKernelsTest, EmbeddingPositionsByIdOrByOrder) {
+// Each token's position row is read at its packed position past the row
+// `position` points at: columns (BERT, with holes and left padding), and
+// RoBERTa's, whose padding position (-1) is the row before.
+TEST(TransformerCudaKernelsTest, EmbeddingReadsThePackedPositions) {
   INFER_SKIP_WITHOUT_GPU();
-  const int64_t hidden = 48, vocab = 30, table = 20;
-  const std::vector<int32_t> offsets = {0, 3, 3, 7, 8};  // an empty sequence among them
+  const int64_t hidden = 48, vocab = 30, table = 22, offset = 2;
   const std::vector<int32_t> ids = {1, 5, 7, 2, 2, 9, 29, 0};
-  const std::vector<int32_t> positions = {4, 5, 6, 0, 1, 2, 3, 19};  // holes / left padding
-  const int64_t tokens = 8, rows = 4;
+  const int64_t tokens = 8;
   const std::vector<float> word = Random(vocab * hidden, 6), pos = Random(table * hidden, 7);
   DeviceArray<uint16_t> d_word(word.size()), d_pos(pos.size()), out(tokens * hidden);
-  DeviceArray<int32_t> d_ids(tokens), d_positions(tokens), d_offsets(rows + 1);
+  DeviceArray<int32_t> d_ids(tokens), d_positions(tokens);
   INFER_ASSERT_CUDA(d_word.Upload(Halves(word)));
   INFER_ASSERT_CUDA(d_pos.Upload(Halves(pos)));
   INFER_ASSERT_CUDA(d_ids.Upload(ids));
-  INFER_ASSERT_CUDA(d_positions.Upload(positions));
-  INFER_ASSERT_CUDA(d_offsets.Upload(offsets));
-  for (const bool by_order : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "by_order " << by_order);
-    const cuda::EmbedPositions where{d_positions.get(), d_offsets.get(), rows, by_order};
-    INFER_ASSERT_CUDA(cuda::LaunchEmbed(
-        nullptr, d_ids.get(), where, nullptr, reinterpret_cast<const __half*>(d_word.get()),
-        reinterpret_cast<const __half*>(d_pos.get()), nullptr, cuda::RowNorm(), tokens, hidden,
-        reinterpret_cast<__half*>(out.get())));
+  for (const std::vector<int32_t>& positions : {std::vector<int32_t>{4, 5, 6, 0, 1, 2, 3, 19},
+                                                std::vector<int32_t>{0, -1, 1, 0, 1, -1, -1, 2}}) {
+    INFER_ASSERT_CUDA(d_positions.Upload(positions));
+    INFER_ASSERT_CUDA(
+        cuda::LaunchEmbed(nullptr, d_ids.get(), d_positions.get(), nullptr,
+                          reinterpret_cast<const __half*>(d_word.get()),
+                          reinterpret_cast<const __half*>(d_pos.get()) + offset * hidden, nullptr,
+                          cuda::RowNorm(), tokens, hidden, reinterpret_cast<__half*>(out.get())));
     INFER_ASSERT_CUDA(cudaDeviceSynchronize());
     std::vector<uint16_t> got;
     INFER_ASSERT_CUDA(out.Download(&got));
     const std::vector<double> w = Doubles(Halves(word)), p = Doubles(Halves(pos));
-    const std::vector<int32_t> order = {0, 1, 2, 0, 1, 2, 3, 0};
     std::vector<double> want;
     for (int64_t t = 0; t < tokens; ++t) {
-      const int32_t at = by_order ? order[t] : positions[t];
+      const int64_t row = offset + positions[t];
       for (int64_t j = 0; j < hidden; ++j)
-        want.push_back(w[ids[t] * hidden + j] + p[at * hidden + j]);
+        want.push_back(w[ids[t] * hidden + j] + p[row * hidden + j]);
     }
     ExpectAllNear(Doubles(got), want);
   }

@@ -460,7 +460,8 @@ INSTANTIATE_TEST_SUITE_P(Families, FamiliesTest,
                          ::testing::Values("xlm-roberta", "mpnet", "modernbert", "qwen3", "bert",
                                            "qwen2", "llama", "mistral", "distilbert", "nomic_bert",
                                            "new", "nomic_bert-native", "gte", "roberta",
-                                           "camembert", "qwen2-scaled"),
+                                           "camembert", "qwen2-scaled", "xlm-roberta-pad3",
+                                           "mpnet-pad0"),
                          testing::FamilyTestName);
 
 // The CUDA encoder's fixtures (heads of 32; Qwen3's query width past its
@@ -474,7 +475,9 @@ INSTANTIATE_TEST_SUITE_P(CudaFixtures, FamiliesTest,
                                            "families-cuda/distilbert", "families-cuda/nomic_bert",
                                            "families-cuda/new", "families-cuda/nomic_bert-native",
                                            "families-cuda/gte", "families-cuda/roberta",
-                                           "families-cuda/camembert", "families-cuda/qwen2-scaled"),
+                                           "families-cuda/camembert", "families-cuda/qwen2-scaled",
+                                           "families-cuda/xlm-roberta-pad3",
+                                           "families-cuda/mpnet-pad0"),
                          testing::FamilyTestName);
 
 }  // namespace

@@ -165,7 +165,12 @@ absl::Status Bert(const Fields& f, TransformerSpec* s) {
         absl::StrCat("field 'position_embedding_type' = '", positions, "'; supported: absolute"));
   }
   s->absolute_positions = true;
-  if (s->model_type != "bert") s->position_offset = s->pad_token_id + 1;
+  if (s->model_type != "bert") {
+    // transformers' RobertaEmbeddings (and XLM-R's, CamemBERT's): padding_idx
+    // is config.pad_token_id, whose default in their config classes is 1.
+    s->position_padding_id = f.Has("pad_token_id") ? s->pad_token_id : 1;
+    s->position_offset = s->position_padding_id + 1;
+  }
   INFER_ASSIGN_OR_RETURN(s->type_vocab_size, f.Positive("type_vocab_size", 2));
   s->embed_norm = true;
   INFER_ASSIGN_OR_RETURN(s->norm_eps, f.PositiveNumber("layer_norm_eps", 1e-12));
@@ -192,7 +197,10 @@ absl::Status DistilBert(const Fields& f, TransformerSpec* s) {
 absl::Status Mpnet(const Fields& f, TransformerSpec* s) {
   INFER_RETURN_IF_ERROR(CommonSizes(f, s));
   s->absolute_positions = true;
-  s->position_offset = s->pad_token_id + 1;
+  // transformers' MPNetEmbeddings fixes padding_idx at 1, whatever the
+  // config's pad_token_id.
+  s->position_padding_id = 1;
+  s->position_offset = 2;
   s->embed_norm = true;
   INFER_ASSIGN_OR_RETURN(s->relative_buckets, f.Positive("relative_attention_num_buckets", 32));
   // transformers buckets distances into 32 whatever the table's size.

@@ -8,11 +8,13 @@
 //
 // Families (config.json "model_type"):
 //   bert                      absolute positions, post-LayerNorm, GELU
-//   roberta, xlm-roberta,     as bert, positions starting at pad_token_id + 1
-//   camembert
+//   roberta, xlm-roberta,     as bert, with RoBERTa's position ids (counted
+//   camembert                 over the tokens that are not pad_token_id; see
+//                             position_padding_id)
 //   distilbert                as bert without token types, under its own
 //                             config and tensor names
-//   mpnet                     as roberta, no token types, plus relative position
+//   mpnet                     as roberta (its padding id fixed at 1), no token
+//                             types, plus relative position
 //                             buckets added to the attention scores (shared by
 //                             every layer)
 //   modernbert                rotary positions (a θ per layer type), pre-norm
@@ -73,7 +75,18 @@ struct TransformerSpec {
   // Embedding: word[id] (+ position[offset + i]) (+ token_type[type]),
   // then a norm when embed_norm.
   bool absolute_positions = false;
-  int64_t position_offset = 0;  // XLM-R, MPNet: pad_token_id + 1
+  // RoBERTa's position ids, as transformers' create_position_ids_from_input_ids
+  // computes them: a token whose id is position_padding_id takes position
+  // row position_padding_id; any other, row position_padding_id + k, k
+  // counting the tokens of its row up to it (itself included, masked ones
+  // too) whose id is not position_padding_id. roberta, xlm-roberta and
+  // camembert: pad_token_id (1 when absent, as their config classes);
+  // mpnet: 1, fixed by transformers' MPNetEmbeddings whatever pad_token_id
+  // says. -1: positions are columns (bert, distilbert) or rotary.
+  int64_t position_padding_id = -1;
+  // The row of the first counted token: position_padding_id + 1 (0 when
+  // -1); packed positions (models/packed_sequences.h) are relative to it.
+  int64_t position_offset = 0;
   int64_t type_vocab_size = 0;  // 0: no token-type table
   bool embed_norm = false;
 

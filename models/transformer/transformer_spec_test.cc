@@ -1,6 +1,7 @@
 #include "models/transformer/transformer_spec.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -64,6 +65,32 @@ TEST(TransformerSpecTest, DistilBertIsBertShapedUnderItsOwnNames) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "config.json: field 'activation' = 'relu'; supported: gelu, gelu_new, "
                        "gelu_pytorch_tanh, silu"));
+}
+
+// Which id RoBERTa's position ids skip, as transformers' embeddings take it:
+// config.pad_token_id for roberta, xlm-roberta and camembert (1 when the
+// config names none, their config classes' default); 1 for mpnet whatever
+// pad_token_id says; none for bert.
+TEST(TransformerSpecTest, PositionPaddingIdIsTransformersPaddingIdx) {
+  const std::string sizes = R"("vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 40)";
+  struct Case {
+    std::string type, pad;
+    int64_t padding_id;
+  };
+  for (const Case& c : std::vector<Case>{{"roberta", R"(, "pad_token_id": 3)", 3},
+                                         {"xlm-roberta", R"(, "pad_token_id": 0)", 0},
+                                         {"camembert", R"(, "pad_token_id": 5)", 5},
+                                         {"roberta", "", 1},
+                                         {"mpnet", R"(, "pad_token_id": 0)", 1},
+                                         {"mpnet", R"(, "pad_token_id": 7)", 1},
+                                         {"bert", R"(, "pad_token_id": 3)", -1}}) {
+    auto s = Parse(absl::StrCat(R"({"model_type": ")", c.type, R"(", )", sizes, c.pad, "}"));
+    ASSERT_THAT(s, IsOk()) << c.type << c.pad;
+    EXPECT_EQ(s->position_padding_id, c.padding_id) << c.type << c.pad;
+    EXPECT_EQ(s->position_offset, c.padding_id + 1) << c.type << c.pad;
+    EXPECT_EQ(s->MaxSequenceLength(), 40 - (c.padding_id + 1)) << c.type << c.pad;
+  }
 }
 
 TEST(TransformerSpecTest, FixtureFamiliesMapToTheirBlocks) {

@@ -69,8 +69,10 @@ struct ServingDefaults {
   Precision precision = Precision::kAuto;
   // Parameters of each Hugging Face folder served without a config.pbtxt
   // (infer-server --pooling, --auto-truncate, --default-prompt-name, as
-  // TEI's options of those names): kHuggingFaceBackend's parameters, checked
-  // as a config's would be. A config.pbtxt sets its own parameters instead.
+  // TEI's options of those names; infer-server always sets auto_truncate,
+  // true unless --auto-truncate=false): kHuggingFaceBackend's parameters,
+  // checked as a config's would be. A config.pbtxt sets its own parameters
+  // instead.
   ModelParams folder_params;
 };
 

@@ -504,6 +504,11 @@ TEST_F(RepositoryTest, FolderParametersApplyToFoldersWithoutAConfig) {
   EXPECT_EQ(spec.pooling, "splade");
   EXPECT_EQ(spec.outputs[0].name, "sparse_counts");
   EXPECT_NE((**(*engine)->GetModelSpec("qwen")).pooling, "splade");  // its config's
+  // auto_truncate (infer-server sets it for every such folder, true unless
+  // --auto-truncate=false): the config.pbtxt, which names none, refuses.
+  EXPECT_TRUE(spec.auto_truncate);
+  EXPECT_FALSE((**(*engine)->GetModelSpec("qwen")).auto_truncate);
+  EXPECT_FALSE((**(*plain)->GetModelSpec("splade")).auto_truncate);
   // A parameter the folder's model cannot take is refused, naming it.
   defaults.folder_params = {{"pooling", "splade"}};
   auto other = Engine::Create({.device = "cpu"});

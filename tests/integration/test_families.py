@@ -21,6 +21,7 @@ import unittest
 
 import numpy as np
 import openai
+from tokenizers import Tokenizer
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
@@ -31,7 +32,7 @@ FIXTURES = os.path.join(HERE, "..", "fixtures", "families")
 DENSE = os.path.join(HERE, "..", "fixtures", "dense_head")
 FAMILIES = ["xlm-roberta", "mpnet", "modernbert", "qwen3", "bert", "qwen2", "llama", "mistral",
             "distilbert", "nomic_bert", "new", "nomic_bert-native", "gte", "roberta", "camembert",
-            "qwen2-scaled"]
+            "qwen2-scaled", "xlm-roberta-pad3", "mpnet-pad0"]
 
 
 def read_safetensors(path):
@@ -100,10 +101,10 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
         cls.server.stop()
         shutil.rmtree(cls.dense_dir, ignore_errors=True)
 
-    def grpc_embed(self, family, name, array, dtype):
+    def grpc_embed(self, family, name, array, dtype, parameters=None):
         inp = grpcclient.InferInput(name, list(array.shape), dtype)
         inp.set_data_from_numpy(array)
-        return self.grpc.infer(family, [inp]).as_numpy("embedding")
+        return self.grpc.infer(family, [inp], parameters=parameters).as_numpy("embedding")
 
     def test_the_log_says_what_was_detected(self):
         log = "".join(self.server.log)
@@ -177,11 +178,21 @@ class FamiliesServedFromFoldersTest(unittest.TestCase):
                 self.assertGreaterEqual(cosine(np.array(d.embedding), want), 0.9999,
                                         f"{family} over HTTP: {text!r}")
 
-    def test_a_text_past_the_folders_limit_is_refused(self):
-        # sentence_bert_config.json's max_seq_length for XLM-R's fixture is 64.
+    def test_a_text_past_the_folders_limit_is_cut_or_refused_on_request(self):
+        # sentence_bert_config.json's max_seq_length for XLM-R's fixture is
+        # 64: cut there by default (a folder without a config.pbtxt), as
+        # sentence-transformers cuts it; refused when the request says
+        # truncate false.
+        text = np.array([" ".join(["word"] * 200).encode()], dtype=object)
+        got = self.grpc_embed("xlm-roberta", "text", text, "BYTES")
+        tok = Tokenizer.from_file(os.path.join(FIXTURES, "xlm-roberta", "tokenizer.json"))
+        tok.enable_truncation(64)
+        ids = np.array([tok.encode(text[0].decode()).ids], dtype=np.int64)
+        self.assertEqual(ids.shape, (1, 64))
+        np.testing.assert_allclose(got, self.grpc_embed("xlm-roberta", "input_ids", ids, "INT64"),
+                                   atol=1e-6)
         with self.assertRaises(InferenceServerException) as e:
-            self.grpc_embed("xlm-roberta", "text",
-                            np.array([" ".join(["word"] * 200).encode()], dtype=object), "BYTES")
+            self.grpc_embed("xlm-roberta", "text", text, "BYTES", parameters={"truncate": False})
         self.assertIn("model 'xlm-roberta' allows 64", str(e.exception))
 
 

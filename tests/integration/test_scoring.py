@@ -225,13 +225,14 @@ class ScoringTest(unittest.TestCase):
         for row, w in zip(scores, want):
             if w is not None:
                 self.assertAlmostEqual(float(row[0]), w, delta=1e-4)
-        # A query over the length: refused, or cut with the KServe
-        # parameter "truncate" (TEI's name).
+        # A query over the length: cut (a folder without a config.pbtxt
+        # truncates by default), or refused with the KServe parameter
+        # "truncate" (TEI's name) false.
         q.set_data_from_numpy(np.array([" ".join(["guitar"] * 200).encode()], dtype=object))
         with self.assertRaises(grpcclient.InferenceServerException) as e:
-            self.grpc.infer("reranker", [q, d])
+            self.grpc.infer("reranker", [q, d], parameters={"truncate": False})
         self.assertIn("input 'query' has", e.exception.message())
-        cut = self.grpc.infer("reranker", [q, d], parameters={"truncate": True})
+        cut = self.grpc.infer("reranker", [q, d])
         self.assertEqual(cut.as_numpy("scores").shape, (len(docs), 1))
         config = self.grpc.get_model_metadata("classifier", as_json=True)
         self.assertIn("scores", [o["name"] for o in config["outputs"]])
@@ -296,24 +297,26 @@ class ScoringTest(unittest.TestCase):
         self.assertEqual(after.inference_stats.success.count,
                          failed.inference_stats.success.count)
         # A refusal of either part answers the whole, naming the row by its
-        # place in the batch.
+        # place in the batch (truncation off: the folder cuts by default).
         long = " ".join(["guitar"] * 200)
         for inputs, row in (([["a"], ["a", "b"], ["a", long]], "element 2 has"),
                             ([["a", "b"], [long]], "input 'text' element 1 has")):
-            status, body = self.post("/predict", {"model": "classifier", "inputs": inputs})
+            status, body = self.post("/predict", {"model": "classifier", "inputs": inputs,
+                                                  "truncate": False})
             self.assertEqual((status, body["error_type"]), (422, "Validation"), body)
             self.assertIn(row, body["error"])
         status, body = self.post("/predict", {"model": "classifier",
                                               "inputs": [["a"], ["a", "b"], ["a", "b", "c"]]})
         self.assertEqual(status, 422, body)
         self.assertIn("'inputs' must be", body["error"])
-        # A query over the model's length, with truncation off and on.
+        # A query over the model's length, with truncation off and on (the
+        # folder's default).
         long_query = " ".join(["guitar"] * 200)
-        status, body = self.post("/rerank", {"query": long_query, "texts": ["a"]})
+        status, body = self.post("/rerank", {"query": long_query, "texts": ["a"],
+                                             "truncate": False})
         self.assertEqual(status, 422, body)
         self.assertIn("input 'query' has", body["error"])
-        status, body = self.post("/rerank", {"query": long_query, "texts": ["a"],
-                                             "truncate": True})
+        status, body = self.post("/rerank", {"query": long_query, "texts": ["a"]})
         self.assertEqual(status, 200, body)
         for top_n in (0, -1):
             with self.assertRaises(ApiError) as e:

@@ -258,7 +258,8 @@ class TeiEmbeddingTest(unittest.TestCase):
     def test_info_and_health(self):
         status, info = self.http.call("/info")
         self.assertEqual(status, 200, info)
-        self.assertFalse(info["auto_truncate"])
+        # A folder without a config.pbtxt truncates by default (TEI 1.9's).
+        self.assertTrue(info["auto_truncate"])
         self.assertEqual(info["model_id"], "embedder")
         self.assertEqual(info["model_type"], {"embedding": {"pooling": "mean"}})
         self.assertEqual(info["model_dtype"], "float32")
@@ -316,6 +317,81 @@ class TeiEmbeddingTest(unittest.TestCase):
         self.assertIn("'input' element 1 is an empty string", err["error"]["message"])
         # The server keeps serving.
         self.assertEqual(self.http.call("/embed", {"inputs": "x"})[0], 200)
+
+    def test_over_long_text_is_truncated_by_default(self):
+        long_text, cut_ids, full = over_long(self.dir)
+        status, body = self.http.call("/embed", {"inputs": long_text})
+        self.assertEqual(status, 200, body)
+        status, by_ids = self.http.call("/embed", {"inputs": cut_ids})
+        self.assertEqual(status, 200, by_ids)
+        np.testing.assert_allclose(body[0], by_ids[0], atol=1e-6)
+        self.assertIn("longer ones truncated", "".join(self.server.log))
+        # TEI's truncate: false refuses, naming both lengths.
+        for path in ("/embed", "/embed_all"):
+            status, err = self.http.call(path, {"inputs": long_text, "truncate": False})
+            self.assertEqual((status, err["error_type"]), (422, "Validation"), err)
+            self.assertIn(f"input 'text' element 0 has {len(full)} tokens; model 'embedder' "
+                          f"allows {len(cut_ids)}", err["error"])
+        # KServe's parameter of the same name.
+        with grpcclient.InferenceServerClient(self.server.address) as c:
+            inp = grpcclient.InferInput("text", [1], "BYTES")
+            inp.set_data_from_numpy(np.array([long_text.encode()], dtype=object))
+            r = c.infer("embedder", [inp])
+            np.testing.assert_allclose(r.as_numpy("embedding")[0], by_ids[0], atol=1e-6)
+            with self.assertRaises(grpcclient.InferenceServerException) as e:
+                c.infer("embedder", [inp], parameters={"truncate": False})
+            self.assertEqual(e.exception.status(), "StatusCode.INVALID_ARGUMENT")
+            self.assertIn(f"has {len(full)} tokens; model 'embedder' allows {len(cut_ids)}",
+                          e.exception.message())
+
+
+def over_long(folder):
+    """A text over the folder's max_seq_length, the ids sentence-transformers
+    embeds for it (Hugging Face's tokenizer truncating at that length, the
+    special tokens kept) and its ids uncut."""
+    with open(os.path.join(folder, "sentence_bert_config.json"), encoding="utf-8") as f:
+        limit = json.load(f)["max_seq_length"]
+    text = " ".join(f"word{i % 7} and" for i in range(limit))
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    full = tok.encode(text).ids
+    tok.enable_truncation(limit)
+    cut_ids = tok.encode(text).ids
+    assert len(full) > limit and len(cut_ids) == limit, (len(full), len(cut_ids))
+    assert cut_ids[0] == full[0] and cut_ids[-1] == full[-1], "special tokens kept"
+    assert cut_ids[1:-1] == full[1:limit - 1]
+    return text, cut_ids, full
+
+
+class RefusingServerTest(unittest.TestCase):
+    """--auto-truncate=false: a folder without a config.pbtxt refuses texts
+    over its length, unless a request asks for truncation."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = os.path.join(FAMILIES, "bert")
+        cls.server = InferServer(None, "--precision", "fp32", "--auto-truncate=false",
+                                 "--model", f"strict={cls.dir}")
+        cls.http = Http(f"http://127.0.0.1:{cls.server.http_port}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_refuses_unless_asked(self):
+        status, info = self.http.call("/info")
+        self.assertEqual(status, 200, info)
+        self.assertFalse(info["auto_truncate"])
+        long_text, cut_ids, full = over_long(self.dir)
+        status, err = self.http.call("/embed", {"inputs": long_text})
+        self.assertEqual((status, err["error_type"]), (422, "Validation"), err)
+        self.assertIn(f"input 'text' element 0 has {len(full)} tokens; model 'strict' allows "
+                      f"{len(cut_ids)}", err["error"])
+        status, body = self.http.call("/embed", {"inputs": long_text, "truncate": True})
+        self.assertEqual(status, 200, body)
+        status, by_ids = self.http.call("/embed", {"inputs": cut_ids})
+        self.assertEqual(status, 200, by_ids)
+        np.testing.assert_allclose(body[0], by_ids[0], atol=1e-6)
+        self.assertIn("longer ones refused", "".join(self.server.log))
 
 
 if __name__ == "__main__":
