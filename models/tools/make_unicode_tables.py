@@ -141,8 +141,17 @@ def probe():
     ccc = {c for c in stable if after[c] != chr(c) + "\u0334" or before[c] != "\u0301" + chr(c)}
     t["norm_unknown"], t["norm_dont_care"] = norm_unknown(forms, ccc)
     t["nfd_changed"] = {c for c in ALL if c != SEP and forms["nfd"][c] != chr(c)}
-    for cat in ONIG_CATEGORIES:
-        t["onig_" + cat] = onig_class(r"\p{" + cat + "}")
+    # Each category's index, a bit at a time: five probes, each of the
+    # categories with that bit set.
+    index = dict.fromkeys(ALL, 0)
+    for bit in range(5):
+        cats = [cat for i, cat in enumerate(ONIG_CATEGORIES) if i >> bit & 1]
+        for c in onig_class("[" + "".join(r"\p{" + cat + "}" for cat in cats) + "]"):
+            index[c] |= 1 << bit
+    for i, cat in enumerate(ONIG_CATEGORIES):
+        t["onig_" + cat] = {c for c, k in index.items() if k == i}
+    # Index 0 is also "in none": Lu asked alone.
+    assert t["onig_Lu"] == onig_class(r"\p{Lu}"), "a code point in no category"
     for name, pat in (("s", r"\s"), ("w", r"\w"), ("d", r"\d"), ("h", r"\h")):
         t["onig_" + name] = onig_class(pat)
     return t
