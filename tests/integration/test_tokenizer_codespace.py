@@ -13,8 +13,8 @@ byte fallback). Not SentencePiece's Precompiled normalizer: it works on
 grapheme clusters, which come from ICU's break iterator (Unicode 15.0) and
 differ from `tokenizers`' for marks of later Unicode versions.
 
-200,000 strings per tokenizer (the same strings for each): 163 s for the
-whole test on 2 shared cores (measured). INFER_CODESPACE_STRINGS sets
+200,000 strings per tokenizer (the same strings for each): 88 s for the
+whole test on 2 cores (measured; 163 s with a build sharing them). INFER_CODESPACE_STRINGS sets
 another number (e.g. 5000000 for a long run) and INFER_CODESPACE_SEED
 another seed; a failure names the seed, the tokenizer and the first strings
 that differ.
