@@ -92,7 +92,7 @@ size_t TrailingSpaceStart(absl::string_view s) {
     size_t i = start - 1;
     while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
     size_t k = i;
-    if (!IsWhitespace(DecodeUtf8(s, &k))) break;
+    if (!IsRegexSpace(DecodeUtf8(s, &k))) break;
     start = i;
   }
   return start;
@@ -103,7 +103,7 @@ size_t LeadingSpaceEnd(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     size_t k = i;
-    if (!IsWhitespace(DecodeUtf8(s, &k))) break;
+    if (!IsRegexSpace(DecodeUtf8(s, &k))) break;
     i = k;
   }
   return i;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/reference_data.h"
@@ -84,6 +85,36 @@ TEST(HfTokenizerTest, OffsetsPointIntoTheTextAsSent) {
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->offsets[1], (Offsets{0, 4}));
   EXPECT_EQ(e->offsets[2], (Offsets{4, 5}));
+}
+
+// Split patterns match with Oniguruma's classes, as `tokenizers` does, not
+// PCRE2's: U+1C89 is a letter (Unicode 16.0), U+180E is not \s, \h is a
+// hexadecimal digit. Each piece is one [UNK]; its offsets show the split.
+TEST(HfTokenizerTest, SplitPatternsUseOnigurumasClasses) {
+  struct Case {
+    const char* pattern;
+    const char* behavior;
+    std::string text;
+    std::vector<Offsets> pieces;
+  };
+  const Case cases[] = {
+      {R"(\\p{L}+)", "Isolated", "x\u1c89 \u180e", {{0, 2}, {2, 4}}},
+      {R"(\\s+)", "Removed", "a\u180eb c", {{0, 3}, {4, 5}}},
+      {R"(\\h+)", "Isolated", "ff\tx", {{0, 2}, {2, 4}}},
+      {R"([^\\s\\p{L}]+)", "Isolated", "a\U0001e5d0\u2028!", {{0, 3}, {3, 4}}},
+  };
+  for (const Case& c : cases) {
+    auto t = Load(BertJson("null", absl::StrCat(R"({"type": "Split", "pattern": {"Regex": ")",
+                                                c.pattern, R"("}, "behavior": ")", c.behavior,
+                                                R"(", "invert": false})")));
+    ASSERT_NE(t, nullptr) << c.pattern;
+    EncodeOptions chars;
+    chars.char_offsets = true;
+    chars.add_special_tokens = false;
+    auto e = t->Encode(c.text, std::nullopt, chars);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ(e->offsets, c.pieces) << c.pattern;
+  }
 }
 
 TEST(HfTokenizerTest, RefusesInvalidUtf8) {

@@ -77,6 +77,17 @@ TEST_F(VocabTxtTest, LowerCasesStripsAccentsAndSplitsPunctuationAndCjk) {
   EXPECT_EQ(Ids(*tokenizer_, "the\x01the\tcafe"), (std::vector<int32_t>{2, 1, 10, 3}));
 }
 
+// Hugging Face's classes: an unassigned code point is not a control
+// character (BertNormalizer keeps it, so the word is unknown), and U+180E (a
+// space once, a format character now) is removed, joining the words.
+TEST_F(VocabTxtTest, UnassignedCodePointsAreKeptAsTokenizersKeepsThem) {
+  EXPECT_EQ(Ids(*tokenizer_, "the \u05eb"), (std::vector<int32_t>{2, 4, 1, 3}));
+  EXPECT_EQ(Ids(*tokenizer_, "a\u0e73"), (std::vector<int32_t>{2, 1, 3}));
+  EXPECT_EQ(Ids(*tokenizer_, "the\u180ethe"), (std::vector<int32_t>{2, 1, 3}));  // "thethe"
+  EXPECT_EQ(Ids(*tokenizer_, "\U000e0001the"), (std::vector<int32_t>{2, 4, 3}))
+      << "a format character (Cf) is removed";
+}
+
 TEST_F(VocabTxtTest, SpecialTokensTemplateAndDecode) {
   auto e = tokenizer_->Encode("the", absl::string_view("cafe!"), EncodeOptions{});
   ASSERT_THAT(e, IsOk());

@@ -14,15 +14,6 @@ namespace {
 
 // BERT's definitions: \t \n \r are whitespace, not control characters.
 bool BertWhitespace(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || IsWhitespace(c); }
-bool BertControl(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && IsOther(c); }
-
-// The CJK Unified Ideographs blocks BERT puts spaces around.
-bool ChineseChar(char32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
 
 class BertNormalizer final : public Normalizer {
  public:
@@ -34,7 +25,7 @@ class BertNormalizer final : public Normalizer {
 
   void Normalize(NormalizedString* s) const override {
     if (clean_text_) {
-      s->Filter([](char32_t c) { return !(c == 0 || c == 0xFFFD || BertControl(c)); });
+      s->Filter([](char32_t c) { return !IsBertRemoved(c); });
       s->Map([](char32_t c) { return BertWhitespace(c) ? U' ' : c; });
     }
     if (chinese_) {
@@ -46,12 +37,12 @@ class BertNormalizer final : public Normalizer {
           DecodeUtf8(t, &i);
           continue;
         }
-        any = ChineseChar(DecodeUtf8(t, &i));
+        any = IsChineseChar(DecodeUtf8(t, &i));
       }
       if (any) {
         std::vector<CharChange> dest;
         for (char32_t c : s->Chars()) {
-          if (ChineseChar(c)) {
+          if (IsChineseChar(c)) {
             dest.push_back({U' ', 0});
             dest.push_back({c, 1});
             dest.push_back({U' ', 1});

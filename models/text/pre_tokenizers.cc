@@ -29,10 +29,6 @@ void CutPieces(Pieces* pieces, Cut cut) {
   *pieces = std::move(out);
 }
 
-bool Punct(char32_t c) {
-  return c < 0x80 ? IsAsciiPunctuation(c) : IsPunctuation(c);  // ASCII's P* are in the first
-}
-
 class BertPreTokenizer final : public PreTokenizer {
  public:
   // Split on whitespace (removed), then each piece on punctuation
@@ -48,7 +44,7 @@ class BertPreTokenizer final : public PreTokenizer {
         const size_t b = i;
         const char32_t c = DecodeUtf8(t, &i);
         const bool space = IsWhitespace(c);
-        if (!space && !Punct(c)) continue;
+        if (!space && !IsBertPunctuation(c)) continue;
         if (word < b) out.push_back(s.Slice(word, b));
         if (!space) out.push_back(s.Slice(b, i));
         word = i;
@@ -59,9 +55,9 @@ class BertPreTokenizer final : public PreTokenizer {
   }
 };
 
-// `\w+|[^\w\s]+` with Rust's Unicode \w and \s, kept as the pieces: runs of
-// word characters and runs of other non-space characters. Written as a scan
-// because PCRE2's \w is not Rust's (it leaves out marks and Join_Control).
+// `\w+|[^\w\s]+` with the regex crate's Unicode \w and \s, kept as the
+// pieces: runs of word characters and runs of other non-space characters,
+// written as a scan over the generated classes.
 class WhitespacePreTokenizer final : public PreTokenizer {
  public:
   void PreTokenize(Pieces* pieces) const override {
@@ -73,7 +69,7 @@ class WhitespacePreTokenizer final : public PreTokenizer {
       for (size_t i = 0; i < t.size();) {
         const size_t b = i;
         const char32_t c = DecodeUtf8(t, &i);
-        const int kind = IsWordChar(c) ? 1 : IsWhitespace(c) ? 0 : 2;
+        const int kind = IsWordChar(c) ? 1 : IsRegexSpace(c) ? 0 : 2;
         if (kind != run_kind) {
           if (run_kind != 0) runs.push_back({run_start, b});
           run_kind = kind;
@@ -113,7 +109,7 @@ class PunctuationPreTokenizer final : public PreTokenizer {
   explicit PunctuationPreTokenizer(SplitBehavior behavior) : behavior_(behavior) {}
   void PreTokenize(Pieces* pieces) const override {
     CutPieces(pieces, [this](NormalizedString s) {
-      return s.Split(FindCharMatches(s.get(), Punct), behavior_);
+      return s.Split(FindCharMatches(s.get(), IsBertPunctuation), behavior_);
     });
   }
 

@@ -6,7 +6,10 @@
 // Applied as Hugging Face `tokenizers` applies it: grapheme cluster by
 // cluster, a cluster shorter than 6 bytes replaced whole when the trie
 // knows a prefix of it (the shortest), otherwise character by character.
-// Grapheme clusters come from ICU's character break iterator.
+// Grapheme clusters come from ICU's character break iterator (Unicode 15.0):
+// combining marks of later versions, which `tokenizers`' unicode-segmentation
+// joins to the cluster before them, start a cluster of their own here, so a
+// cluster such as "O\u0307\u1adc" may be replaced where `tokenizers` keeps it.
 //
 // Written here because no library reads this format outside SentencePiece
 // itself, whose normaliser is not public API and tracks no offsets. Every

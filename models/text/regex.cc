@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "absl/strings/str_cat.h"
+#include "models/text/regex_classes.h"
 #include "models/text/unicode.h"
 
 namespace infer::text {
@@ -11,10 +12,14 @@ namespace infer::text {
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(absl::string_view pattern) {
   int error = 0;
   PCRE2_SIZE at = 0;
+  // Oniguruma's classes as explicit ranges (regex_classes.h), so that
+  // PCRE2's own Unicode tables decide nothing they name.
+  const std::string expanded = ExpandClasses(pattern);
   // UTF: patterns and subjects are UTF-8 (subjects are checked once at the
-  // tokenizer's entry, hence NO_UTF_CHECK when matching). UCP: \s, \w, \d
-  // and POSIX classes use Unicode properties, as Oniguruma's do.
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  // tokenizer's entry, hence NO_UTF_CHECK when matching). UCP: what is left
+  // to PCRE2's tables (\b, POSIX classes, scripts) uses Unicode properties,
+  // as Oniguruma's does.
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expanded.data()), expanded.size(),
                                    PCRE2_UTF | PCRE2_UCP, &error, &at, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];

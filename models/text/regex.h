@@ -4,7 +4,9 @@
 // Why PCRE2: Hugging Face's patterns are Oniguruma syntax with Unicode
 // classes (\p{L}, \p{N}) and look-ahead (GPT-2's, Qwen's and Llama 3's
 // `\s+(?!\S)`), which RE2 cannot express; PCRE2 (Debian's libpcre2-8)
-// supports both, in UTF mode with Unicode properties for \s, \w and \d.
+// supports both, in UTF mode. Oniguruma's classes (\p{L}, \s, \w, \d, \h
+// ...) are rewritten into explicit ranges generated from `tokenizers` before
+// compiling (regex_classes.h): PCRE2's Unicode tables are of another version.
 //
 // Immutable after Compile; FindAll may be called from any number of threads
 // at once (each call has its own match data).

@@ -1,10 +1,11 @@
 #include "models/text/unicode.h"
 
+#include "models/text/unicode_tables.h"
+
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
-#include <unicode/ustring.h>
 #include <unicode/utf16.h>
 
 #include <algorithm>
@@ -25,10 +26,56 @@ const icu::Normalizer2& Icu(NormalForm form) {
   return *n;
 }
 
-int8_t Category(char32_t c) { return u_charType(static_cast<UChar32>(c)); }
+// A generated set (unicode_tables.h), decoded on first use.
+#define INFER_SET(name)                                      \
+  const tables::CodePointSet& name##Set() {                  \
+    static const tables::CodePointSet set(tables::k##name); \
+    return set;                                              \
+  }
+INFER_SET(Whitespace)
+INFER_SET(RegexSpace)
+INFER_SET(Numeric)
+INFER_SET(Punctuation)
+INFER_SET(BertRemoved)
+INFER_SET(Chinese)
+INFER_SET(NonspacingMark)
+INFER_SET(CombiningMark)
+INFER_SET(RegexWord)
+INFER_SET(NormUnknown)
+#undef INFER_SET
+
+bool InSet(const tables::CodePointSet& set, char32_t c) { return set.Contains(c); }
+
+struct LowerRun {
+  uint32_t first, count;
+  int64_t delta;
+  uint32_t stride;
+};
+
+const std::vector<LowerRun>& LowerRuns() {
+  static const std::vector<LowerRun> runs = [] {
+    const std::vector<uint32_t> n = tables::DecodeNumbers(tables::kLowerRuns);
+    std::vector<LowerRun> out;
+    uint32_t first = 0;
+    for (size_t i = 0; i + 3 < n.size(); i += 4) {
+      first += n[i];
+      const int64_t zigzag = n[i + 2];
+      out.push_back({first, n[i + 1], zigzag % 2 == 0 ? zigzag / 2 : -(zigzag + 1) / 2, n[i + 3]});
+    }
+    return out;
+  }();
+  return runs;
+}
+
+// Code points the normalisation of `tokenizers` does not know (assigned
+// after its tables' Unicode version): no decomposition, class 0, no
+// composition, whatever ICU says.
+bool NormUnknown(char32_t c) {
+  return InSet(NormUnknownSet(), c);
+}
 
 uint8_t CombiningClass(char32_t c) {
-  return c < 0x300 ? 0 : u_getCombiningClass(static_cast<UChar32>(c));
+  return c < 0x300 || NormUnknown(c) ? 0 : u_getCombiningClass(static_cast<UChar32>(c));
 }
 
 // Full decomposition of c (canonical or compatibility), appended to out.
@@ -42,7 +89,8 @@ void Decompose(char32_t c, bool compat, std::vector<char32_t>* out) {
   // The quick-check property is a table lookup; most characters pass it,
   // and those have no decomposition.
   if (u_getIntPropertyValue(static_cast<UChar32>(c),
-                            compat ? UCHAR_NFKD_QUICK_CHECK : UCHAR_NFD_QUICK_CHECK) == UNORM_YES) {
+                            compat ? UCHAR_NFKD_QUICK_CHECK : UCHAR_NFD_QUICK_CHECK) == UNORM_YES ||
+      NormUnknown(c)) {
     out->push_back(c);
     return;
   }
@@ -137,7 +185,7 @@ std::vector<CharChange> Recompose(const std::vector<CharChange>& in) {
       continue;
     }
     const UChar32 r = nfc.composePair(static_cast<UChar32>(composee.c), static_cast<UChar32>(ch.c));
-    if (r >= 0) {
+    if (r >= 0 && !NormUnknown(static_cast<char32_t>(r))) {
       composee = {static_cast<char32_t>(r), composee.change + ch.change - 1};
       continue;
     }
@@ -243,33 +291,22 @@ size_t CountChars(absl::string_view s) {
 
 bool IsWhitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
-  return u_isUWhiteSpace(static_cast<UChar32>(c));
+  return InSet(WhitespaceSet(), c);
 }
 
-bool IsAlphabetic(char32_t c) {
-  if (c < 0x80) return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
-  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC);
+bool IsRegexSpace(char32_t c) {
+  if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
+  return InSet(RegexSpaceSet(), c);
 }
 
 bool IsNumeric(char32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
-  const int8_t t = Category(c);
-  return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+  return InSet(NumericSet(), c);
 }
 
-bool IsPunctuation(char32_t c) {
-  switch (Category(c)) {
-    case U_CONNECTOR_PUNCTUATION:
-    case U_DASH_PUNCTUATION:
-    case U_START_PUNCTUATION:
-    case U_END_PUNCTUATION:
-    case U_INITIAL_PUNCTUATION:
-    case U_FINAL_PUNCTUATION:
-    case U_OTHER_PUNCTUATION:
-      return true;
-    default:
-      return false;
-  }
+bool IsBertPunctuation(char32_t c) {
+  if (c < 0x80) return IsAsciiPunctuation(c);
+  return InSet(PunctuationSet(), c);
 }
 
 bool IsAsciiPunctuation(char32_t c) {
@@ -277,36 +314,28 @@ bool IsAsciiPunctuation(char32_t c) {
          (c >= 0x7B && c <= 0x7E);
 }
 
-bool IsOther(char32_t c) {
-  if (c < 0x80) return c < 0x20 || c == 0x7F;  // Cc is ASCII's only such category
-  switch (Category(c)) {
-    case U_CONTROL_CHAR:
-    case U_FORMAT_CHAR:
-    case U_SURROGATE:
-    case U_PRIVATE_USE_CHAR:
-    case U_UNASSIGNED:
-      return true;
-    default:
-      return false;
-  }
+bool IsBertRemoved(char32_t c) {
+  if (c < 0x80) return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F;
+  return InSet(BertRemovedSet(), c);
 }
 
-bool IsMarkNonspacing(char32_t c) { return c >= 0x300 && Category(c) == U_NON_SPACING_MARK; }
+bool IsChineseChar(char32_t c) {
+  return c >= 0x3400 && InSet(ChineseSet(), c);
+}
+
+bool IsMarkNonspacing(char32_t c) {
+  return c >= 0x300 && InSet(NonspacingMarkSet(), c);
+}
 
 bool IsCombiningMark(char32_t c) {
-  if (c < 0x300) return false;
-  const int8_t t = Category(c);
-  return t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK;
+  return c >= 0x300 && InSet(CombiningMarkSet(), c);
 }
 
 bool IsWordChar(char32_t c) {
   if (c < 0x80) {
     return ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9') || c == '_';
   }
-  const int8_t t = Category(c);
-  return t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK ||
-         t == U_DECIMAL_DIGIT_NUMBER || t == U_CONNECTOR_PUNCTUATION || c == 0x200C ||
-         c == 0x200D || u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_ALPHABETIC);
+  return InSet(RegexWordSet(), c);
 }
 
 void AppendLowercase(char32_t c, std::vector<char32_t>* out) {
@@ -314,22 +343,25 @@ void AppendLowercase(char32_t c, std::vector<char32_t>* out) {
     out->push_back(c >= 'A' && c <= 'Z' ? c + 32 : c);
     return;
   }
-  UChar src[2];
-  int32_t n = 0;
-  U16_APPEND_UNSAFE(src, n, static_cast<UChar32>(c));
-  UChar dest[8];
-  UErrorCode err = U_ZERO_ERROR;
-  // The root locale: no language-specific rules, as Rust's to_lowercase.
-  const int32_t len = u_strToLower(dest, 8, src, n, "", &err);
-  if (U_FAILURE(err)) {
-    out->push_back(c);
+  // The last run starting at or before c.
+  const std::vector<LowerRun>& runs = LowerRuns();
+  auto it = std::upper_bound(runs.begin(), runs.end(), c,
+                             [](char32_t v, const LowerRun& r) { return v < r.first; });
+  if (it != runs.begin()) {
+    const LowerRun& r = *(it - 1);
+    const uint32_t k = c - r.first;
+    if (k % r.stride == 0 && k / r.stride < r.count) {
+      out->push_back(static_cast<char32_t>(static_cast<int64_t>(c) + r.delta));
+      return;
+    }
+  }
+  for (size_t i = 0; i < tables::kLowerMultiSize; ++i) {
+    const tables::LowerMulti& m = tables::kLowerMulti[i];
+    if (m.c != c) continue;
+    out->insert(out->end(), m.to, m.to + m.n);
     return;
   }
-  for (int32_t i = 0; i < len;) {
-    UChar32 cp;
-    U16_NEXT_UNSAFE(dest, i, cp);
-    out->push_back(static_cast<char32_t>(cp));
-  }
+  out->push_back(c);
 }
 
 bool IsNormalized(absl::string_view s, NormalForm form) {

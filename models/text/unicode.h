@@ -1,15 +1,21 @@
 // Character properties and per-character normalisation, with the meanings
-// Hugging Face `tokenizers` gives them (Rust's `char` methods and the
-// unicode-normalization crate), so a tokenizer.json pipeline splits and
+// Hugging Face `tokenizers` gives them, for every code point (assigned,
+// unassigned or private use), so a tokenizer.json pipeline splits and
 // normalises text exactly as the original does.
 //
-// Every property comes from ICU (Debian's libicu 72, Unicode 15.0), not
-// from tables written here: ICU is the one maintained library that has all
-// of them, including the per-character primitives normalisation with offset
-// tracking needs (full decomposition of one code point, the canonical
-// combining class, and the composition of a pair), which utf8proc does not
-// expose. Characters assigned after Unicode 15.0 may be classified as
-// unassigned here while a newer Rust knows them.
+// `tokenizers` takes its properties from several libraries, each at its own
+// Unicode version: Rust's std (is_whitespace, is_numeric, to_lowercase), the
+// unicode_categories crate (BertNormalizer's control test and nonspacing
+// marks, BERT's punctuation), the regex crate (\w and \s of the Whitespace
+// pre-tokenizer and of added tokens' single_word/lstrip/rstrip) and
+// unicode-normalization-alignments (NFD/NFKD/NFC/NFKC, StripAccents' marks).
+// Every property below is a table generated from `tokenizers` itself, code
+// point by code point (unicode_tables.h, models/tools/make_unicode_tables.py).
+// Normalisation takes the data (full decompositions, canonical combining
+// classes, compositions of pairs) from ICU (Debian's libicu 72, Unicode 15.0)
+// except for the code points the generated table says `tokenizers`'
+// normalisation does not know: those stay as they are (no decomposition,
+// class 0, no composition), as there.
 //
 // UTF-8 helpers assume valid UTF-8: text is checked once, at the entry
 // (ValidUtf8), and every string built afterwards is valid by construction.
@@ -39,19 +45,20 @@ void AppendUtf8(char32_t c, std::string* out);
 // Code points in s (valid UTF-8).
 size_t CountChars(absl::string_view s);
 
-// Properties (Rust's meanings, noted where they differ from the names).
-bool IsWhitespace(char32_t c);        // White_Space
-bool IsAlphabetic(char32_t c);        // Alphabetic
-bool IsNumeric(char32_t c);           // general category Nd, Nl or No
-bool IsPunctuation(char32_t c);       // general category P*
+// Properties, each as the part of `tokenizers` named uses it.
+bool IsWhitespace(char32_t c);        // char::is_whitespace (Strip, WhitespaceSplit, BERT)
+bool IsRegexSpace(char32_t c);        // the regex crate's \s (Whitespace, added tokens)
+bool IsWordChar(char32_t c);          // the regex crate's \w (Whitespace, single_word)
+bool IsNumeric(char32_t c);           // char::is_numeric (Digits)
+bool IsBertPunctuation(char32_t c);   // ASCII punctuation or unicode_categories' P*
 bool IsAsciiPunctuation(char32_t c);  // ASCII graphic, neither letter nor digit
-bool IsOther(char32_t c);             // Cc, Cf, Cs, Co or Cn (unassigned)
-bool IsMarkNonspacing(char32_t c);    // Mn
-bool IsCombiningMark(char32_t c);     // M* (Mn, Mc, Me)
-bool IsWordChar(char32_t c);          // regex \w: Alphabetic, M*, Nd, Pc, Join_Control
+bool IsBertRemoved(char32_t c);       // BertNormalizer's clean_text removes it
+bool IsChineseChar(char32_t c);       // BertNormalizer's CJK ideograph blocks
+bool IsMarkNonspacing(char32_t c);    // unicode_categories' Mn (after NFD)
+bool IsCombiningMark(char32_t c);     // the normalisation crate's M* (StripAccents)
 
 // Full lower-case mapping of one code point (Rust's char::to_lowercase:
-// one to three code points, no context), appended to out.
+// one to three code points, no context; generated), appended to out.
 void AppendLowercase(char32_t c, std::vector<char32_t>* out);
 
 // A character of a normalised sequence with its `change` relative to the
