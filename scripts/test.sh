@@ -13,12 +13,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 phases=()
 started=$SECONDS
-# phase NAME COMMAND...: runs COMMAND and records how long it took.
+# phase NAME COMMAND...: runs COMMAND and records how long it took (and
+# its exit code when it failed, which then ends the run).
 phase() {
-  local name=$1 t0=$SECONDS
+  local name=$1 t0=$SECONDS rc=0
   shift
-  "$@"
-  phases+=("$(printf '%-22s %5d s' "$name" $((SECONDS - t0)))")
+  "$@" || rc=$?
+  phases+=("$(printf '%-22s %5d s%s' "$name" $((SECONDS - t0)) "$([ "$rc" = 0 ] || echo " (exit $rc)")")")
+  return "$rc"
 }
 report() {
   local rc=$?
