@@ -1,8 +1,7 @@
 #include "models/cpu_auto_precision.h"
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,14 +69,17 @@ CpuBf16Isa DetectCpuBf16Isa() {
 
 CpuAutoChoice ChooseCpuAutoPrecision(const CpuIdentity& cpu, const CpuBf16Isa& isa) {
   if (!isa.native_bf16) {
-    return {Precision::kFp32, "no native BF16 (neither AVX512_BF16 nor AMX) within oneDNN's "
-                              "instruction sets, so fp32"};
+    return {Precision::kFp32,
+            "no native BF16 (neither AVX512_BF16 nor AMX) within oneDNN's "
+            "instruction sets, so fp32"};
   }
   if (isa.amx) return {Precision::kBf16, absl::StrCat("AMX on ", Name(cpu), ", so bf16")};
-  if (cpu.vendor == "AuthenticAMD" && (cpu.family == kAmdZen4Family || cpu.family == kAmdZen5Family)) {
-    return {Precision::kBf16,
-            absl::StrCat("AVX512_BF16 on ", Name(cpu),
-                         " (Zen 4 or 5: BF16 matmuls measured 1.85x FP32's speed on Zen 4), so bf16")};
+  if (cpu.vendor == "AuthenticAMD" &&
+      (cpu.family == kAmdZen4Family || cpu.family == kAmdZen5Family)) {
+    return {
+        Precision::kBf16,
+        absl::StrCat("AVX512_BF16 on ", Name(cpu),
+                     " (Zen 4 or 5: BF16 matmuls measured 1.85x FP32's speed on Zen 4), so bf16")};
   }
   if (cpu.vendor == "GenuineIntel") {
     return {Precision::kFp32,
@@ -89,7 +91,8 @@ CpuAutoChoice ChooseCpuAutoPrecision(const CpuIdentity& cpu, const CpuBf16Isa& i
 }
 
 const CpuAutoChoice& CpuAutoPrecision() {
-  static const CpuAutoChoice choice = ChooseCpuAutoPrecision(DetectCpuIdentity(), DetectCpuBf16Isa());
+  static const CpuAutoChoice choice =
+      ChooseCpuAutoPrecision(DetectCpuIdentity(), DetectCpuBf16Isa());
   return choice;
 }
 

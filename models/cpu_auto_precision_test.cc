@@ -30,7 +30,8 @@ TEST(CpuAutoPrecisionTest, NoNativeBf16IsFp32OnEveryCpu) {
 }
 
 TEST(CpuAutoPrecisionTest, AmxIsBf16) {
-  const CpuAutoChoice c = ChooseCpuAutoPrecision(kSapphireRapids, {.native_bf16 = true, .amx = true});
+  const CpuAutoChoice c =
+      ChooseCpuAutoPrecision(kSapphireRapids, {.native_bf16 = true, .amx = true});
   EXPECT_EQ(c.precision, Precision::kBf16);
   EXPECT_EQ(c.reason, "AMX on GenuineIntel family 6 model 143, so bf16");
 }

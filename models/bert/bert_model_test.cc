@@ -137,8 +137,7 @@ TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
   }
   if (cpu) {  // and the description and the spec say why
     EXPECT_EQ((*automatic)->spec().precision_reason, "auto: " + choice.reason);
-    EXPECT_NE((*automatic)->spec().description.find("; auto: " + choice.reason),
-              std::string::npos)
+    EXPECT_NE((*automatic)->spec().description.find("; auto: " + choice.reason), std::string::npos)
         << (*automatic)->spec().description;
   }
   o.precision = cpu ? Precision::kFp16 : Precision::kFp32;

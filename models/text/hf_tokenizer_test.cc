@@ -104,9 +104,9 @@ TEST(HfTokenizerTest, SplitPatternsUseOnigurumasClasses) {
       {R"([^\\s\\p{L}]+)", "Isolated", "a\U0001e5d0\u2028!", {{0, 3}, {3, 4}}},
   };
   for (const Case& c : cases) {
-    auto t = Load(BertJson("null", absl::StrCat(R"({"type": "Split", "pattern": {"Regex": ")",
-                                                c.pattern, R"("}, "behavior": ")", c.behavior,
-                                                R"(", "invert": false})")));
+    auto t = Load(BertJson(
+        "null", absl::StrCat(R"({"type": "Split", "pattern": {"Regex": ")", c.pattern,
+                             R"("}, "behavior": ")", c.behavior, R"(", "invert": false})")));
     ASSERT_NE(t, nullptr) << c.pattern;
     EncodeOptions chars;
     chars.char_offsets = true;

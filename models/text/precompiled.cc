@@ -83,7 +83,8 @@ class PrecompiledNormalizer final : public Normalizer {
     } else {
       it->setText(ut, err);
       int32_t start = it->first();
-      for (int32_t end = it->next(); end != icu::BreakIterator::DONE; start = end, end = it->next()) {
+      for (int32_t end = it->next(); end != icu::BreakIterator::DONE;
+           start = end, end = it->next()) {
         const absl::string_view g(text.data() + start, end - start);
         if (g.size() < 6) {
           if (std::optional<absl::string_view> n = Transform(g)) {

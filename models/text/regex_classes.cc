@@ -258,8 +258,8 @@ std::string ExpandClasses(absl::string_view p) {
       }
       if (e == 'p' || e == 'P') {
         // Only the braced form: Oniguruma has no \pL.
-        const size_t close = i + 2 < p.size() && p[i + 2] == '{' ? p.find('}', i + 3)
-                                                                 : absl::string_view::npos;
+        const size_t close =
+            i + 2 < p.size() && p[i + 2] == '{' ? p.find('}', i + 3) : absl::string_view::npos;
         if (close != absl::string_view::npos) {
           std::string name(p.substr(i + 3, close - i - 3));
           bool negated = e == 'P';

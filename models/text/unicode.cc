@@ -1,7 +1,5 @@
 #include "models/text/unicode.h"
 
-#include "models/text/unicode_tables.h"
-
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
 #include <unicode/uchar.h>
@@ -10,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+
+#include "models/text/unicode_tables.h"
 
 namespace infer::text {
 namespace {
@@ -27,10 +27,10 @@ const icu::Normalizer2& Icu(NormalForm form) {
 }
 
 // A generated set (unicode_tables.h), decoded on first use.
-#define INFER_SET(name)                                      \
-  const tables::CodePointSet& name##Set() {                  \
+#define INFER_SET(name)                                     \
+  const tables::CodePointSet& name##Set() {                 \
     static const tables::CodePointSet set(tables::k##name); \
-    return set;                                              \
+    return set;                                             \
   }
 INFER_SET(Whitespace)
 INFER_SET(RegexSpace)
@@ -70,9 +70,7 @@ const std::vector<LowerRun>& LowerRuns() {
 // Code points the normalisation of `tokenizers` does not know (assigned
 // after its tables' Unicode version): no decomposition, class 0, no
 // composition, whatever ICU says.
-bool NormUnknown(char32_t c) {
-  return InSet(NormUnknownSet(), c);
-}
+bool NormUnknown(char32_t c) { return InSet(NormUnknownSet(), c); }
 
 uint8_t CombiningClass(char32_t c) {
   return c < 0x300 || NormUnknown(c) ? 0 : u_getCombiningClass(static_cast<UChar32>(c));
@@ -319,17 +317,11 @@ bool IsBertRemoved(char32_t c) {
   return InSet(BertRemovedSet(), c);
 }
 
-bool IsChineseChar(char32_t c) {
-  return c >= 0x3400 && InSet(ChineseSet(), c);
-}
+bool IsChineseChar(char32_t c) { return c >= 0x3400 && InSet(ChineseSet(), c); }
 
-bool IsMarkNonspacing(char32_t c) {
-  return c >= 0x300 && InSet(NonspacingMarkSet(), c);
-}
+bool IsMarkNonspacing(char32_t c) { return c >= 0x300 && InSet(NonspacingMarkSet(), c); }
 
-bool IsCombiningMark(char32_t c) {
-  return c >= 0x300 && InSet(CombiningMarkSet(), c);
-}
+bool IsCombiningMark(char32_t c) { return c >= 0x300 && InSet(CombiningMarkSet(), c); }
 
 bool IsWordChar(char32_t c) {
   if (c < 0x80) {

@@ -40,8 +40,8 @@ extern const char kNormUnknown[];
 extern const char kOnigSpace[];
 extern const char kOnigDigit[];
 extern const char kOnigHex[];
-extern const char kOnigWordDiff[];      // Oniguruma's \w xor kRegexWord
-extern const char kOnigCategoryRuns[];  // (distance, index in kOnigCategoryNames) pairs
+extern const char kOnigWordDiff[];              // Oniguruma's \w xor kRegexWord
+extern const char kOnigCategoryRuns[];          // (distance, index in kOnigCategoryNames) pairs
 extern const char* const kOnigCategoryNames[];  // the 29 two-letter categories
 constexpr int kOnigCategories = 29;
 extern const char kLowerRuns[];  // (distance, count, zigzag difference, stride)
