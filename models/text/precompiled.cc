@@ -6,18 +6,14 @@
 // Applied as Hugging Face `tokenizers` applies it: grapheme cluster by
 // cluster, a cluster shorter than 6 bytes replaced whole when the trie
 // knows a prefix of it (the shortest), otherwise character by character.
-// Grapheme clusters come from ICU's character break iterator (Unicode 15.0):
-// combining marks of later versions, which `tokenizers`' unicode-segmentation
-// joins to the cluster before them, start a cluster of their own here, so a
-// cluster such as "O\u0307\u1adc" may be replaced where `tokenizers` keeps it.
+// Grapheme clusters are unicode-segmentation's (graphemes.h): ICU's break
+// iterator follows an older Unicode version and would start a cluster at a
+// combining mark of a later one, which changes what is looked up.
 //
 // Written here because no library reads this format outside SentencePiece
 // itself, whose normaliser is not public API and tracks no offsets. Every
 // index into the trie and the strings is bounds-checked: a corrupt charsmap
 // normalises nothing rather than reading out of bounds.
-#include <unicode/brkiter.h>
-#include <unicode/utext.h>
-
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,6 +23,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "models/text/graphemes.h"
 #include "models/text/json_fields.h"
 #include "models/text/normalizers.h"
 #include "runtime/status_macros.h"
@@ -39,18 +36,6 @@ bool HasLeaf(uint32_t u) { return (u >> 8) & 1; }
 uint32_t Value(uint32_t u) { return u & ((1u << 31) - 1); }
 uint32_t Label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
 uint32_t Offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
-
-// One character break iterator per thread (ICU's are not thread-safe, and
-// creating one per call is slow).
-icu::BreakIterator* GraphemeIterator() {
-  thread_local std::unique_ptr<icu::BreakIterator> it = [] {
-    UErrorCode err = U_ZERO_ERROR;
-    std::unique_ptr<icu::BreakIterator> b(
-        icu::BreakIterator::createCharacterInstance(icu::Locale::getRoot(), err));
-    return U_FAILURE(err) ? nullptr : std::move(b);
-  }();
-  return it.get();
-}
 
 class PrecompiledNormalizer final : public Normalizer {
  public:
@@ -75,27 +60,18 @@ class PrecompiledNormalizer final : public Normalizer {
         }
       }
     };
-    icu::BreakIterator* it = GraphemeIterator();
-    UErrorCode err = U_ZERO_ERROR;
-    UText* ut = it != nullptr ? utext_openUTF8(nullptr, text.data(), text.size(), &err) : nullptr;
-    if (ut == nullptr || U_FAILURE(err)) {
-      each_char(text);  // no segmentation available: character by character
-    } else {
-      it->setText(ut, err);
-      int32_t start = it->first();
-      for (int32_t end = it->next(); end != icu::BreakIterator::DONE;
-           start = end, end = it->next()) {
-        const absl::string_view g(text.data() + start, end - start);
-        if (g.size() < 6) {
-          if (std::optional<absl::string_view> n = Transform(g)) {
-            modified = true;
-            Replace(&dest, CountChars(g), *n);
-            continue;
-          }
+    for (size_t start = 0; start < text.size();) {
+      const size_t end = GraphemeEnd(text, start);
+      const absl::string_view g(text.data() + start, end - start);
+      start = end;
+      if (g.size() < 6) {
+        if (std::optional<absl::string_view> n = Transform(g)) {
+          modified = true;
+          Replace(&dest, CountChars(g), *n);
+          continue;
         }
-        each_char(g);
       }
-      utext_close(ut);
+      each_char(g);
     }
     if (modified) s->Transform(dest, 0);
   }

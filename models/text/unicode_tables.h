@@ -1,8 +1,8 @@
 // The character classes of Hugging Face `tokenizers`, generated from it
 // code point by code point by models/tools/make_unicode_tables.py into
 // unicode_tables.cc (never edited by hand; the ctest unicode_tables_current
-// regenerates it and fails when it differs). models/text/unicode.cc and
-// regex.cc read them; nothing else should.
+// regenerates it and fails when it differs). models/text/unicode.cc,
+// regex.cc and graphemes.cc read them; nothing else should.
 //
 // The data are text (numbers in base-32 digits, high first: a digit of
 // FINAL ends a number, one of MORE continues it), decoded once on first use.
@@ -44,7 +44,9 @@ extern const char kOnigWordDiff[];              // Oniguruma's \w xor kRegexWord
 extern const char kOnigCategoryRuns[];          // (distance, index in kOnigCategoryNames) pairs
 extern const char* const kOnigCategoryNames[];  // the 29 two-letter categories
 constexpr int kOnigCategories = 29;
-extern const char kLowerRuns[];  // (distance, count, zigzag difference, stride)
+extern const char kGraphemeRuns[];               // (distance, index in kGraphemeClassNames) pairs
+extern const char* const kGraphemeClassNames[];  // in GraphemeClass's order (graphemes.cc)
+extern const char kLowerRuns[];                  // (distance, count, zigzag difference, stride)
 extern const LowerMulti kLowerMulti[];
 extern const size_t kLowerMultiSize;
 

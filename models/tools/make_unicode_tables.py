@@ -10,7 +10,15 @@ not) as the original does, whatever Unicode version each of its parts follows:
     single_word test);
   Oniguruma's general categories, \\s, \\w, \\d and \\h (Split and Replace
     patterns, ByteLevel's GPT-2 split);
-  unicode-normalization-alignments (NFD/NFKD/NFC/NFKC, StripAccents' marks).
+  unicode-normalization-alignments (NFD/NFKD/NFC/NFKC, StripAccents' marks);
+  unicode-segmentation (the grapheme clusters of SentencePiece's Precompiled
+    normalizer), whose properties are not observable through `tokenizers`'
+    API: they are taken from the `regex` package (PyPI, pinned by
+    scripts/setup-venv.sh) at the Unicode version unicode-segmentation
+    follows, 17.0 for the 1.13 that tokenizers 0.23.3 is built with; the
+    script stops when `regex` is at another version, and the code-space test
+    (tests/integration/test_tokenizer_codespace.py) compares the result with
+    `tokenizers` through a real Precompiled charsmap.
 
 Normalisation keeps ICU's data (decompositions, combining classes and
 compositions are stable for assigned characters; a full copy would be
@@ -34,12 +42,26 @@ import os
 import sys
 import unicodedata
 
+import regex
 import tokenizers
 from tokenizers import Regex, normalizers, pre_tokenizers
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text", "unicode_tables.cc")
 ALL = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 SEP = 0xE000  # private use: no case, no decomposition, class 0, composes with nothing
+# Grapheme cluster classes (UAX #29): Grapheme_Cluster_Break combined with
+# Extended_Pictographic and Indic_Conjunct_Break, in the order of
+# GraphemeClass in models/text/graphemes.cc. Hangul syllables (LV or LVT by
+# their index) are listed as LVT; the C++ side tells them apart.
+GRAPHEME_CLASSES = [
+    ("Other", False, "None"), ("CR", False, "None"), ("LF", False, "None"),
+    ("Control", False, "None"), ("Extend", False, "None"), ("Extend", False, "Extend"),
+    ("Extend", False, "Linker"), ("ZWJ", False, "Extend"), ("Regional_Indicator", False, "None"),
+    ("Prepend", False, "None"), ("SpacingMark", False, "None"), ("L", False, "None"),
+    ("V", False, "None"), ("T", False, "None"), ("LVT", False, "None"),
+    ("Other", True, "None"), ("Other", False, "Consonant"),
+]
+HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 ONIG_CATEGORIES = ["Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd",
                    "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc",
                    "Cf", "Co", "Cn"]
@@ -154,7 +176,56 @@ def probe():
     assert t["onig_Lu"] == onig_class(r"\p{Lu}"), "a code point in no category"
     for name, pat in (("s", r"\s"), ("w", r"\w"), ("d", r"\d"), ("h", r"\h")):
         t["onig_" + name] = onig_class(pat)
+    t["grapheme"] = grapheme_classes()
     return t
+
+
+def grapheme_classes():
+    """Each code point's index in GRAPHEME_CLASSES, from `regex`'s Unicode
+    data, which must be unicode-segmentation's version (17.0): U+1ADD (new
+    in 17.0) extends a cluster and U+1AEC (18.0) does not."""
+    def props(ch):
+        return regex.match(r"\p{GCB=Extend}", ch) is not None
+    assert props("\u1add") and not props("\u1aec"), (
+        f"the regex package {regex.__version__} is not at Unicode 17.0 "
+        "(scripts/setup-venv.sh pins the version that is)")
+    text = "".join(map(chr, ALL))
+
+    def members(pattern):
+        return {ord(m) for m in regex.findall(pattern, text)}
+
+    gcb, incb = {}, {}
+    for name in ("CR", "LF", "Control", "Extend", "ZWJ", "Regional_Indicator", "Prepend",
+                 "SpacingMark", "L", "V", "T", "LV", "LVT"):
+        for c in members(r"\p{GCB=" + name + "}"):
+            assert c not in gcb
+            gcb[c] = "LVT" if name == "LV" else name
+    pict = members(r"\p{Extended_Pictographic}")
+    for name in ("Consonant", "Linker", "Extend"):
+        for c in members(r"\p{InCB=" + name + "}"):
+            incb[c] = name
+    index = {k: i for i, k in enumerate(GRAPHEME_CLASSES)}
+    out = {}
+    for c in ALL:
+        key = (gcb.get(c, "Other"), c in pict, incb.get(c, "None"))
+        assert key in index, f"U+{c:04X}: grapheme properties {key} have no class"
+        out[c] = index[key]
+        hangul = HANGUL_FIRST <= c <= HANGUL_LAST
+        assert (key[0] == "LVT") == hangul, f"U+{c:04X}: LV/LVT outside the Hangul syllables"
+        if hangul:
+            assert (c in members_lv()) == ((c - HANGUL_FIRST) % 28 == 0)
+    return out
+
+
+_LV = None
+
+
+def members_lv():
+    global _LV
+    if _LV is None:
+        text = "".join(map(chr, range(HANGUL_FIRST, HANGUL_LAST + 1)))
+        _LV = {ord(m) for m in regex.findall(r"\p{GCB=LV}", text)}
+    return _LV
 
 
 def norm_unknown(forms, crate_ccc):
@@ -324,6 +395,19 @@ def render(t):
                      "previous run's first code point and the index in kOnigCategoryNames"))
     names = ", ".join(f'"{n}"' for n in ONIG_CATEGORIES)
     body.append(f"extern const char* const kOnigCategoryNames[] = {{{names}}};\n")
+    numbers, last, prev = [], 0, None
+    for c in ALL:
+        k = t["grapheme"][c]
+        if k != prev:
+            numbers += [c - last, k]
+            last, prev = c, k
+    body.append(emit("kGraphemeRuns", encode(numbers),
+                     "unicode-segmentation's grapheme cluster classes (Unicode 17.0, from the regex "
+                     "package): runs, each the distance from the previous run's "
+                     "first code point and the index in kGraphemeClassNames"))
+    names = ", ".join(f'"{g}{"+ExtPict" if p else ""}{"" if i == "None" else "+InCB_" + i}"'
+                      for g, p, i in GRAPHEME_CLASSES)
+    body.append(f"extern const char* const kGraphemeClassNames[] = {{{names}}};\n")
     runs, multi = lower_runs(t["lower"])
     numbers, last = [], 0
     for first, count, delta, stride in runs:

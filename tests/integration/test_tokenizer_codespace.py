@@ -8,10 +8,10 @@ tokenizer.json and on tokenizers trained here (test_tokenizer_oracle.py's
 builders): WordPiece with BertNormalizer lower-cased and cased, each with and
 without strip_accents; byte-level BPE; a Qwen-style Split regex (\\p{L},
 \\p{N}, \\s) BPE; NFKC/Strip/WhitespaceSplit/Punctuation/Digits WordPiece;
-NFD/StripAccents/Lowercase/Whitespace BPE; and Unigram (NFKC, Metaspace,
-byte fallback). Not SentencePiece's Precompiled normalizer: it works on
-grapheme clusters, which come from ICU's break iterator (Unicode 15.0) and
-differ from `tokenizers`' for marks of later Unicode versions.
+NFD/StripAccents/Lowercase/Whitespace BPE; Unigram (NFKC, Metaspace,
+byte fallback); and multilingual-e5-small's real tokenizer.json, whose
+SentencePiece Precompiled normalizer looks up whole grapheme clusters
+(unicode-segmentation's, Unicode 17.0: models/text/graphemes.h).
 
 200,000 strings per tokenizer (the same strings for each): 88 s for the
 whole test on 2 cores (measured; 163 s with a build sharing them). INFER_CODESPACE_STRINGS sets
@@ -113,10 +113,7 @@ def build_wordpiece(train, lowercase, strip_accents):
 
 
 def build_unigram_nfkc(train):
-    # NFKC rather than SentencePiece's Precompiled charsmap (the oracle test's
-    # choice): Precompiled looks whole grapheme clusters up, and grapheme
-    # breaks here are ICU's (Unicode 15.0), not unicode-segmentation's, which
-    # knows the combining marks of later versions.
+    # NFKC here; SentencePiece's Precompiled rules come with the real e5 file.
     tok = oracle.build_unigram(train)
     tok.normalizer = normalizers.NFKC()
     return tok
@@ -168,6 +165,9 @@ class TokenizerCodeSpaceTest(unittest.TestCase):
         minilm = oracle.minilm_tokenizer_json()
         if minilm:
             cls.files["minilm_real"] = minilm
+        e5 = oracle.e5_tokenizer_json()
+        if e5:
+            cls.files["multilingual_e5_real"] = e5
 
     def compare(self, name):
         if name not in self.files:
@@ -199,7 +199,7 @@ class TokenizerCodeSpaceTest(unittest.TestCase):
 
 
 def _add_cases():
-    for name in list(BUILDERS) + ["minilm_real"]:
+    for name in list(BUILDERS) + ["minilm_real", "multilingual_e5_real"]:
         setattr(TokenizerCodeSpaceTest, f"test_{name}", lambda self, name=name: self.compare(name))
 
 
