@@ -22,6 +22,7 @@
 #include "models/precision.h"
 #include "runtime/build_config.h"
 #include "runtime/nvml_telemetry.h"
+#include "server/api_key.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
@@ -39,6 +40,15 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
 }
 
 int Run(infer::ServerFlags flags, const sigset_t& signals) {
+  // The API key, checked before anything is loaded (a bad flag ends here);
+  // it outlives the front ends below, which borrow it. Never logged.
+  const absl::StatusOr<infer::ApiKey> api_key =
+      infer::ApiKey::FromFlags(flags.api_key, flags.api_key_file);
+  if (!api_key.ok()) {
+    spdlog::critical("{}", api_key.status().ToString());
+    return 1;
+  }
+  flags.api_key.clear();
   infer::EngineOptions engine_options;
   engine_options.device = flags.device;
   engine_options.memory.budget_bytes = flags.memory_budget_bytes;
@@ -155,8 +165,8 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
 
   std::unique_ptr<infer::MetricsServer> metrics;
   if (!flags.metrics_address.empty()) {
-    auto started =
-        infer::MetricsServer::Start(flags.metrics_address, engine->get(), gpu_telemetry.get());
+    auto started = infer::MetricsServer::Start(flags.metrics_address, engine->get(),
+                                               gpu_telemetry.get(), &*api_key);
     if (!started.ok()) {
       spdlog::critical("{}", started.status().ToString());
       return 1;
@@ -185,7 +195,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     http_options.request_timeout = absl::Seconds(flags.http_request_timeout_s);
     http_options.idle_timeout = absl::Seconds(flags.http_idle_timeout_s);
     auto started = infer::HttpServer::Start(
-        http_options, infer::MakeRestHandler(engine->get(), gpu_telemetry.get()));
+        http_options, infer::MakeRestHandler(engine->get(), gpu_telemetry.get(), &*api_key));
     if (!started.ok()) {
       spdlog::critical("{}", started.status().ToString());
       return 1;
@@ -202,6 +212,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   server_options.tls_cert_file = flags.tls_cert_file;
   server_options.tls_key_file = flags.tls_key_file;
   server_options.tls_client_ca_file = flags.tls_client_ca_file;
+  server_options.api_key = &*api_key;
   auto server = infer::GrpcServer::Start(server_options, engine->get());
   if (!server.ok()) {
     spdlog::critical("{}", server.status().ToString());
@@ -209,6 +220,9 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   }
   // Tests and scripts wait for this exact line to learn the bound port.
   const std::string host = flags.grpc_address.substr(0, flags.grpc_address.rfind(':'));
+  if (api_key->enabled()) {
+    spdlog::info("API key required on every route and call but the health checks and /metrics");
+  }
   spdlog::info("infer-server listening on {}:{}{}", host, (*server)->port(),
                flags.tls_cert_file.empty()        ? " (plaintext)"
                : flags.tls_client_ca_file.empty() ? " (TLS)"

@@ -236,12 +236,24 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine, const NvmlTelemetr
 
 }  // namespace
 
-std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu) {
-  return prometheus::TextSerializer().Serialize(CollectEngine(engine, gpu));
+std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu, const ApiKey* api_key) {
+  std::vector<MetricFamily> families = CollectEngine(engine, gpu);
+  if (api_key != nullptr && api_key->enabled()) {
+    Families f;
+    for (const auto& [frontend, name] :
+         {std::pair{ApiKey::kHttp, "http"}, {ApiKey::kGrpc, "grpc"}}) {
+      f.Counter("infer_unauthenticated_requests_total",
+                "Requests refused for a missing or wrong API key (HTTP 401, gRPC UNAUTHENTICATED)",
+                {{"frontend", name}}, static_cast<double>(api_key->refusals(frontend)));
+    }
+    for (MetricFamily& m : f.Take()) families.push_back(std::move(m));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
-HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu) {
-  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(engine, gpu)};
+HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu,
+                             const ApiKey* api_key) {
+  return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(engine, gpu, api_key)};
 }
 
 MetricsServer::MetricsServer(std::unique_ptr<HttpServer> http) : http_(std::move(http)) {}
@@ -252,7 +264,8 @@ int MetricsServer::port() const { return http_->port(); }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
                                                                     const Engine* engine,
-                                                                    const NvmlTelemetry* gpu) {
+                                                                    const NvmlTelemetry* gpu,
+                                                                    const ApiKey* api_key) {
   HttpServerOptions options;
   options.address = address;
   options.threads = 1;
@@ -262,17 +275,18 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   options.max_connections = 64;
   options.request_timeout = absl::Seconds(5);
   options.idle_timeout = absl::Seconds(30);
-  auto http = HttpServer::Start(options, [engine, gpu](HttpRequest request, HttpReply reply) {
-    HttpResponse r;
-    if (request.path != "/metrics") {
-      r = {404, "text/plain", "metrics are at /metrics\n"};
-    } else if (request.method != "GET" && request.method != "HEAD") {
-      r = {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
-    } else {
-      r = MetricsResponse(*engine, gpu);
-    }
-    reply.Send(std::move(r));
-  });
+  auto http =
+      HttpServer::Start(options, [engine, gpu, api_key](HttpRequest request, HttpReply reply) {
+        HttpResponse r;
+        if (request.path != "/metrics") {
+          r = {404, "text/plain", "metrics are at /metrics\n"};
+        } else if (request.method != "GET" && request.method != "HEAD") {
+          r = {405, "text/plain", "use GET\n", {{"Allow", "GET"}}};
+        } else {
+          r = MetricsResponse(*engine, gpu, api_key);
+        }
+        reply.Send(std::move(r));
+      });
   if (!http.ok()) {
     return absl::Status(http.status().code(), absl::StrCat("metrics: ", http.status().message()));
   }

@@ -19,8 +19,8 @@
 // read per second however often it is scraped); without one those metrics
 // are absent.
 //
-// Ownership: the Engine, and the NvmlTelemetry when given, are borrowed and
-// must outlive both classes. Thread-safe.
+// Ownership: the Engine, and the NvmlTelemetry and ApiKey when given, are
+// borrowed and must outlive both classes. Thread-safe.
 #ifndef INFER_SERVER_METRICS_H_
 #define INFER_SERVER_METRICS_H_
 
@@ -37,17 +37,21 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "runtime/nvml_telemetry.h"
+#include "server/api_key.h"
 #include "server/http/http_server.h"
 
 namespace infer {
 
 // The engine's metrics in the Prometheus text format, as /metrics serves
-// them, with the GPU's telemetry when `gpu` is given.
-std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
+// them, with the GPU's telemetry when `gpu` is given, and the requests
+// refused for their API key when `api_key` is given and enabled.
+std::string RenderMetrics(const Engine& engine, const NvmlTelemetry* gpu = nullptr,
+                          const ApiKey* api_key = nullptr);
 
 // The answer to GET /metrics (200, the text format's content type), for
 // MetricsServer and the REST front end alike.
-HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu = nullptr);
+HttpResponse MetricsResponse(const Engine& engine, const NvmlTelemetry* gpu = nullptr,
+                             const ApiKey* api_key = nullptr);
 
 // GET (or HEAD) /metrics on a port of its own (Triton's 8002), on an
 // HttpServer (server/http/http_server.h): 200 and the metrics; other paths 404,
@@ -60,7 +64,8 @@ class MetricsServer {
   // UNAVAILABLE naming the address and the reason when it cannot listen.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
                                                               const Engine* engine,
-                                                              const NvmlTelemetry* gpu = nullptr);
+                                                              const NvmlTelemetry* gpu = nullptr,
+                                                              const ApiKey* api_key = nullptr);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

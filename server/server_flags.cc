@@ -153,6 +153,16 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "PEM CA bundle: require every client to present a certificate it signed "
                   "(mutual TLS)")
       ->check(CLI::ExistingFile);
+  app->add_option("--api-key", flags->api_key,
+                  "require this key on every HTTP route and gRPC call but the health checks "
+                  "and /metrics (TEI's --api-key; environment API_KEY): HTTP requests send "
+                  "Authorization: Bearer KEY, gRPC calls the metadata authorization: Bearer "
+                  "KEY; others get 401 / UNAUTHENTICATED. Visible on the process's command "
+                  "line: prefer --api-key-file or API_KEY")
+      ->envname("API_KEY");
+  app->add_option("--api-key-file", flags->api_key_file,
+                  "read the key of --api-key from this file's first line")
+      ->check(CLI::ExistingFile);
   app->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));

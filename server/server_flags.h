@@ -36,6 +36,8 @@ struct ServerFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  std::string api_key;       // --api-key or API_KEY (never logged)
+  std::string api_key_file;  // or its first line
   int64_t memory_budget_bytes = 0;
   double memory_budget_fraction = 0.9;
   double memory_headroom_fraction = 0.1;

@@ -27,7 +27,8 @@ namespace {
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit InferenceService(Engine* engine) : engine_(engine), streams_(engine) {
+  InferenceService(Engine* engine, const ApiKey* api_key)
+      : engine_(engine), api_key_(api_key), streams_(engine) {
     SetMessageAllocatorFor_ModelInfer(&infer_messages_);
   }
 
@@ -51,6 +52,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
                                        const inference::ModelReadyRequest* request,
                                        inference::ModelReadyResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     response->set_ready(IsModelReady(*engine_, request->name(), request->version()));
     return Done(ctx, absl::OkStatus());
   }
@@ -58,6 +60,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
                                            const inference::ServerMetadataRequest*,
                                            inference::ServerMetadataResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     FillServerMetadata(response);
     return Done(ctx, absl::OkStatus());
   }
@@ -65,18 +68,21 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     return Done(ctx, FillModelMetadata(*engine_, request->name(), request->version(), response));
   }
 
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
                                         const inference::ModelConfigRequest* request,
                                         inference::ModelConfigResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     return Done(ctx, FillModelConfig(*engine_, request->name(), request->version(), response));
   }
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     // gRPC hands the request as const but owns a mutable message that is not
     // read again after this call's reactor finishes; moving the raw payloads
     // out of it avoids copying every input.
@@ -101,23 +107,52 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
   ModelStreamInfer(grpc::CallbackServerContext* ctx) override {
+    if (!Authorized(ctx)) return new RefusedStream(ToGrpcStatus(Unauthenticated()));
     return streams_.Open(ctx);
   }
 
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     return Done(ctx, FillModelStatistics(*engine_, request->name(), request->version(), response));
   }
 
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
                                             const inference::RepositoryIndexRequest*,
                                             inference::RepositoryIndexResponse* response) override {
+    if (!Authorized(ctx)) return Done(ctx, Unauthenticated());
     FillRepositoryIndex(*engine_, response);
     return Done(ctx, absl::OkStatus());
   }
 
  private:
+  // A stream refused before its first message: finished at once.
+  class RefusedStream final : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                                             inference::ModelStreamInferResponse> {
+   public:
+    explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+    void OnDone() override { delete this; }
+  };
+
+  // Whether the call carries the server's API key in its `authorization`
+  // metadata (always, without a key); a refusal is counted.
+  bool Authorized(grpc::CallbackServerContext* ctx) const {
+    if (api_key_ == nullptr || !api_key_->enabled()) return true;
+    const auto& metadata = ctx->client_metadata();
+    const auto it = metadata.find("authorization");
+    const absl::string_view given = it == metadata.end()
+                                        ? absl::string_view()
+                                        : absl::string_view(it->second.data(), it->second.size());
+    if (api_key_->Allows(given)) return true;
+    api_key_->CountRefusal(ApiKey::kGrpc);
+    return false;
+  }
+  static absl::Status Unauthenticated() {
+    return absl::UnauthenticatedError(
+        "this server needs an API key: send it as the metadata authorization: Bearer KEY");
+  }
+
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
                                         const absl::Status& status) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -125,7 +160,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     return reactor;
   }
 
-  Engine* const engine_;  // borrowed; outlives the server
+  Engine* const engine_;         // borrowed; outlives the server
+  const ApiKey* const api_key_;  // borrowed; may be null
   InferStreams streams_;
   // ModelInfer's messages, on an arena per call.
   ArenaMessageAllocator<inference::ModelInferRequest, inference::ModelInferResponse>
@@ -176,7 +212,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
 
 class GrpcServer::Impl {
  public:
-  explicit Impl(Engine* engine) : inference_(engine), health_(engine) {}
+  Impl(Engine* engine, const ApiKey* api_key) : inference_(engine, api_key), health_(engine) {}
 
   InferenceService inference_;
   HealthService health_;
@@ -206,7 +242,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   }
   INFER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          ServerCredentials(options));
-  auto impl = std::make_unique<Impl>(engine);
+  auto impl = std::make_unique<Impl>(engine, options.api_key);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, credentials, &port);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/api_key.h"
 
 namespace infer {
 
@@ -30,6 +31,11 @@ struct GrpcServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  // With a key (not null, enabled; borrowed, outlives the server): every
+  // call but the health checks (grpc.health.v1, ServerLive, ServerReady)
+  // must carry the metadata `authorization: Bearer KEY`, else it ends
+  // UNAUTHENTICATED before anything is looked up (server/api_key.h).
+  const ApiKey* api_key = nullptr;
 };
 
 class GrpcServer {

@@ -184,7 +184,7 @@ void OnEngine(const RouteContext& context, HttpRequest request, HttpReply reply)
 }
 
 void Metrics(const RouteContext& context, HttpRequest, HttpReply reply) {
-  reply.Send(MetricsResponse(*context.engine, context.gpu));
+  reply.Send(MetricsResponse(*context.engine, context.gpu, context.api_key));
 }
 
 void ServerMetadata(const RouteContext&, HttpRequest, HttpReply reply) {
@@ -218,13 +218,14 @@ constexpr RouteMethod kGet = RouteMethod::kGet;
 constexpr RouteMethod kPostJson = RouteMethod::kPostJson;
 constexpr ErrorShape kTei = ErrorShape::kTei;
 constexpr ErrorShape kKserve = ErrorShape::kKserve;
+constexpr RouteAccess kOpen = RouteAccess::kOpen;  // no API key needed
 constexpr RouteEntry kRoutes[] = {
     // TEI's (server/http/tei_routes.h, scoring_routes.h).
-    {kGet, "/", kTei, true, TeiHealth},
+    {kGet, "/", kTei, true, TeiHealth, kOpen},
     {kPostJson, "/", kTei, true, OnEngine<HandleTeiRoot>},
     {kPostJson, "/invocations", kTei, true, OnEngine<HandleTeiRoot>},  // SageMaker's POST /
-    {kGet, "/health", kTei, true, TeiHealth},
-    {kGet, "/ping", kTei, true, TeiHealth},  // SageMaker's
+    {kGet, "/health", kTei, true, TeiHealth, kOpen},
+    {kGet, "/ping", kTei, true, TeiHealth, kOpen},  // SageMaker's
     {kGet, "/info", kTei, true, TeiInfoRoute},
     {kPostJson, "/embed", kTei, true, OnEngine<HandleTeiEmbed>},
     {kPostJson, "/embed_all", kTei, true, OnEngine<HandleTeiEmbedAll>},
@@ -243,20 +244,20 @@ constexpr RouteEntry kRoutes[] = {
     {kPostJson, "/v2/rerank", ErrorShape::kCohere, false, Scoring<ScoringApi::kCohereV2>},
     // Prometheus (server/metrics.h): the whole server's, each model's series
     // labelled with its name.
-    {kGet, "/metrics", kKserve, false, Metrics},
+    {kGet, "/metrics", kKserve, false, Metrics, kOpen},
     // KServe v2's without parameters.
     {kGet, "/v2", kKserve, false, ServerMetadata},
     {kGet, "/v2/", kKserve, false, ServerMetadata},
-    {kGet, "/v2/health/live", kKserve, false, Live},
-    {kGet, "/v2/health/ready", kKserve, false, Ready},
+    {kGet, "/v2/health/live", kKserve, false, Live, kOpen},
+    {kGet, "/v2/health/ready", kKserve, false, Ready, kOpen},
     {RouteMethod::kPost, "/v2/repository/index", kKserve, false, RepositoryIndex},
     {kGet, "/v2/models/stats", kKserve, false, AllStatistics},
 };
 
 }  // namespace
 
-HttpHandler MakeRestHandler(Engine* engine, const NvmlTelemetry* gpu) {
-  return [context = RouteContext{engine, gpu}](HttpRequest request, HttpReply reply) {
+HttpHandler MakeRestHandler(Engine* engine, const NvmlTelemetry* gpu, const ApiKey* api_key) {
+  return [context = RouteContext{engine, gpu, api_key}](HttpRequest request, HttpReply reply) {
     DispatchRoute(kRoutes, ParameterRoute, context, std::move(request), std::move(reply));
   };
 }

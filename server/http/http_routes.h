@@ -30,18 +30,23 @@
 // than JSON (or, for inference, application/octet-stream), is refused with
 // 415 before it is parsed.
 //
-// Ownership: the Engine and the telemetry (may be null) are borrowed and
-// must outlive the server the handler runs in.
+// With an API key (not null and enabled), every route but the health checks
+// and /metrics needs it (server/http/route_table.h).
+//
+// Ownership: the Engine, the telemetry and the key (both may be null) are
+// borrowed and must outlive the server the handler runs in.
 #ifndef INFER_SERVER_HTTP_HTTP_ROUTES_H_
 #define INFER_SERVER_HTTP_HTTP_ROUTES_H_
 
 #include "engine/engine.h"
 #include "runtime/nvml_telemetry.h"
+#include "server/api_key.h"
 #include "server/http/http_server.h"
 
 namespace infer {
 
-HttpHandler MakeRestHandler(Engine* engine, const NvmlTelemetry* gpu);
+HttpHandler MakeRestHandler(Engine* engine, const NvmlTelemetry* gpu,
+                            const ApiKey* api_key = nullptr);
 
 }  // namespace infer
 

@@ -16,6 +16,24 @@ namespace {
 
 constexpr absl::string_view kModelsPrefix = "/models/";
 
+// Whether `request` may pass: no key, or it carries the key; else it is
+// counted and answered 401 in `shape`.
+bool Authorized(const RouteContext& context, const HttpRequest& request, ErrorShape shape,
+                HttpReply* reply) {
+  if (context.api_key == nullptr || context.api_key->Allows(request.Header("authorization"))) {
+    return true;
+  }
+  context.api_key->CountRefusal(ApiKey::kHttp);
+  HttpResponse r = ShapedError(
+      shape,
+      absl::UnauthenticatedError(
+          "this server needs an API key: send it as the header Authorization: Bearer KEY"),
+      401);
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  reply->Send(std::move(r));
+  return false;
+}
+
 bool Accepts(const RouteEntry& entry, const HttpRequest& request) {
   if (entry.method == RouteMethod::kGet) {
     return request.method == "GET" || request.method == "HEAD";
@@ -32,6 +50,10 @@ void Serve(const std::vector<const RouteEntry*>& at, const RouteContext& context
     if (!Accepts(*entry, request)) {
       (entry->method == RouteMethod::kGet ? get : post) = true;
       continue;
+    }
+    if (entry->access != RouteAccess::kOpen &&
+        !Authorized(context, request, entry->shape, &reply)) {
+      return;
     }
     if (entry->method == RouteMethod::kPostJson) {
       if (auto problem = BodyTypeProblem(request, /*octet_stream=*/false)) {
@@ -55,6 +77,7 @@ void ServeModelPath(absl::Span<const RouteEntry> table, const RouteContext& cont
   const auto refuse = [&](const absl::Status& status) {
     reply.Send(ShapedError(ErrorShape::kTei, status));
   };
+  if (!Authorized(context, request, ErrorShape::kTei, &reply)) return;
   std::string name;
   if (segment.empty()) {
     return refuse(absl::NotFoundError(absl::StrCat(
@@ -97,7 +120,12 @@ void DispatchRoute(absl::Span<const RouteEntry> table, RouteHandler other,
   for (const RouteEntry& entry : table) {
     if (entry.path == request.path) at.push_back(&entry);
   }
-  if (at.empty()) return other(context, std::move(request), std::move(reply));
+  if (at.empty()) {
+    const ErrorShape shape =
+        absl::StartsWith(request.path, "/v1/") ? ErrorShape::kOpenAi : ErrorShape::kKserve;
+    if (!Authorized(context, request, shape, &reply)) return;
+    return other(context, std::move(request), std::move(reply));
+  }
   Serve(at, context, std::move(request), std::move(reply));
 }
 

@@ -21,6 +21,13 @@
 // route served for the whole server only (/metrics, Cohere's rerank,
 // KServe's) or no route at all 404 naming it, a malformed {name} 422.
 //
+// With an API key (RouteContext::api_key, server/api_key.h), a request
+// without `Authorization: Bearer KEY` gets 401 in the route's error shape
+// (with WWW-Authenticate: Bearer) before anything else is looked at, on
+// every route but the open ones (RouteAccess::kOpen: the health checks and
+// /metrics, as TEI leaves them open); under /models/{name} every route
+// needs it, so that a stranger cannot learn which models are loaded.
+//
 // Thread-safe: the table is constant, the context borrowed.
 #ifndef INFER_SERVER_HTTP_ROUTE_TABLE_H_
 #define INFER_SERVER_HTTP_ROUTE_TABLE_H_
@@ -33,6 +40,7 @@
 #include "absl/types/span.h"
 #include "engine/engine.h"
 #include "runtime/nvml_telemetry.h"
+#include "server/api_key.h"
 #include "server/http/http_server.h"
 
 namespace infer {
@@ -51,10 +59,17 @@ enum class RouteMethod {
   kPostJson,  // POST with a JSON body (415 for another Content-Type)
 };
 
+// Whether a route needs the server's API key, when it has one.
+enum class RouteAccess {
+  kKey,   // everything that touches a model
+  kOpen,  // health checks and /metrics: probed by load balancers and scrapers
+};
+
 // What every handler is given beside its request.
 struct RouteContext {
   Engine* engine = nullptr;            // borrowed; outlives the server
   const NvmlTelemetry* gpu = nullptr;  // borrowed; may be null
+  const ApiKey* api_key = nullptr;     // borrowed; may be null (no key)
 };
 
 using RouteHandler = void (*)(const RouteContext& context, HttpRequest request, HttpReply reply);
@@ -65,11 +80,12 @@ struct RouteEntry {
   ErrorShape shape;  // of the route's refusals, the router's included
   bool per_model;    // also served at /models/{name}<path>
   RouteHandler handle;
+  RouteAccess access = RouteAccess::kKey;
 };
 
 // Answers `request`: from `table` when its path is there, under a model's
 // base path when it starts with "/models/", else with `other` (the routes
-// with parameters, and 404).
+// with parameters, and 404; they need the key).
 void DispatchRoute(absl::Span<const RouteEntry> table, RouteHandler other,
                    const RouteContext& context, HttpRequest request, HttpReply reply);
 
