@@ -41,7 +41,7 @@ class ApiKey {
 
   bool enabled() const { return enabled_; }
   // Whether `authorization` (the header's or the metadata's value) is
-  // "Bearer KEY" (the scheme's case as RFC 6750 allows). Always true
+  // "Bearer KEY" (the scheme in any case, as RFC 7235 allows). Always true
   // without a key.
   bool Allows(absl::string_view authorization) const;
   // A request refused for its credentials, and how many were.

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <utility>
 #include <vector>
 
 #include "models/text/unicode.h"
@@ -53,10 +55,8 @@ constexpr const char* kExpectedNames[kClassCount] = {"Other",
                                                      "Other+ExtPict",
                                                      "Other+InCB_Consonant"};
 
-struct Runs {
-  std::vector<uint32_t> first;  // each run's first code point, ascending
-  std::vector<uint8_t> cls;
-};
+// (first code point, class) of each run, ascending.
+using Runs = std::vector<std::pair<uint32_t, uint32_t>>;
 
 const Runs& Table() {
   static const Runs* runs = [] {
@@ -65,15 +65,7 @@ const Runs& Table() {
       // build that mixes a regenerated table with old code.
       if (std::strcmp(tables::kGraphemeClassNames[k], kExpectedNames[k]) != 0) std::abort();
     }
-    auto* r = new Runs;
-    const std::vector<uint32_t> numbers = tables::DecodeNumbers(tables::kGraphemeRuns);
-    uint32_t at = 0;
-    for (size_t i = 0; i + 1 < numbers.size(); i += 2) {
-      at += numbers[i];
-      r->first.push_back(at);
-      r->cls.push_back(static_cast<uint8_t>(numbers[i + 1]));
-    }
-    return r;
+    return new Runs(tables::DecodeRuns(tables::kGraphemeRuns));
   }();
   return *runs;
 }
@@ -82,9 +74,10 @@ GraphemeClass ClassOf(char32_t c) {
   if (c < 0x20) return c == '\r' ? kCR : c == '\n' ? kLF : kControl;
   if (c < 0x7F) return kOther;
   const Runs& r = Table();
-  const auto it = std::upper_bound(r.first.begin(), r.first.end(), static_cast<uint32_t>(c));
-  if (it == r.first.begin()) return kOther;
-  return static_cast<GraphemeClass>(r.cls[it - r.first.begin() - 1]);
+  const auto it = std::upper_bound(r.begin(), r.end(), static_cast<uint32_t>(c),
+                                   [](uint32_t v, const auto& run) { return v < run.first; });
+  if (it == r.begin()) return kOther;
+  return static_cast<GraphemeClass>(std::prev(it)->second);
 }
 
 // A Hangul syllable with no final consonant (LV): every 28th from U+AC00.

@@ -50,16 +50,8 @@ std::vector<uint32_t> Xor(const std::vector<uint32_t>& a, const std::vector<uint
 
 // Ranges of the categories whose bit is set in `mask`.
 Ranges FromCategories(uint32_t mask) {
-  static const auto* runs = [] {
-    const std::vector<uint32_t> n = tables::DecodeNumbers(tables::kOnigCategoryRuns);
-    auto* out = new std::vector<std::pair<uint32_t, uint32_t>>;  // (first, category)
-    uint32_t first = 0;
-    for (size_t i = 0; i + 1 < n.size(); i += 2) {
-      first += n[i];
-      out->push_back({first, n[i + 1]});
-    }
-    return out;
-  }();
+  // (first, category)
+  static const auto* runs = new std::vector(tables::DecodeRuns(tables::kOnigCategoryRuns));
   Ranges out;
   const size_t n = runs->size();
   for (size_t i = 0; i < n; ++i) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace infer::text::tables {
@@ -64,6 +65,19 @@ inline std::vector<uint32_t> DecodeNumbers(const char* text) {
     v = (v << 5) | static_cast<uint32_t>(std::strchr(digits, *p) - digits);
     out.push_back(v);
     v = 0;
+  }
+  return out;
+}
+
+// Runs of an encoded (distance, value) table: each run's first code point
+// (the distances summed) and its value, ascending.
+inline std::vector<std::pair<uint32_t, uint32_t>> DecodeRuns(const char* text) {
+  const std::vector<uint32_t> n = DecodeNumbers(text);
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  uint32_t first = 0;
+  for (size_t i = 0; i + 1 < n.size(); i += 2) {
+    first += n[i];
+    out.push_back({first, n[i + 1]});
   }
   return out;
 }

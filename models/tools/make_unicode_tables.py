@@ -194,12 +194,14 @@ def grapheme_classes():
     def members(pattern):
         return {ord(m) for m in regex.findall(pattern, text)}
 
-    gcb, incb = {}, {}
+    gcb, incb, lv = {}, {}, set()
     for name in ("CR", "LF", "Control", "Extend", "ZWJ", "Regional_Indicator", "Prepend",
                  "SpacingMark", "L", "V", "T", "LV", "LVT"):
         for c in members(r"\p{GCB=" + name + "}"):
             assert c not in gcb
             gcb[c] = "LVT" if name == "LV" else name
+            if name == "LV":
+                lv.add(c)
     pict = members(r"\p{Extended_Pictographic}")
     for name in ("Consonant", "Linker", "Extend"):
         for c in members(r"\p{InCB=" + name + "}"):
@@ -213,19 +215,8 @@ def grapheme_classes():
         hangul = HANGUL_FIRST <= c <= HANGUL_LAST
         assert (key[0] == "LVT") == hangul, f"U+{c:04X}: LV/LVT outside the Hangul syllables"
         if hangul:
-            assert (c in members_lv()) == ((c - HANGUL_FIRST) % 28 == 0)
+            assert (c in lv) == ((c - HANGUL_FIRST) % 28 == 0), f"U+{c:04X}: LV by its index"
     return out
-
-
-_LV = None
-
-
-def members_lv():
-    global _LV
-    if _LV is None:
-        text = "".join(map(chr, range(HANGUL_FIRST, HANGUL_LAST + 1)))
-        _LV = {ord(m) for m in regex.findall(r"\p{GCB=LV}", text)}
-    return _LV
 
 
 def norm_unknown(forms, crate_ccc):
