@@ -11,6 +11,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev prometheus-cpp-dev
   libdnnl-dev libcli11-dev nlohmann-json3-dev libboost-dev libicu-dev libpcre2-dev openssl
+  libcurl4-openssl-dev libssl-dev
   python3 python3-venv
 )
 if [ "${1:-}" = "--test" ]; then

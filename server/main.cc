@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
+#include "server/hub/hub_fetch.h"
 #include "server/kserve/model_repository.h"
 #include "server/metrics.h"
 #include "server/server_flags.h"
@@ -39,6 +41,37 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
   return sig > 0 ? sig : 0;
 }
 
+// Each --model-id [NAME=]ORG/NAME as a --model NAME=FOLDER: a folder as it
+// is (TEI's --model-id takes one too), else the hub's snapshot folder.
+absl::Status ResolveModelIds(infer::ServerFlags* flags) {
+  std::optional<infer::hub::HubOptions> options;
+  for (const std::string& spec : flags->model_ids) {
+    const size_t eq = spec.find('=');
+    const std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
+    const std::string id = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    std::error_code ec;
+    if (std::filesystem::is_directory(id, ec)) {
+      flags->models.push_back(spec);
+      continue;
+    }
+    if (!options.has_value()) {
+      absl::StatusOr<infer::hub::HubOptions> o =
+          infer::hub::HubOptionsFromEnvironment(flags->hf_token, flags->hf_token_file);
+      if (!o.ok()) return o.status();
+      options = *std::move(o);
+      spdlog::info("Hugging Face Hub: {}, cache {}{}", options->endpoint, options->cache_dir,
+                   options->offline ? ", offline (HF_HUB_OFFLINE)" : "");
+    }
+    absl::StatusOr<infer::hub::HubModel> model =
+        infer::hub::FetchHubModel(id, flags->revision, *options);
+    if (!model.ok()) return model.status();
+    flags->models.push_back(
+        absl::StrCat(name.empty() ? id.substr(id.rfind('/') + 1) : name, "=", model->folder));
+  }
+  flags->hf_token.clear();
+  return absl::OkStatus();
+}
+
 int Run(infer::ServerFlags flags, const sigset_t& signals) {
   // The API key, checked before anything is loaded (a bad flag ends here);
   // it outlives the front ends below, which borrow it. Never logged.
@@ -49,6 +82,12 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     return 1;
   }
   flags.api_key.clear();
+  // --model-id: each model of the hub fetched into the cache (or found
+  // there), then served from its snapshot folder as --model serves a folder.
+  if (absl::Status fetched = ResolveModelIds(&flags); !fetched.ok()) {
+    spdlog::critical("{}", std::string(fetched.message()));
+    return 1;
+  }
   infer::EngineOptions engine_options;
   engine_options.device = flags.device;
   engine_options.memory.budget_bytes = flags.memory_budget_bytes;

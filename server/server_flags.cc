@@ -33,6 +33,30 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "NAME (default: the folder's name); its config.pbtxt, if any, applies; "
                   "repeatable, and with --model-repository too")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app->add_option("--model-id", flags->model_ids,
+                  "[NAME=]ORG/NAME: serve this model of the Hugging Face Hub as NAME (default: "
+                  "the part after '/'), downloading the files a served model needs into "
+                  "huggingface_hub's cache (HF_HUB_CACHE, else $HF_HOME/hub, else "
+                  "~/.cache/huggingface/hub) from HF_ENDPOINT (default https://huggingface.co); "
+                  "files already there are not downloaded again. With HF_HUB_OFFLINE=1, or when "
+                  "the hub cannot be reached, the cached copy is served. A folder is served as "
+                  "--model serves it. Repeatable (TEI's --model-id; environment MODEL_ID)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->envname("MODEL_ID");
+  app->add_option("--revision", flags->revision,
+                  "branch, tag or commit of every --model-id (TEI's --revision; environment "
+                  "REVISION)")
+      ->capture_default_str()
+      ->envname("REVISION");
+  app->add_option("--hf-token", flags->hf_token,
+                  "token for private and gated models of the hub (TEI's --hf-token; environment "
+                  "HF_TOKEN; default: HUGGING_FACE_HUB_TOKEN, else the file `hf auth login` "
+                  "writes). Visible on the process's command line: prefer HF_TOKEN or "
+                  "--hf-token-file")
+      ->envname("HF_TOKEN");
+  app->add_option("--hf-token-file", flags->hf_token_file,
+                  "read the hub's token from this file's first line")
+      ->check(CLI::ExistingFile);
   app->add_option("--precision", flags->precision,
                   "precision of every model whose config.pbtxt names none, and of Hugging Face "
                   "folders served without one (TEI's --dtype): auto, fp32, bf16, fp16 (GPU), "

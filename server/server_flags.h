@@ -16,7 +16,13 @@ struct ServerFlags {
   std::string device;
   std::string model_repository;
   std::vector<std::string> models;  // --model [NAME=]DIR, in order
-  std::string precision = "auto";   // for configs that name none (models/precision.h names)
+  // --model-id [NAME=]ORG/NAME (or a folder, as TEI takes it), in order, at
+  // --revision; the hub's token from --hf-token (HF_TOKEN) or a file.
+  std::vector<std::string> model_ids;
+  std::string revision = "main";
+  std::string hf_token;  // never logged
+  std::string hf_token_file;
+  std::string precision = "auto";  // for configs that name none (models/precision.h names)
   // For Hugging Face folders served without a config.pbtxt (TEI's options of
   // the same names); empty: what the folder's files say.
   std::string pooling;        // mean, cls, last_token (or TEI's last-token), splade

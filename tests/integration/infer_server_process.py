@@ -44,16 +44,17 @@ def find_binary(env, *candidates):
 
 class InferServer:
     """infer-server on the CPU with `repo` (None: none, the models come in
-    `extra_args`), gRPC and metrics on free ports."""
+    `extra_args`), gRPC and metrics on free ports; `env`: its environment
+    (default: this process's)."""
 
-    def __init__(self, repo, *extra_args):
+    def __init__(self, repo, *extra_args, env=None):
         self.proc = subprocess.Popen(
             [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
              "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
              "--drain-grace-s", "0",
              *(["--model-repository", repo] if repo is not None else []),
              *extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.log = []
         self.grpc_port = self.metrics_port = self.http_port = None
         for line in self.proc.stdout:
