@@ -2,10 +2,16 @@
 #
 #   docker build -t infer-server .
 #   docker run --rm --gpus 1 -p 8001:8001 -p 8002:8002 -v /srv/models:/models infer-server
+#   docker run --rm --gpus 1 -p 8080:8000 -v $PWD/data:/data infer-server \
+#       --model-id BAAI/bge-small-en-v1.5          # TEI's arguments, as TEI's image takes them
 #
-# The CMD below is the default command line; arguments given to `docker run`
+# The ENTRYPOINT reads deploy/docker/container.toml (every port on every
+# address, the drain's timings) before the arguments, which win over it.
+# The CMD below is the default argument list; arguments given to `docker run`
 # (or a Kubernetes container's `args`, see deploy/kubernetes/) replace it.
-# Without a GPU: `docker run ... infer-server --device=cpu --grpc-address=...`.
+# Without a GPU: `docker run ... infer-server --device=cpu ...`.
+# Models by hub id go to the Hugging Face cache at /data (a volume, as with
+# TEI's image: docs/tei-command-line.md).
 #
 # Two stages:
 # - build: Debian 12, the distribution the project is built and tested on
@@ -56,19 +62,30 @@ RUN BUILD_TYPE=Release scripts/build.sh --target infer-server \
 
 FROM ${CUDA_IMAGE}
 COPY --from=build /opt/infer-server /opt/infer-server
+COPY --from=build /src/deploy/docker/container.toml /opt/infer-server/container.toml
+# --model-id talks to the hub over HTTPS: libcurl needs the CA bundle.
+# hadolint ignore=DL3008
+RUN if [ ! -s /etc/ssl/certs/ca-certificates.crt ]; then \
+      apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
 # Ahead of the image's own path (where the container toolkit puts the
 # driver's libraries), not instead of it.
 ENV LD_LIBRARY_PATH=/opt/infer-server/lib:${LD_LIBRARY_PATH}
 # Fails the build if a library the binary needs is missing here. (--help
 # touches no device.)
 RUN /opt/infer-server/bin/infer-server --help >/dev/null \
- && useradd --system --uid 10001 --no-create-home infer
+ && useradd --system --uid 10001 --no-create-home infer \
+ && mkdir -p /data && chown 10001 /data
+# The Hugging Face cache of --model-id, where TEI's image keeps it.
+ENV HUGGINGFACE_HUB_CACHE=/data
 USER 10001
-# gRPC (KServe v2, grpc.health.v1) and Prometheus metrics.
-EXPOSE 8001 8002
+# HTTP (KServe v2 REST, OpenAI, TEI and Cohere routes), gRPC (KServe v2,
+# grpc.health.v1) and Prometheus metrics.
+EXPOSE 8000 8001 8002
 # SIGTERM starts the drain (NOT_SERVING, grace, GOAWAY, answer, exit 0): give
 # `docker stop` more than grace + drain, e.g. `docker stop -t 30`.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["/opt/infer-server/bin/infer-server"]
+ENTRYPOINT ["/opt/infer-server/bin/infer-server", "--config=/opt/infer-server/container.toml"]
 CMD ["--device=cuda:0", "--grpc-address=0.0.0.0:8001", "--metrics-address=0.0.0.0:8002", \
      "--model-repository=/models", "--drain-grace-s=5", "--drain-timeout-s=20"]

@@ -97,7 +97,7 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
   std::lock_guard<std::mutex> lock(mu_);
   if (lifecycle_->ShuttingDown()) return absl::UnavailableError("the engine is shutting down");
   const int64_t weights = served->model().WeightBytes();
-  if (!models_.emplace(name, std::move(served)).second) {
+  if (aliases_.count(name) != 0 || !models_.emplace(name, std::move(served)).second) {
     return absl::AlreadyExistsError(absl::StrCat("model '", name, "' is already loaded"));
   }
   admission_->AddWeights(weights);
@@ -107,7 +107,22 @@ absl::Status Engine::AddModel(std::unique_ptr<Model> model, const QueueOptions& 
 std::shared_ptr<ServedModel> Engine::Find(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(name);
+  if (it == models_.end()) {
+    auto alias = aliases_.find(name);
+    if (alias != aliases_.end()) it = models_.find(alias->second);
+  }
   return it == models_.end() ? nullptr : it->second;
+}
+
+absl::Status Engine::AddAlias(const std::string& alias, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (models_.find(name) == models_.end()) {
+    return absl::NotFoundError(absl::StrCat("no model ", Quote(name), " to name ", Quote(alias)));
+  }
+  if (models_.find(alias) != models_.end() || !aliases_.emplace(alias, name).second) {
+    return absl::AlreadyExistsError(absl::StrCat("the name ", Quote(alias), " is taken"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::NotFound(const std::string& name) const {

@@ -152,6 +152,12 @@ class Engine {
   // Requests waiting now in each of the model's length buckets.
   absl::StatusOr<std::vector<int64_t>> GetQueueDepths(const std::string& name) const;
   std::vector<std::string> ModelNames() const;
+  // Makes `alias` another name of the loaded model `name` wherever a model
+  // is looked up by name (a hub id such as "BAAI/bge-m3" beside the model's
+  // own name "bge-m3"); ModelNames lists only the model's own name.
+  // NOT_FOUND when `name` is not loaded, ALREADY_EXISTS when `alias` is a
+  // model's name or another alias.
+  absl::Status AddAlias(const std::string& alias, const std::string& name);
   bool ModelReady(const std::string& name) const;
   // True until a drain or Shutdown begins or the device is lost: what
   // health checks, ServerReady and the ready metric report.
@@ -206,6 +212,7 @@ class Engine {
 
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ServedModel>> models_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> aliases_ ABSL_GUARDED_BY(mu_);  // to a name
 };
 
 }  // namespace infer

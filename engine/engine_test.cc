@@ -23,6 +23,32 @@ TEST(EngineTest, AddModelRejectsDuplicatesAndBadOptions) {
               StatusIs(absl::StatusCode::kInvalidArgument, "max_batch_size must be >= 1"));
 }
 
+TEST(EngineTest, AnAliasIsAnotherNameOfOneModel) {
+  auto engine = CpuEngine();
+  EmbedPoolOptions o;
+  o.vocab_size = 100;
+  ASSERT_THAT(engine->AddModel(*EmbedPoolModel::Create(o, engine->context()),
+                               Batching(4, absl::ZeroDuration())),
+              IsOk());
+  EXPECT_THAT(engine->AddAlias("org/embed_pool", "nope"),
+              StatusIs(absl::StatusCode::kNotFound, "no model 'nope'"));
+  ASSERT_THAT(engine->AddAlias("org/embed_pool", "embed_pool"), IsOk());
+  EXPECT_THAT(engine->AddAlias("org/embed_pool", "embed_pool"),
+              StatusIs(absl::StatusCode::kAlreadyExists, "is taken"));
+  EXPECT_THAT(engine->AddAlias("embed_pool", "embed_pool"),
+              StatusIs(absl::StatusCode::kAlreadyExists, "is taken"));
+  // Served and counted as the model itself; listed under its own name only.
+  EXPECT_THAT(engine->Infer(Ids("org/embed_pool", {1, 2})), IsOk());
+  EXPECT_EQ((*engine->GetModelStats("embed_pool")).success.count, 1u);
+  EXPECT_EQ(*engine->GetModelSpec("org/embed_pool"), *engine->GetModelSpec("embed_pool"));
+  EXPECT_EQ(engine->ModelNames(), std::vector<std::string>{"embed_pool"});
+  // A model cannot take an alias's name.
+  o.name = "org/embed_pool";
+  EXPECT_THAT(engine->AddModel(*EmbedPoolModel::Create(o, engine->context()),
+                               Batching(4, absl::ZeroDuration())),
+              StatusIs(absl::StatusCode::kAlreadyExists, "is already loaded"));
+}
+
 TEST(EngineTest, InvalidRequestsAreRefusedBeforeQueueing) {
   auto engine = CpuEngine();
   EmbedPoolOptions o;

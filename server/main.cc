@@ -27,10 +27,14 @@
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
+#include "server/http/http_tls.h"
+#include "server/tls_files.h"
 #include "server/hub/hub_fetch.h"
+#include "server/json_log.h"
 #include "server/kserve/model_repository.h"
 #include "server/metrics.h"
 #include "server/server_flags.h"
+#include "server/tei_flags.h"
 
 namespace {
 
@@ -41,17 +45,43 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
   return sig > 0 ? sig : 0;
 }
 
+// The TLS files the HTTP and metrics ports share with gRPC, unless
+// --http-tls=false keeps those two ports plaintext.
+infer::HttpServerOptions HttpTls(const infer::ServerFlags& flags) {
+  infer::HttpServerOptions o;
+  if (flags.http_tls) {
+    o.tls_cert_file = flags.tls_cert_file;
+    o.tls_key_file = flags.tls_key_file;
+    o.tls_client_ca_file = flags.tls_client_ca_file;
+  }
+  return o;
+}
+
+// A --model or --model-id value, [NAME=]WHAT, as {NAME, WHAT}.
+std::pair<std::string, std::string> SplitNamed(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos) return {"", spec};
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
 // Each --model-id [NAME=]ORG/NAME as a --model NAME=FOLDER: a folder as it
 // is (TEI's --model-id takes one too), else the hub's snapshot folder.
-absl::Status ResolveModelIds(infer::ServerFlags* flags) {
+// Returns the other names (aliases) the models answer to: a hub model its
+// id ("BAAI/bge-m3" beside "bge-m3"), and the one model TEI's
+// --served-model-name names when that name has a '/' (a model's own name
+// cannot: it is a path segment of /v2/models/{name}).
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ResolveModelIds(
+    infer::ServerFlags* flags) {
+  std::vector<std::pair<std::string, std::string>> aliases;
+  std::string& served = flags->served_model_name;  // one model (ApplyTeiFlags checked)
+  const bool rename = !served.empty() && served.find('/') == std::string::npos;
   std::optional<infer::hub::HubOptions> options;
   for (const std::string& spec : flags->model_ids) {
-    const size_t eq = spec.find('=');
-    const std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
-    const std::string id = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    auto [name, id] = SplitNamed(spec);
+    if (rename) name = served;
     std::error_code ec;
     if (std::filesystem::is_directory(id, ec)) {
-      flags->models.push_back(spec);
+      flags->models.push_back(name.empty() ? id : absl::StrCat(name, "=", id));
       continue;
     }
     if (!options.has_value()) {
@@ -59,17 +89,32 @@ absl::Status ResolveModelIds(infer::ServerFlags* flags) {
           infer::hub::HubOptionsFromEnvironment(flags->hf_token, flags->hf_token_file);
       if (!o.ok()) return o.status();
       options = *std::move(o);
+      if (!flags->huggingface_hub_cache.empty()) options->cache_dir = flags->huggingface_hub_cache;
+      if (!flags->dense_path.empty()) options->extra_folders.push_back(flags->dense_path);
       spdlog::info("Hugging Face Hub: {}, cache {}{}", options->endpoint, options->cache_dir,
                    options->offline ? ", offline (HF_HUB_OFFLINE)" : "");
     }
     absl::StatusOr<infer::hub::HubModel> model =
         infer::hub::FetchHubModel(id, flags->revision, *options);
     if (!model.ok()) return model.status();
-    flags->models.push_back(
-        absl::StrCat(name.empty() ? id.substr(id.rfind('/') + 1) : name, "=", model->folder));
+    if (name.empty()) name = id.substr(id.rfind('/') + 1);
+    if (name != id) aliases.emplace_back(id, name);
+    if (!served.empty() && !rename && served != id) aliases.emplace_back(served, name);
+    flags->models.push_back(absl::StrCat(name, "=", model->folder));
+  }
+  flags->model_ids.clear();
+  if (!served.empty() && flags->models.size() == 1 && options == std::nullopt) {
+    // The one model is a --model folder (or a --model-id folder).
+    auto [name, dir] = SplitNamed(flags->models[0]);
+    if (rename) {
+      flags->models[0] = absl::StrCat(served, "=", dir);
+    } else {
+      if (name.empty()) name = std::filesystem::path(dir).filename().string();
+      aliases.emplace_back(served, name);
+    }
   }
   flags->hf_token.clear();
-  return absl::OkStatus();
+  return aliases;
 }
 
 int Run(infer::ServerFlags flags, const sigset_t& signals) {
@@ -82,10 +127,27 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     return 1;
   }
   flags.api_key.clear();
+  // The TLS files, checked before anything is downloaded or loaded (every
+  // port reads them again when it starts).
+  if (const infer::HttpServerOptions tls = HttpTls(flags); !tls.tls_cert_file.empty()) {
+    if (auto ctx = infer::MakeServerTlsContext(tls.tls_cert_file, tls.tls_key_file,
+                                               tls.tls_client_ca_file);
+        !ctx.ok()) {
+      spdlog::critical("{}", ctx.status().ToString());
+      return 1;
+    }
+  } else if (auto pem = infer::ReadTlsFiles(flags.tls_cert_file, flags.tls_key_file,
+                                            flags.tls_client_ca_file);
+             !pem.ok()) {
+    spdlog::critical("{}", pem.status().ToString());
+    return 1;
+  }
   // --model-id: each model of the hub fetched into the cache (or found
   // there), then served from its snapshot folder as --model serves a folder.
-  if (absl::Status fetched = ResolveModelIds(&flags); !fetched.ok()) {
-    spdlog::critical("{}", std::string(fetched.message()));
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> aliases =
+      ResolveModelIds(&flags);
+  if (!aliases.ok()) {
+    spdlog::critical("{}", std::string(aliases.status().message()));
     return 1;
   }
   infer::EngineOptions engine_options;
@@ -160,6 +222,12 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   if (!flags.default_prompt_name.empty()) {
     defaults.folder_params["prompt_name"] = flags.default_prompt_name;
   }
+  if (!flags.default_prompt.empty()) defaults.folder_params["prompt"] = flags.default_prompt;
+  if (!flags.dense_path.empty()) defaults.folder_params["dense_path"] = flags.dense_path;
+  defaults.max_batch_tokens = static_cast<uint64_t>(flags.max_batch_tokens);
+  defaults.max_batch_size = static_cast<uint32_t>(flags.max_batch_requests);
+  defaults.max_queue_size = static_cast<uint32_t>(flags.max_concurrent_requests);
+  defaults.max_client_batch_size = static_cast<uint64_t>(flags.max_client_batch_size);
   if (!flags.model_repository.empty()) {
     auto loaded = infer::LoadModelRepository(flags.model_repository, engine->get(), defaults);
     if (!loaded.ok()) {
@@ -176,6 +244,13 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
       spdlog::critical("cannot load --model: {}", loaded.status().ToString());
       return 1;
     }
+  }
+  for (const auto& [alias, name] : *aliases) {
+    if (absl::Status s = (*engine)->AddAlias(alias, name); !s.ok()) {
+      spdlog::critical("cannot name model '{}' '{}' too: {}", name, alias, s.ToString());
+      return 1;
+    }
+    spdlog::info("model '{}' also answers to '{}'", name, alias);
   }
   for (const std::string& name : (*engine)->ModelNames()) {
     const infer::QueueOptions q = *(*engine)->GetBatchingOptions(name);
@@ -205,14 +280,15 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   std::unique_ptr<infer::MetricsServer> metrics;
   if (!flags.metrics_address.empty()) {
     auto started = infer::MetricsServer::Start(flags.metrics_address, engine->get(),
-                                               gpu_telemetry.get(), &*api_key);
+                                               gpu_telemetry.get(), &*api_key, HttpTls(flags));
     if (!started.ok()) {
       spdlog::critical("{}", started.status().ToString());
       return 1;
     }
     metrics = *std::move(started);
     const std::string host = flags.metrics_address.substr(0, flags.metrics_address.rfind(':'));
-    spdlog::info("metrics at http://{}:{}/metrics", host, metrics->port());
+    spdlog::info("metrics at {}://{}:{}/metrics",
+                 HttpTls(flags).tls_cert_file.empty() ? "http" : "https", host, metrics->port());
   }
   std::unique_ptr<infer::LatencyReporter> reporter;
   if (flags.log_summary_interval_s > 0) {
@@ -233,6 +309,11 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     http_options.max_connections = flags.http_max_connections;
     http_options.request_timeout = absl::Seconds(flags.http_request_timeout_s);
     http_options.idle_timeout = absl::Seconds(flags.http_idle_timeout_s);
+    http_options.cors_allow_origins = flags.cors_allow_origin;
+    const infer::HttpServerOptions tls = HttpTls(flags);
+    http_options.tls_cert_file = tls.tls_cert_file;
+    http_options.tls_key_file = tls.tls_key_file;
+    http_options.tls_client_ca_file = tls.tls_client_ca_file;
     auto started = infer::HttpServer::Start(
         http_options, infer::MakeRestHandler(engine->get(), gpu_telemetry.get(), &*api_key));
     if (!started.ok()) {
@@ -241,8 +322,9 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     }
     http = *std::move(started);
     const std::string http_host = flags.http_address.substr(0, flags.http_address.rfind(':'));
-    spdlog::info("HTTP (KServe v2 REST, OpenAI /v1/embeddings, /metrics) on http://{}:{}",
-                 http_host, http->port());
+    spdlog::info("HTTP (KServe v2 REST, OpenAI /v1/embeddings, /metrics) on {}://{}:{}{}",
+                 tls.tls_cert_file.empty() ? "http" : "https", http_host, http->port(),
+                 tls.tls_client_ca_file.empty() ? "" : " (mutual TLS)");
   }
 
   infer::GrpcServerOptions server_options;
@@ -418,6 +500,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  if (flags.json_output) spdlog::set_formatter(std::make_unique<infer::JsonLogFormatter>());
+  // TEI's options, as this server's (server/tei_flags.h).
+  std::vector<std::string> notes;
+  if (absl::Status s = infer::ApplyTeiFlags(app, &flags, &notes); !s.ok()) {
+    spdlog::critical("{}", std::string(s.message()));
+    return 1;
+  }
+  for (const std::string& note : notes) spdlog::info("{}", note);
 
   // Block the stop signals in every thread; main waits for them with sigwait.
   sigset_t signals;

@@ -265,9 +265,13 @@ int MetricsServer::port() const { return http_->port(); }
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
                                                                     const Engine* engine,
                                                                     const NvmlTelemetry* gpu,
-                                                                    const ApiKey* api_key) {
+                                                                    const ApiKey* api_key,
+                                                                    const HttpServerOptions& tls) {
   HttpServerOptions options;
   options.address = address;
+  options.tls_cert_file = tls.tls_cert_file;
+  options.tls_key_file = tls.tls_key_file;
+  options.tls_client_ca_file = tls.tls_client_ca_file;
   options.threads = 1;
   // A scrape is a GET: nothing to read past the headers.
   options.max_body_bytes = 1 << 10;

@@ -62,10 +62,13 @@ class MetricsServer {
   // Serves on `address` (host:port as HttpServerOptions::address; port 0
   // picks a free one). INVALID_ARGUMENT for a malformed address;
   // UNAVAILABLE naming the address and the reason when it cannot listen.
+  // `tls`: the TLS files of HttpServerOptions (tls_cert_file, tls_key_file,
+  // tls_client_ca_file); the rest of it is ignored.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
                                                               const Engine* engine,
                                                               const NvmlTelemetry* gpu = nullptr,
-                                                              const ApiKey* api_key = nullptr);
+                                                              const ApiKey* api_key = nullptr,
+                                                              const HttpServerOptions& tls = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

@@ -1,6 +1,9 @@
 #include "server/server_flags.h"
 
+#include <map>
+
 #include "runtime/build_config.h"
+#include "server/tei_flags.h"
 
 namespace infer {
 
@@ -57,29 +60,48 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
   app->add_option("--hf-token-file", flags->hf_token_file,
                   "read the hub's token from this file's first line")
       ->check(CLI::ExistingFile);
-  app->add_option("--precision", flags->precision,
+  app->add_option("--precision,--dtype", flags->precision,
                   "precision of every model whose config.pbtxt names none, and of Hugging Face "
-                  "folders served without one (TEI's --dtype): auto, fp32, bf16, fp16 (GPU), "
-                  "int8 (CPU) or fp8 (GPU, compute capability 8.9+); a backend that computes in "
-                  "one precision only keeps its own")
+                  "folders served without one (TEI's --dtype; environment DTYPE): auto, fp32, "
+                  "bf16, fp16 (GPU), int8 (CPU) or fp8 (GPU, compute capability 8.9+), or TEI's "
+                  "float32, bfloat16, float16; a backend that computes in one precision only "
+                  "keeps its own")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16", "int8", "fp8"}));
+      ->envname("DTYPE")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{{"auto", "auto"},
+                                                                             {"fp32", "fp32"},
+                                                                             {"bf16", "bf16"},
+                                                                             {"fp16", "fp16"},
+                                                                             {"int8", "int8"},
+                                                                             {"fp8", "fp8"},
+                                                                             {"float32", "fp32"},
+                                                                             {"bfloat16", "bf16"},
+                                                                             {"float16", "fp16"}},
+                                          CLI::ignore_case));
   app->add_option("--pooling", flags->pooling,
                   "pooling of every Hugging Face folder served without a config.pbtxt (TEI's "
                   "--pooling): mean, cls, last_token (or last-token), or splade for a "
                   "*ForMaskedLM checkpoint (sparse vectors, POST /embed_sparse); default: the "
                   "folder's own (its modules.json / 1_Pooling)")
-      ->check(CLI::IsMember({"mean", "cls", "last_token", "last-token", "splade"}));
-  app->add_flag("--auto-truncate", flags->auto_truncate,
-                "default true: cut texts longer than the model's maximum (as "
-                "sentence-transformers does), for every Hugging Face folder served without a "
-                "config.pbtxt (TEI's --auto-truncate); --auto-truncate=false refuses them "
-                "instead (HTTP 422, gRPC INVALID_ARGUMENT, naming both lengths). A request's "
-                "truncate parameter (TEI's truncate: false) overrides it");
+      ->check(CLI::IsMember({"mean", "cls", "last_token", "last-token", "splade"}))
+      ->envname("POOLING");
+  // A value may follow as its own argument (--auto-truncate false), as TEI
+  // takes it: an option of 0 or 1 values rather than a flag.
+  app->add_option("--auto-truncate", flags->auto_truncate,
+                  "default true: cut texts longer than the model's maximum (as "
+                  "sentence-transformers does), for every Hugging Face folder served without a "
+                  "config.pbtxt (TEI's --auto-truncate; environment AUTO_TRUNCATE); "
+                  "--auto-truncate=false refuses them instead (HTTP 422, gRPC INVALID_ARGUMENT, "
+                  "naming both lengths). A request's truncate parameter (TEI's truncate: false) "
+                  "overrides it")
+      ->expected(0, 1)
+      ->default_str("true")
+      ->envname("AUTO_TRUNCATE");
   app->add_option("--default-prompt-name", flags->default_prompt_name,
                   "the prompt of config_sentence_transformers.json put before every text of every "
                   "Hugging Face folder served without a config.pbtxt (TEI's "
-                  "--default-prompt-name); default: the file's default_prompt_name, if any");
+                  "--default-prompt-name); default: the file's default_prompt_name, if any")
+      ->envname("DEFAULT_PROMPT_NAME");
   app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
                   "largest request accepted: a larger gRPC message gets RESOURCE_EXHAUSTED, a "
                   "larger HTTP body 413 (before it is read)")
@@ -169,14 +191,20 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
   app->add_option("--tls-cert-file", flags->tls_cert_file,
-                  "PEM certificate chain of the gRPC server: serve TLS (needs --tls-key-file)")
+                  "PEM certificate chain: serve gRPC, HTTP and metrics over TLS (needs "
+                  "--tls-key-file; TLS 1.2 at least)")
       ->check(CLI::ExistingFile);
   app->add_option("--tls-key-file", flags->tls_key_file, "PEM private key of --tls-cert-file")
       ->check(CLI::ExistingFile);
   app->add_option("--tls-client-ca-file", flags->tls_client_ca_file,
-                  "PEM CA bundle: require every client to present a certificate it signed "
-                  "(mutual TLS)")
+                  "PEM CA bundle: require every client (gRPC, HTTP and metrics) to present a "
+                  "certificate it signed (mutual TLS)")
       ->check(CLI::ExistingFile);
+  app->add_option("--http-tls", flags->http_tls,
+                  "whether the TLS options apply to the HTTP and metrics ports too (default "
+                  "true); false keeps them plaintext, e.g. behind a proxy that terminates TLS, "
+                  "with gRPC on TLS")
+      ->capture_default_str();
   app->add_option("--api-key", flags->api_key,
                   "require this key on every HTTP route and gRPC call but the health checks "
                   "and /metrics (TEI's --api-key; environment API_KEY): HTTP requests send "
@@ -187,9 +215,16 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
   app->add_option("--api-key-file", flags->api_key_file,
                   "read the key of --api-key from this file's first line")
       ->check(CLI::ExistingFile);
-  app->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error")
+  app->add_option("--log-level", flags->log_level,
+                  "trace, debug, info, warn, error (environment LOG_LEVEL, as TEI's)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+      ->envname("LOG_LEVEL")
+      ->transform(CLI::IsMember({"trace", "debug", "info", "warn", "error"}, CLI::ignore_case));
+  app->add_flag("--json-output", flags->json_output,
+                "log one JSON object per line (timestamp, level, message, target), as TEI's "
+                "--json-output (environment JSON_OUTPUT)")
+      ->envname("JSON_OUTPUT");
+  AddTeiFlags(app, flags);
   app->set_version_flag("--version", std::string(INFER_VERSION));
   app->set_config(
       "--config", "",

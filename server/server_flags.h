@@ -42,6 +42,7 @@ struct ServerFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  bool http_tls = true;  // the TLS files apply to the HTTP and metrics ports too
   std::string api_key;       // --api-key or API_KEY (never logged)
   std::string api_key_file;  // or its first line
   int64_t memory_budget_bytes = 0;
@@ -50,6 +51,30 @@ struct ServerFlags {
   std::string device_lock_dir;
   int cpu_threads = 0;
   std::string log_level = "info";
+  bool json_output = false;  // log lines as JSON objects (TEI's --json-output)
+
+  // TEI's router options that have no native name here (server/tei_flags.h
+  // turns them into the options above; 0 and empty: not given).
+  std::string served_model_name;
+  std::string default_prompt;
+  std::string dense_path;
+  int64_t max_batch_tokens = 0;
+  int64_t max_batch_requests = 0;
+  int64_t max_concurrent_requests = 0;
+  int64_t max_client_batch_size = 0;
+  std::string hostname;
+  int port = 0;
+  int prometheus_port = 0;
+  int64_t payload_limit = 0;
+  int tokenization_workers = 0;
+  std::string huggingface_hub_cache;
+  std::string hf_api_token;  // TEI's deprecated name of --hf-token
+  std::vector<std::string> cors_allow_origin;
+  // Accepted so that TEI's manifests start; nothing here uses them.
+  std::string uds_path;
+  std::string otlp_endpoint;
+  std::string otlp_service_name;
+  bool disable_spans = false;
 };
 
 // The --help text's description of the server.

@@ -57,6 +57,8 @@ absl::StatusOr<std::unique_ptr<Model>> Create(const char* backend, const ModelOp
   INFER_RETURN_IF_ERROR(ParseIntParam(params, "max_sequence_length", &o.max_sequence_length));
   INFER_RETURN_IF_ERROR(ParseBoolParam(params, "auto_truncate", &o.auto_truncate));
   if (auto it = params.find("prompt_name"); it != params.end()) o.prompt_name = it->second;
+  if (auto it = params.find("prompt"); it != params.end()) o.prompt = it->second;
+  if (auto it = params.find("dense_path"); it != params.end()) o.dense_path = it->second;
   if (params.count("matryoshka") != 0) {
     bool matryoshka = false;
     INFER_RETURN_IF_ERROR(ParseBoolParam(params, "matryoshka", &matryoshka));
@@ -85,9 +87,9 @@ extern const ModelFamily kBertFamily;
 extern const ModelFamily kTransformerFamily;
 // The parameters Create reads: one list for both names.
 static const std::vector<std::string> kParameters = {
-    "checkpoint_dir",  "normalize",           "max_sequence_length", "pooling",
-    "batch_invariant", "auto_truncate",       "prompt_name",         "matryoshka",
-    "precision_gate",  "cuda_fused_epilogues"};
+    "checkpoint_dir",  "normalize",     "max_sequence_length", "pooling",
+    "batch_invariant", "auto_truncate", "prompt_name",         "prompt",
+    "dense_path",      "matryoshka",    "precision_gate",      "cuda_fused_epilogues"};
 const ModelFamily kBertFamily = {"bert", kParameters, CreateBert};
 const ModelFamily kTransformerFamily = {"transformer", kParameters, CreateTransformer};
 

@@ -149,7 +149,8 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   } else {
     INFER_ASSIGN_OR_RETURN(m->pooling_, SentenceTransformersPooling(options.checkpoint_dir));
   }
-  INFER_ASSIGN_OR_RETURN(m->dense_, DenseHead::Load(options.checkpoint_dir, c.hidden_size));
+  INFER_ASSIGN_OR_RETURN(
+      m->dense_, DenseHead::Load(options.checkpoint_dir, c.hidden_size, options.dense_path));
   // Normalisation: configured, else as the folder's modules.json says.
   std::string normalize_source = "as configured";
   if (options.normalize.has_value()) {
@@ -191,6 +192,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   }
   INFER_ASSIGN_OR_RETURN(auto prompt,
                          SentenceTransformersPrompt(options.checkpoint_dir, options.prompt_name));
+  if (!options.prompt.empty()) {
+    if (!options.prompt_name.empty()) {
+      return absl::InvalidArgumentError("give a prompt by its name or its text, not both");
+    }
+    prompt = {options.prompt, options.prompt};
+  }
   m->prompt_ = prompt.second;
   m->spec_.name = options.name;
   m->spec_.platform = "infer_" + options.backend;

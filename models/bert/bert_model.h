@@ -125,6 +125,12 @@ struct BertModelOptions {
   // prompts) prepended to every text; empty: its default_prompt_name's, if
   // any. A request may name another of them (InferRequest::prompt_name).
   std::string prompt_name;
+  // A text prepended to every text instead (TEI's --default-prompt); not
+  // with prompt_name.
+  std::string prompt;
+  // The Dense module's folder instead of the one modules.json lists (TEI's
+  // --dense-path; DenseHead::Load).
+  std::string dense_path;
   // The embeddings may be cut to any width (InferRequest::dimensions): the
   // model was trained for it (Matryoshka). Unset: what the model card says
   // (ModelCardDeclaresMatryoshka).

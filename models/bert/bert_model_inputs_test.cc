@@ -159,6 +159,15 @@ TEST(PromptTest, ThePromptIsPrependedToEveryText) {
   auto by_default = BertModel::Create(o, (*d)->context());
   ASSERT_THAT(by_default, IsOk());
   EXPECT_EQ(embed(**by_default, "x"), embed(**plain, "q: x"));
+  // A prompt given as text (TEI's --default-prompt) replaces the default.
+  o.prompt = "passage: ";
+  auto literal = BertModel::Create(o, (*d)->context());
+  ASSERT_THAT(literal, IsOk());
+  EXPECT_EQ(embed(**literal, "x"), embed(**plain, "passage: x"));
+  EXPECT_NE((*literal)->spec().description.find("prompt 'passage: '"), std::string::npos);
+  o.prompt_name = "query";
+  EXPECT_THAT(BertModel::Create(o, (*d)->context()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "by its name or its text, not both"));
   fs::remove_all(dir);
 }
 

@@ -162,11 +162,45 @@ absl::StatusOr<DenseHead::Layer> LoadLayer(const std::string& dir, const std::st
 
 }  // namespace
 
-absl::StatusOr<DenseHead> DenseHead::Load(const std::string& dir, int64_t width) {
+absl::StatusOr<DenseHead> DenseHead::Load(const std::string& dir, int64_t width,
+                                          const std::string& dense_path) {
   DenseHead head;
   head.width_ = width;
   const std::string path = dir + "/modules.json";
   INFER_ASSIGN_OR_RETURN(std::optional<nlohmann::json> parsed, ParseOptionalJsonFile(path));
+  auto inside = [&](const std::string& module_path) -> absl::Status {
+    const std::filesystem::path p(module_path);
+    if (module_path.empty() || p.is_absolute() || std::find(p.begin(), p.end(), "..") != p.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": the Dense module's path '",
+                                                     module_path,
+                                                     "' must be a folder inside the model folder"));
+    }
+    return absl::OkStatus();
+  };
+  if (!dense_path.empty()) {
+    INFER_RETURN_IF_ERROR(inside(dense_path));
+    int listed = 0;
+    if (parsed.has_value() && parsed->is_array()) {
+      for (const nlohmann::json& module : *parsed) {
+        if (module.is_object() && module.contains("type") && module["type"].is_string() &&
+            ClassName(module["type"].get<std::string>()) == "Dense") {
+          ++listed;
+        }
+      }
+    }
+    if (listed > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " lists ", listed, " Dense modules; --dense-path replaces one, not several"));
+    }
+    INFER_ASSIGN_OR_RETURN(Layer layer, LoadLayer(dir, dense_path));
+    if (layer.in != width) {
+      return absl::InvalidArgumentError(absl::StrCat(dir, "/", dense_path,
+                                                     "/config.json: in_features ", layer.in,
+                                                     " but pooling gives ", width));
+    }
+    head.layers_.push_back(std::move(layer));
+    if (!parsed.has_value() || !parsed->is_array()) return head;
+  }
   if (!parsed.has_value() || !parsed->is_array()) return head;
   int stage = -1;  // of the last module seen
   for (const nlohmann::json& module : *parsed) {
@@ -189,16 +223,11 @@ absl::StatusOr<DenseHead> DenseHead::Load(const std::string& dir, int64_t width)
                        " out of the order Transformer, Pooling, Dense..., Normalize"));
     }
     stage = at;
-    if (at != 2) continue;
+    if (at != 2 || !dense_path.empty()) continue;  // the one Dense: loaded above
     const std::string module_path = module.contains("path") && module["path"].is_string()
                                         ? module["path"].get<std::string>()
                                         : "";
-    const std::filesystem::path p(module_path);
-    if (module_path.empty() || p.is_absolute() || std::find(p.begin(), p.end(), "..") != p.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": the Dense module's path '",
-                                                     module_path,
-                                                     "' must be a folder inside the model folder"));
-    }
+    INFER_RETURN_IF_ERROR(inside(module_path));
     INFER_ASSIGN_OR_RETURN(Layer layer, LoadLayer(dir, module_path));
     const int64_t takes = head.out_features();
     if (layer.in != takes) {

@@ -56,7 +56,13 @@ class DenseHead {
   // of order, a width that does not chain, an unknown activation, or
   // weights of the wrong shape; NOT_FOUND for a missing weights file
   // (a pytorch_model.bin alone is named: it is not read).
-  static absl::StatusOr<DenseHead> Load(const std::string& dir, int64_t width);
+  // `dense_path` (TEI's --dense-path), when given, is the folder of the one
+  // Dense module instead of the one modules.json lists (or the only one,
+  // when it lists none: models with several Dense folders such as
+  // 2_Dense_256 and 2_Dense_1024); INVALID_ARGUMENT when modules.json lists
+  // more than one or the folder is not inside `dir`.
+  static absl::StatusOr<DenseHead> Load(const std::string& dir, int64_t width,
+                                        const std::string& dense_path = "");
   // Layers taken elsewhere (a checkpoint's classification head); each must
   // take the previous one's output, the first `width`.
   static DenseHead FromLayers(int64_t width, std::vector<Layer> layers) {

@@ -57,10 +57,12 @@ class DenseFolder {
 };
 
 absl::StatusOr<std::unique_ptr<BertModel>> Load(testing::TestDevice& device,
-                                                const std::string& dir) {
+                                                const std::string& dir,
+                                                const std::string& dense_path = "") {
   BertModelOptions o;
   o.name = "dense";
   o.checkpoint_dir = dir;
+  o.dense_path = dense_path;
   o.precision =
       device.device->info().kind == DeviceKind::kCpu ? Precision::kFp32 : Precision::kAuto;
   return BertModel::Create(o, device.context());
@@ -192,6 +194,37 @@ TEST(DenseHeadTest, PipelinesThatAreNotComputedAreRefusedNamingWhy) {
   folder.Write("2_Dense/pytorch_model.bin", "not read");
   EXPECT_THAT(Load(**device, folder.dir()),
               StatusIs(absl::StatusCode::kNotFound, "which is not read"));
+}
+
+// TEI's --dense-path: the Dense module from another folder than the one
+// modules.json lists (models that ship 2_Dense_256, 2_Dense_1024, ...), or
+// the only one when it lists none.
+TEST(DenseHeadTest, DensePathChoosesTheModulesFolder) {
+  const DenseFolder folder("dense_path");
+  auto device = testing::TestDevice::Create("cpu");
+  ASSERT_THAT(device, IsOk());
+  fs::copy(fs::path(folder.dir()) / "2_Dense", fs::path(folder.dir()) / "2_Dense_32",
+           fs::copy_options::recursive);
+  // The listed folder is not read: break it.
+  folder.Write("2_Dense/config.json", R"({"in_features": 7, "out_features": 3})");
+  auto model = Load(**device, folder.dir(), "2_Dense_32");
+  ASSERT_THAT(model, IsOk());
+  EXPECT_NE((*model)->spec().description.find("then 2_Dense_32 (64 -> 32, tanh)"),
+            std::string::npos)
+      << (*model)->spec().description;
+  EXPECT_EQ((*model)->spec().outputs[0].shape, (std::vector<int64_t>{-1, 32}));
+  // modules.json without a Dense module: the one --dense-path names.
+  folder.Write("modules.json", R"([{"path": "", "type": "sentence_transformers.models.Transformer"},
+      {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  EXPECT_THAT(Load(**device, folder.dir(), "2_Dense_32"), IsOk());
+  EXPECT_THAT(Load(**device, folder.dir(), "../2_Dense_32"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "must be a folder inside"));
+  folder.Write("modules.json", R"([{"path": "", "type": "sentence_transformers.models.Transformer"},
+      {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+      {"path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+      {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])");
+  EXPECT_THAT(Load(**device, folder.dir(), "2_Dense_32"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "lists 2 Dense modules"));
 }
 
 // Every product is summed in the documented order (16 running sums over

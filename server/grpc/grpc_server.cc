@@ -21,6 +21,7 @@
 #include "server/kserve/kserve_service.h"
 #include "server/kserve/proto_codec.h"
 #include "server/kserve/proto_request.h"
+#include "server/tls_files.h"
 
 namespace infer {
 namespace {
@@ -168,41 +169,19 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       infer_messages_;
 };
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the ", what, " file '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", what, " file '", path, "' holds no PEM block"));
-  }
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const GrpcServerOptions& options) {
-  const bool cert = !options.tls_cert_file.empty(), key = !options.tls_key_file.empty();
-  if (!cert && !key) {
-    if (!options.tls_client_ca_file.empty()) {
-      return absl::InvalidArgumentError(
-          "a TLS client CA needs the server's own certificate and key (--tls-cert-file, "
-          "--tls-key-file)");
-    }
-    return grpc::InsecureServerCredentials();
-  }
-  if (cert != key) {
-    return absl::InvalidArgumentError(
-        "TLS needs both the certificate (--tls-cert-file) and the private key (--tls-key-file)");
-  }
+  INFER_ASSIGN_OR_RETURN(
+      std::optional<TlsPem> pem,
+      ReadTlsFiles(options.tls_cert_file, options.tls_key_file, options.tls_client_ca_file));
+  if (!pem.has_value()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions ssl;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  INFER_ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(options.tls_cert_file, "TLS certificate"));
-  INFER_ASSIGN_OR_RETURN(pair.private_key, ReadPem(options.tls_key_file, "TLS private key"));
+  pair.cert_chain = std::move(pem->cert_chain);
+  pair.private_key = std::move(pem->private_key);
   ssl.pem_key_cert_pairs.push_back(std::move(pair));
-  if (!options.tls_client_ca_file.empty()) {
-    INFER_ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                           ReadPem(options.tls_client_ca_file, "TLS client CA"));
+  if (!pem->client_ca.empty()) {
+    ssl.pem_root_certs = std::move(pem->client_ca);
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);

@@ -1,5 +1,6 @@
-// HttpServer: HTTP/1.1 transport on Boost.Beast (Boost.Asio), for the REST
-// front ends (KServe v2 REST, OpenAI embeddings, /metrics). It knows nothing
+// HttpServer: HTTP/1.1 transport on Boost.Beast (Boost.Asio), over TCP or
+// TLS (OpenSSL, through Boost.Asio's ssl::stream), for the REST front ends
+// (KServe v2 REST, OpenAI embeddings, /metrics). It knows nothing
 // of models: it reads a request, hands it to one handler, and writes what
 // the handler answers, asynchronously, so no thread is held while the engine
 // computes.
@@ -67,6 +68,21 @@ struct HttpServerOptions {
   int max_connections = 1024;
   absl::Duration request_timeout = absl::Seconds(30);
   absl::Duration idle_timeout = absl::Seconds(60);
+  // Origins browsers may call from (CORS; "*" for any); empty: no CORS
+  // headers. A request whose Origin is allowed gets
+  // Access-Control-Allow-Origin on its answer, and a preflight (OPTIONS
+  // with Access-Control-Request-Method) is answered 204 by the transport,
+  // allowing GET and POST with Content-Type and Authorization; another
+  // origin's requests are served as any other (the browser withholds the
+  // answer from the page).
+  std::vector<std::string> cors_allow_origins;
+  // TLS (http_tls.h): every connection is TLS when tls_cert_file (a PEM
+  // chain) is set, with tls_key_file its key; with tls_client_ca_file each
+  // client must present a certificate that CA signed (mutual TLS). TLS 1.2
+  // at least.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
 };
 
 struct HttpRequest {

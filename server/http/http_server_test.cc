@@ -163,6 +163,41 @@ TEST_F(HttpServerTest, KeepAliveAnswersRequestsInOrderOnOneConnection) {
   EXPECT_TRUE(c.Closed());
 }
 
+TEST_F(HttpServerTest, CorsHeadersForAllowedOriginsAndPreflightsAnsweredHere) {
+  HttpServerOptions options;
+  options.cors_allow_origins = {"https://app.example"};
+  StartServer(options);
+  RawClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.Send(Post("/a", "x", "Origin: https://app.example\r\n")));
+  std::string r = c.ReadResponse();
+  EXPECT_THAT(r, HasSubstr("Access-Control-Allow-Origin: https://app.example"));
+  EXPECT_THAT(r, HasSubstr("Vary: Origin"));
+  // Another origin, or none: served, without CORS headers.
+  ASSERT_TRUE(c.Send(Post("/a", "x", "Origin: https://evil.example\r\n") + Post("/b", "y")));
+  for (int i = 0; i < 2; ++i) {
+    r = c.ReadResponse();
+    EXPECT_THAT(r, HasSubstr("200 OK"));
+    EXPECT_THAT(r, ::testing::Not(HasSubstr("Access-Control")));
+  }
+  // A preflight never reaches the handler.
+  const int before = calls_.load();
+  ASSERT_TRUE(
+      c.Send("OPTIONS /v1/embeddings HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example"
+             "\r\nAccess-Control-Request-Method: POST\r\n\r\n"));
+  r = c.ReadResponse();
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 204"));
+  EXPECT_THAT(r, HasSubstr("Access-Control-Allow-Methods: GET, POST"));
+  EXPECT_THAT(r, HasSubstr("Access-Control-Allow-Headers: content-type, authorization"));
+  EXPECT_EQ(calls_.load(), before);
+  server_.reset();
+  options.cors_allow_origins = {"*"};
+  StartServer(options);
+  RawClient any(server_->port());
+  ASSERT_TRUE(any.Send(Post("/a", "x", "Origin: https://anything.example\r\n")));
+  EXPECT_THAT(any.ReadResponse(), HasSubstr("Access-Control-Allow-Origin: *"));
+}
+
 TEST_F(HttpServerTest, ServesIpv6AndBothFamiliesOnTheWildcard) {
   {
     // Is there an IPv6 loopback at all?

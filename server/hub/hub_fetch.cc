@@ -146,7 +146,7 @@ absl::StatusOr<HubModel> FromCache(const RepoCache& cache, const Context& c, con
   const std::vector<RepoFile> listing = SnapshotListing(dir);
   absl::StatusOr<std::vector<const RepoFile*>> meta = MetadataFiles(listing);
   absl::Status complete = meta.status();
-  if (complete.ok()) complete = ContentFiles(listing, dir).status();
+  if (complete.ok()) complete = ContentFiles(listing, dir, c.options.extra_folders).status();
   if (!complete.ok()) {
     return absl::Status(missing_code, absl::StrCat(why, ", and its cached copy at ", dir,
                                                    " is incomplete: it ", complete.message()));
@@ -323,7 +323,7 @@ absl::StatusOr<HubModel> Resolve(const RepoCache& cache, const Context& c) {
   int fetched = 0;
   INFER_RETURN_IF_ERROR(FetchFiles(metadata, commit, cache, c, "settings", &fetched));
   INFER_ASSIGN_OR_RETURN(std::vector<const RepoFile*> content,
-                         ContentFiles(tree, cache.SnapshotDir(commit)));
+                         ContentFiles(tree, cache.SnapshotDir(commit), c.options.extra_folders));
   INFER_RETURN_IF_ERROR(FetchFiles(content, commit, cache, c, "weights", &fetched));
   // After the files: a ref never names a commit whose snapshot is partial.
   INFER_RETURN_IF_ERROR(cache.WriteRef(c.revision, commit));

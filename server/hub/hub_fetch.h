@@ -25,6 +25,7 @@
 #define INFER_SERVER_HUB_HUB_FETCH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -35,6 +36,8 @@ struct HubOptions {
   std::string token;                                // never logged nor put in an error; empty: none
   std::string cache_dir;
   bool offline = false;
+  // Module folders to fetch beyond those modules.json lists (--dense-path).
+  std::vector<std::string> extra_folders;
 };
 
 // The options from the environment, as huggingface_hub reads it: HF_ENDPOINT,

@@ -1,5 +1,6 @@
 #include "server/hub/hub_files.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -131,8 +132,9 @@ absl::StatusOr<std::vector<const RepoFile*>> MetadataFiles(const std::vector<Rep
   return out;
 }
 
-absl::StatusOr<std::vector<const RepoFile*>> ContentFiles(const std::vector<RepoFile>& tree,
-                                                          const std::string& metadata_dir) {
+absl::StatusOr<std::vector<const RepoFile*>> ContentFiles(
+    const std::vector<RepoFile>& tree, const std::string& metadata_dir,
+    const std::vector<std::string>& extra_folders) {
   std::vector<const RepoFile*> out;
   if (Find(tree, "model.safetensors.index.json") != nullptr) {
     INFER_ASSIGN_OR_RETURN(std::vector<std::string> shards, Shards(metadata_dir));
@@ -162,6 +164,10 @@ absl::StatusOr<std::vector<const RepoFile*>> ContentFiles(const std::vector<Repo
                                       "safetensors, e.g. with the hub's convert space)")));
   }
   INFER_ASSIGN_OR_RETURN(std::vector<std::string> folders, ModuleFolders(tree, metadata_dir));
+  for (const std::string& f : extra_folders) {
+    INFER_RETURN_IF_ERROR(CheckRepoPath(f));
+    if (std::find(folders.begin(), folders.end(), f) == folders.end()) folders.push_back(f);
+  }
   for (const std::string& folder : folders) {
     const std::string prefix = folder + "/";
     for (const RepoFile& f : tree) {

@@ -53,8 +53,11 @@ absl::StatusOr<std::vector<const RepoFile*>> MetadataFiles(const std::vector<Rep
 // repository has no safetensors weights, or when a shard the index names is
 // not in the listing; INVALID_ARGUMENT when the index or modules.json
 // cannot be read.
-absl::StatusOr<std::vector<const RepoFile*>> ContentFiles(const std::vector<RepoFile>& tree,
-                                                          const std::string& metadata_dir);
+// `extra_folders`: module folders the server reads beyond those modules.json
+// lists (--dense-path's).
+absl::StatusOr<std::vector<const RepoFile*>> ContentFiles(
+    const std::vector<RepoFile>& tree, const std::string& metadata_dir,
+    const std::vector<std::string>& extra_folders = {});
 
 }  // namespace infer::hub
 

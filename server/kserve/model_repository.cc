@@ -285,6 +285,16 @@ absl::StatusOr<LoadedModel> LoadModelFolder(const std::string& dir, const Device
     for (const auto& [key, value] : defaults.folder_params) {
       (*config.mutable_parameters())[key].set_string_value(value);
     }
+    if (defaults.max_batch_size > 0) config.set_max_batch_size(defaults.max_batch_size);
+    if (defaults.max_batch_tokens > 0 || defaults.max_queue_size > 0) {
+      config::DynamicBatching* d = config.mutable_dynamic_batching();
+      d->set_max_queue_delay_microseconds(kDefaultMaxQueueDelayUs);  // as when unset
+      d->set_max_batch_tokens(defaults.max_batch_tokens);
+      d->mutable_default_queue_policy()->set_max_queue_size(defaults.max_queue_size);
+    }
+    if (defaults.max_client_batch_size > 0) {
+      config.mutable_request_limits()->set_max_client_batch_size(defaults.max_client_batch_size);
+    }
     source = folder.string();
   } else {
     return absl::NotFoundError(

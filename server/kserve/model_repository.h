@@ -74,6 +74,14 @@ struct ServingDefaults {
   // checked as a config's would be. A config.pbtxt sets its own parameters
   // instead.
   ModelParams folder_params;
+  // Batching and limits of those folders (infer-server's TEI options
+  // --max-batch-tokens, --max-batch-requests, --max-concurrent-requests,
+  // --max-client-batch-size); 0: the defaults a config.pbtxt without them
+  // gets.
+  uint64_t max_batch_tokens = 0;       // dynamic_batching.max_batch_tokens
+  uint32_t max_batch_size = 0;         // max_batch_size
+  uint32_t max_queue_size = 0;         // default_queue_policy.max_queue_size
+  uint64_t max_client_batch_size = 0;  // request_limits.max_client_batch_size
 };
 
 // Reads `dir`/config.pbtxt (or, when the folder has none but has a

@@ -59,11 +59,11 @@ class InferServer:
         self.grpc_port = self.metrics_port = self.http_port = None
         for line in self.proc.stdout:
             self.log.append(line)
-            m = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
+            m = re.search(r"metrics at https?://127\.0\.0\.1:(\d+)/metrics", line)
             if m:
                 self.metrics_port = int(m.group(1))
             # Logged before the gRPC line, like the metrics line.
-            m = re.search(r"\) on http://(?:127\.0\.0\.1|\[[0-9a-f:]+\]|[\w.-]+):(\d+)", line)
+            m = re.search(r"\) on https?://(?:127\.0\.0\.1|\[[0-9a-f:]+\]|[\w.-]+):(\d+)", line)
             if m:
                 self.http_port = int(m.group(1))
             m = re.search(r"infer-server listening on 127\.0\.0\.1:(\d+)", line)

@@ -184,16 +184,34 @@ class DeployFilesTest(unittest.TestCase):
             self.assertEqual(cudart.group(1), m.group(1), "the image's CUDA is another major")
         # The command line: the server, flags it has, the ports it exposes,
         # and the same arguments as the Kubernetes Deployment.
+        # The entry point reads the container's config file, then the
+        # arguments (TEI's: `docker run IMAGE --model-id ORG/NAME`).
         entry = json.loads(next(rest for word, rest in ins if word == "ENTRYPOINT"))
-        self.assertEqual(entry, ["/opt/infer-server/bin/infer-server"])
+        self.assertEqual(entry, ["/opt/infer-server/bin/infer-server",
+                                 "--config=/opt/infer-server/container.toml"])
+        config_path = os.path.join(ROOT, "deploy", "docker", "container.toml")
+        self.assertIn("/src/deploy/docker/container.toml /opt/infer-server/container.toml",
+                      " ".join(rest for word, rest in ins if word == "COPY"))
+        import tomllib  # Python 3.11
+        with open(config_path, "rb") as f:
+            config = tomllib.load(f)
         cmd = json.loads(next(rest for word, rest in ins if word == "CMD"))
         flags = self.server_flags()
-        for a in cmd:
+        for a in cmd + [f"--{k}" for k in config]:
             self.assertIn(a.split("=", 1)[0], flags, f"{a} is not an infer-server option")
+        # The server takes the file: --version runs after the config is read.
+        r = subprocess.run([os.environ["INFER_SERVER_BINARY"], f"--config={config_path}",
+                            "--model-id", "org/name", "--version"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         values = dict(a[2:].split("=", 1) for a in cmd)
         exposed = {int(p) for word, rest in ins if word == "EXPOSE" for p in rest.split()}
+        self.assertEqual(config["hostname"], "0.0.0.0")
         self.assertEqual(exposed, {int(values["grpc-address"].rsplit(":", 1)[1]),
-                                   int(values["metrics-address"].rsplit(":", 1)[1])})
+                                   int(config["grpc-address"].rsplit(":", 1)[1]),
+                                   int(values["metrics-address"].rsplit(":", 1)[1]),
+                                   8000})  # HTTP: hostname's port, the server's default
+        self.assertIn("HUGGINGFACE_HUB_CACHE=/data",
+                      " ".join(rest for word, rest in ins if word == "ENV"))
         self.assertEqual(next(rest for word, rest in ins if word == "STOPSIGNAL"), "SIGTERM")
         import yaml  # .venv (scripts/setup-venv.sh)
         with open(os.path.join(ROOT, "deploy", "kubernetes", "infer-server.yaml")) as f:

@@ -28,14 +28,16 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import threading
 import unittest
+import urllib.error
 import urllib.request
 
 import numpy as np
 from huggingface_hub import hf_hub_download, scan_cache_dir, snapshot_download
 
 from hub_standin import HubStandIn, Repo
-from infer_server_process import InferServer
+from infer_server_process import InferServer, fixed_port
 from test_families import cosine, reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -288,7 +290,6 @@ class HubTest(unittest.TestCase):
         self.hub.slow[self.weights_sha] = 0.05
         try:
             servers = [None, None]
-            import threading
             starts = [threading.Thread(target=lambda i=i: servers.__setitem__(
                 i, self.serve("--model-id", "tiny=org/tiny"))) for i in range(2)]
             for t in starts:
@@ -307,6 +308,69 @@ class HubTest(unittest.TestCase):
                     s.stop()
         self.assertEqual(len(self.hub.storage_gets(self.weights_sha)), 1)
         self.assertEqual(scan_cache_dir(self.cache).warnings, [])
+
+
+class TeiCommandLineTest(unittest.TestCase):
+    """A TEI deployment's environment, unchanged: MODEL_ID, PORT, HF_TOKEN,
+    JSON_OUTPUT, MAX_CLIENT_BATCH_SIZE, SERVED_MODEL_NAME, AUTO_TRUNCATE
+    and DTYPE, with the model from the hub stand-in."""
+
+    def test_a_tei_environment_serves(self):
+        hub = HubStandIn(tokens=[TOKEN])
+        cache = tempfile.mkdtemp(prefix="hub-cache-")
+        try:
+            hub.add(Repo("org/tiny", fixture_files(), COMMIT, private=True))
+            port = fixed_port()
+            env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HUGGINGFACE_HUB_CACHE=cache,
+                       HF_HOME=os.path.join(cache, "home"), MODEL_ID="org/tiny", PORT=str(port),
+                       HF_TOKEN=TOKEN, JSON_OUTPUT="true", MAX_CLIENT_BATCH_SIZE="2",
+                       SERVED_MODEL_NAME="tiny-embedder", AUTO_TRUNCATE="true", DTYPE="float32")
+            env.pop("HF_HUB_CACHE", None)
+            proc = subprocess.Popen(
+                [os.environ["INFER_SERVER_BINARY"], "--device", "cpu", "--grpc-address",
+                 "127.0.0.1:0", "--metrics-address", "127.0.0.1:0", "--drain-grace-s", "0"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            lines = []
+            for raw in proc.stdout:
+                lines.append(json.loads(raw))  # every line is a JSON object
+                if "infer-server listening" in lines[-1]["message"]:
+                    break
+            threading.Thread(target=lambda: [lines.append(json.loads(x)) for x in proc.stdout],
+                             daemon=True).start()
+            try:
+                messages = [line["message"] for line in lines]
+                self.assertTrue(all(set(line) == {"timestamp", "level", "message", "target"}
+                                    for line in lines), lines[0])
+                self.assertIn("model 'tiny-embedder' also answers to 'org/tiny'", messages)
+                self.assertTrue(any("precision fp32" in m for m in messages), messages)
+                # TEI's port, on every address (0.0.0.0), as TEI listens.
+                self.assertTrue(any(f"on http://0.0.0.0:{port}" in m for m in messages))
+                base = f"http://127.0.0.1:{port}"
+                from huggingface_hub import InferenceClient
+                got = InferenceClient(model=base).feature_extraction("A man is playing a guitar.")
+                ref = reference("bert")[0]
+                self.assertGreaterEqual(cosine(np.ravel(got), ref[2]), 0.9999)
+                # OpenAI's "model" may be the hub id, as TEI's clients send it.
+                for model in ("org/tiny", "tiny-embedder"):
+                    req = urllib.request.Request(
+                        base + "/v1/embeddings",
+                        data=json.dumps({"model": model, "input": ["a", "b"]}).encode(),
+                        headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        self.assertEqual(len(json.load(r)["data"]), 2)
+                # MAX_CLIENT_BATCH_SIZE=2: three inputs are refused, naming the limit.
+                req = urllib.request.Request(
+                    base + "/embed", data=json.dumps({"inputs": ["a", "b", "c"]}).encode(),
+                    headers={"Content-Type": "application/json"})
+                with self.assertRaises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(req, timeout=30)
+                self.assertIn("max_client_batch_size", refused.exception.read().decode())
+            finally:
+                proc.send_signal(subprocess.signal.SIGTERM)
+                self.assertEqual(proc.wait(timeout=60), 0)
+        finally:
+            hub.stop()
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":

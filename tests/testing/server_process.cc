@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -57,17 +58,22 @@ absl::StatusOr<ServerProcess> ServerProcess::Start(const std::string& binary,
       const size_t digits = log.find_first_not_of("0123456789", start);
       if (end != std::string::npos &&
           absl::SimpleAtoi(log.substr(start, digits - start), &server.port_)) {
-        // Logged before the gRPC line when metrics are on.
-        const std::string metrics = "metrics at http://127.0.0.1:";
-        if (const size_t m = log.find(metrics); m != std::string::npos) {
-          const size_t from = m + metrics.size();
-          absl::SimpleAtoi(log.substr(from, log.find('/', from) - from), &server.metrics_port_);
+        // Logged before the gRPC line when metrics are on (https:// with
+        // TLS).
+        for (const char* metrics :
+             {"metrics at http://127.0.0.1:", "metrics at https://127.0.0.1:"}) {
+          if (const size_t m = log.find(metrics); m != std::string::npos) {
+            const size_t from = m + std::strlen(metrics);
+            absl::SimpleAtoi(log.substr(from, log.find('/', from) - from), &server.metrics_port_);
+          }
         }
         // So is the HTTP front end's.
-        const std::string http = ") on http://127.0.0.1:";
-        if (const size_t h = log.find(http); h != std::string::npos) {
-          const size_t from = h + http.size();
-          absl::SimpleAtoi(log.substr(from, log.find('\n', from) - from), &server.http_port_);
+        for (const char* http : {") on http://127.0.0.1:", ") on https://127.0.0.1:"}) {
+          if (const size_t h = log.find(http); h != std::string::npos) {
+            const size_t from = h + std::strlen(http);
+            const size_t digits = log.find_first_not_of("0123456789", from);
+            absl::SimpleAtoi(log.substr(from, digits - from), &server.http_port_);
+          }
         }
         return server;
       }
