@@ -28,13 +28,13 @@
 #include "server/http/http_routes.h"
 #include "server/http/http_server.h"
 #include "server/http/http_tls.h"
-#include "server/tls_files.h"
-#include "server/hub/hub_fetch.h"
 #include "server/json_log.h"
 #include "server/kserve/model_repository.h"
 #include "server/metrics.h"
+#include "server/model_ids.h"
 #include "server/server_flags.h"
 #include "server/tei_flags.h"
+#include "server/tls_files.h"
 
 namespace {
 
@@ -55,66 +55,6 @@ infer::HttpServerOptions HttpTls(const infer::ServerFlags& flags) {
     o.tls_client_ca_file = flags.tls_client_ca_file;
   }
   return o;
-}
-
-// A --model or --model-id value, [NAME=]WHAT, as {NAME, WHAT}.
-std::pair<std::string, std::string> SplitNamed(const std::string& spec) {
-  const size_t eq = spec.find('=');
-  if (eq == std::string::npos) return {"", spec};
-  return {spec.substr(0, eq), spec.substr(eq + 1)};
-}
-
-// Each --model-id [NAME=]ORG/NAME as a --model NAME=FOLDER: a folder as it
-// is (TEI's --model-id takes one too), else the hub's snapshot folder.
-// Returns the other names (aliases) the models answer to: a hub model its
-// id ("BAAI/bge-m3" beside "bge-m3"), and the one model TEI's
-// --served-model-name names when that name has a '/' (a model's own name
-// cannot: it is a path segment of /v2/models/{name}).
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ResolveModelIds(
-    infer::ServerFlags* flags) {
-  std::vector<std::pair<std::string, std::string>> aliases;
-  std::string& served = flags->served_model_name;  // one model (ApplyTeiFlags checked)
-  const bool rename = !served.empty() && served.find('/') == std::string::npos;
-  std::optional<infer::hub::HubOptions> options;
-  for (const std::string& spec : flags->model_ids) {
-    auto [name, id] = SplitNamed(spec);
-    if (rename) name = served;
-    std::error_code ec;
-    if (std::filesystem::is_directory(id, ec)) {
-      flags->models.push_back(name.empty() ? id : absl::StrCat(name, "=", id));
-      continue;
-    }
-    if (!options.has_value()) {
-      absl::StatusOr<infer::hub::HubOptions> o =
-          infer::hub::HubOptionsFromEnvironment(flags->hf_token, flags->hf_token_file);
-      if (!o.ok()) return o.status();
-      options = *std::move(o);
-      if (!flags->huggingface_hub_cache.empty()) options->cache_dir = flags->huggingface_hub_cache;
-      if (!flags->dense_path.empty()) options->extra_folders.push_back(flags->dense_path);
-      spdlog::info("Hugging Face Hub: {}, cache {}{}", options->endpoint, options->cache_dir,
-                   options->offline ? ", offline (HF_HUB_OFFLINE)" : "");
-    }
-    absl::StatusOr<infer::hub::HubModel> model =
-        infer::hub::FetchHubModel(id, flags->revision, *options);
-    if (!model.ok()) return model.status();
-    if (name.empty()) name = id.substr(id.rfind('/') + 1);
-    if (name != id) aliases.emplace_back(id, name);
-    if (!served.empty() && !rename && served != id) aliases.emplace_back(served, name);
-    flags->models.push_back(absl::StrCat(name, "=", model->folder));
-  }
-  flags->model_ids.clear();
-  if (!served.empty() && flags->models.size() == 1 && options == std::nullopt) {
-    // The one model is a --model folder (or a --model-id folder).
-    auto [name, dir] = SplitNamed(flags->models[0]);
-    if (rename) {
-      flags->models[0] = absl::StrCat(served, "=", dir);
-    } else {
-      if (name.empty()) name = std::filesystem::path(dir).filename().string();
-      aliases.emplace_back(served, name);
-    }
-  }
-  flags->hf_token.clear();
-  return aliases;
 }
 
 int Run(infer::ServerFlags flags, const sigset_t& signals) {
@@ -145,7 +85,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
   // --model-id: each model of the hub fetched into the cache (or found
   // there), then served from its snapshot folder as --model serves a folder.
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> aliases =
-      ResolveModelIds(&flags);
+      infer::ResolveModelIds(&flags);
   if (!aliases.ok()) {
     spdlog::critical("{}", std::string(aliases.status().message()));
     return 1;
