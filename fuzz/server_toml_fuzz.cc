@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "server/server_flags.h"
+#include "server/tei_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   infer::ServerFlags flags;
@@ -19,6 +21,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     app.parse_from_stream(in);
   } catch (const CLI::ParseError&) {
     return 0;  // refused, as the server would refuse to start
+  }
+  // TEI's options turned into this server's (or refused as a conflict).
+  std::vector<std::string> notes;
+  if (!infer::ApplyTeiFlags(app, &flags, &notes).ok()) return 0;
+  if (flags.http_threads < 1 || flags.http_threads > 256 ||
+      flags.http_address.rfind(':') == std::string::npos ||
+      flags.metrics_address.rfind(':') == std::string::npos) {
+    __builtin_trap();  // a TEI option made an unusable value
   }
   if (flags.drain_grace_s < 0 || flags.drain_grace_s > 3600 || flags.drain_timeout_s < 0 ||
       flags.drain_timeout_s > 3600 || flags.memory_budget_fraction < 0 ||

@@ -216,10 +216,21 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "read the key of --api-key from this file's first line")
       ->check(CLI::ExistingFile);
   app->add_option("--log-level", flags->log_level,
-                  "trace, debug, info, warn, error (environment LOG_LEVEL, as TEI's)")
+                  "trace, debug, info, warn, error, critical or off, any case (environment "
+                  "LOG_LEVEL, as TEI's; warning and err are taken too)")
       ->capture_default_str()
       ->envname("LOG_LEVEL")
-      ->transform(CLI::IsMember({"trace", "debug", "info", "warn", "error"}, CLI::ignore_case));
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, std::string>{{"trace", "trace"},
+                                                                     {"debug", "debug"},
+                                                                     {"info", "info"},
+                                                                     {"warn", "warn"},
+                                                                     {"warning", "warn"},
+                                                                     {"error", "error"},
+                                                                     {"err", "error"},
+                                                                     {"critical", "critical"},
+                                                                     {"off", "off"}},
+                                  CLI::ignore_case));
   app->add_flag("--json-output", flags->json_output,
                 "log one JSON object per line (timestamp, level, message, target), as TEI's "
                 "--json-output (environment JSON_OUTPUT)")

@@ -87,8 +87,10 @@ absl::StatusOr<std::vector<RepoFile>> ParseTreeListing(absl::string_view text) {
     if (type != e.end() && type->is_string() && *type != "file") continue;
     auto path = e.find("path");
     auto size = e.find("size");
-    if (path == e.end() || !path->is_string() || size == e.end() || !size->is_number_unsigned()) {
-      return absl::InvalidArgumentError("a tree entry has no string 'path' or integer 'size'");
+    if (path == e.end() || !path->is_string() || size == e.end() || !size->is_number_unsigned() ||
+        size->get<uint64_t>() > (uint64_t{1} << 50)) {
+      return absl::InvalidArgumentError(
+          "a tree entry has no string 'path' or no integer 'size' (up to 2^50 bytes)");
     }
     RepoFile f;
     f.path = path->get<std::string>();

@@ -45,6 +45,8 @@ TEST(HubFilesTest, RefusesListingsThatLeaveTheSnapshot) {
   EXPECT_FALSE(ParseTreeListing(R"([{"type": "file", "size": 1, "path": "/etc/x"}])").ok());
   EXPECT_FALSE(ParseTreeListing(R"({"path": "x"})").ok());
   EXPECT_FALSE(ParseTreeListing(R"([{"type": "file", "size": -1, "path": "x"}])").ok());
+  EXPECT_FALSE(
+      ParseTreeListing(R"([{"type": "file", "size": 18446744073709551615, "path": "x"}])").ok());
   EXPECT_FALSE(ParseTreeListing("[").ok());
 }
 
