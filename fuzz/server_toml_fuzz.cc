@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "server/server_flags.h"
 #include "server/tei_flags.h"
 
@@ -25,9 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // TEI's options turned into this server's (or refused as a conflict).
   std::vector<std::string> notes;
   if (!infer::ApplyTeiFlags(app, &flags, &notes).ok()) return 0;
+  // (An address is checked when its port starts, as one from the command
+  // line is; TEI's --port sets the port of whatever it was given.)
   if (flags.http_threads < 1 || flags.http_threads > 256 ||
-      flags.http_address.rfind(':') == std::string::npos ||
-      flags.metrics_address.rfind(':') == std::string::npos) {
+      (flags.port > 0 && !absl::EndsWith(flags.http_address, absl::StrCat(":", flags.port)))) {
     __builtin_trap();  // a TEI option made an unusable value
   }
   if (flags.drain_grace_s < 0 || flags.drain_grace_s > 3600 || flags.drain_timeout_s < 0 ||

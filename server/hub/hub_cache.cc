@@ -25,11 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 std::string Home() {
   std::string home = Env("HOME");
   return home.empty() ? std::string("/root") : home;
@@ -62,7 +57,21 @@ std::string TempSuffix() {
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
+// Renames `tmp` over `target` (atomic: a reader sees the old entry or the
+// new one); on failure removes `tmp` and says "cannot <what>".
+absl::Status RenameOver(const std::string& tmp, const std::string& target, absl::string_view what) {
+  if (std::rename(tmp.c_str(), target.c_str()) == 0) return absl::OkStatus();
+  const int err = errno;
+  std::remove(tmp.c_str());
+  return absl::PermissionDeniedError(absl::StrCat("cannot ", what, ": ", ErrnoText(err)));
+}
+
 }  // namespace
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
 
 std::string HfHomeFromEnvironment() {
   std::string home = Env("HF_HOME");
@@ -199,13 +208,7 @@ absl::Status RepoCache::WriteRef(absl::string_view revision, absl::string_view c
       return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
     }
   }
-  if (std::rename(tmp.c_str(), ref.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot write ", ref.string(), ": ", ErrnoText(err)));
-  }
-  return absl::OkStatus();
+  return RenameOver(tmp, ref.string(), absl::StrCat("write ", ref.string()));
 }
 
 absl::Status RepoCache::LinkSnapshotFile(absl::string_view commit, absl::string_view path,
@@ -232,13 +235,7 @@ absl::Status RepoCache::LinkSnapshotFile(absl::string_view commit, absl::string_
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create the link ", link.string(), ": ", ec.message()));
   }
-  if (std::rename(tmp.c_str(), link.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the link ", link.string(), ": ", ErrnoText(err)));
-  }
-  return absl::OkStatus();
+  return RenameOver(tmp, link.string(), absl::StrCat("create the link ", link.string()));
 }
 
 absl::Status RepoCache::Prepare() const {

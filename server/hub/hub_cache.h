@@ -33,6 +33,9 @@
 
 namespace infer::hub {
 
+// The environment variable `name`, empty when unset.
+std::string Env(const char* name);
+
 // Where huggingface_hub keeps its cache, from the environment as it reads
 // it: HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
 // $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub.

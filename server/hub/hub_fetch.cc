@@ -28,11 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 bool EnvTrue(const char* name) {
   const std::string v = absl::AsciiStrToUpper(Env(name));
   return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
