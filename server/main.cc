@@ -163,6 +163,7 @@ int Run(infer::ServerFlags flags, const sigset_t& signals) {
     defaults.folder_params["prompt_name"] = flags.default_prompt_name;
   }
   if (!flags.default_prompt.empty()) defaults.folder_params["prompt"] = flags.default_prompt;
+  if (!flags.precision_gate) defaults.folder_params["precision_gate"] = "false";
   if (!flags.dense_path.empty()) defaults.folder_params["dense_path"] = flags.dense_path;
   defaults.max_batch_tokens = static_cast<uint64_t>(flags.max_batch_tokens);
   defaults.max_batch_size = static_cast<uint32_t>(flags.max_batch_requests);

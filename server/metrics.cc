@@ -167,6 +167,17 @@ std::vector<MetricFamily> CollectEngine(const Engine& engine, const NvmlTelemetr
            {"precision", (*spec)->precision},
            {"device", engine.device()->spec()}},
           1.0);
+      for (const auto& [figure, value] :
+           {std::pair{"min_cosine", (*spec)->check_min_cosine},
+            std::pair{"neighbour_overlap", (*spec)->check_neighbour_overlap},
+            std::pair{"spearman", (*spec)->check_spearman}}) {
+        if (!value.has_value()) continue;
+        f.Gauge("infer_model_quality_check",
+                "The model's outputs against the CPU's FP32 at load, on the quality gate's "
+                "texts (models/bert/precision_check.h): the lowest cosine, the top-10 neighbour "
+                "agreement, or a classifier's lowest Spearman",
+                {{"model", model}, {"figure", figure}}, *value);
+      }
     }
     f.Counter("infer_inferences_total", "Rows (sequences) answered successfully", m,
               static_cast<double>(s.inference_count));

@@ -102,6 +102,13 @@ void AddServerFlags(CLI::App* app, ServerFlags* flags) {
                   "Hugging Face folder served without a config.pbtxt (TEI's "
                   "--default-prompt-name); default: the file's default_prompt_name, if any")
       ->envname("DEFAULT_PROMPT_NAME");
+  app->add_option("--precision-gate", flags->precision_gate,
+                  "default true: check every Hugging Face folder served without a config.pbtxt "
+                  "at load against the CPU's fp32 (a reduced precision on the CPU; every "
+                  "precision on a GPU), refusing one that fails with its figures; false serves "
+                  "them unchecked, as the log and /info then say (config.pbtxt: parameter "
+                  "precision_gate)")
+      ->capture_default_str();
   app->add_option("--max-receive-message-bytes", flags->max_receive_message_bytes,
                   "largest request accepted: a larger gRPC message gets RESOURCE_EXHAUSTED, a "
                   "larger HTTP body 413 (before it is read)")

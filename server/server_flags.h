@@ -28,6 +28,7 @@ struct ServerFlags {
   std::string pooling;        // mean, cls, last_token (or TEI's last-token), splade
   bool auto_truncate = true;  // false: texts over the model's length are refused
   std::string default_prompt_name;
+  bool precision_gate = true;  // false: models served unchecked (precision_gate: false)
   int64_t max_receive_message_bytes = 64 << 20;
   double drain_grace_s = 5.0;
   double drain_timeout_s = 20.0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "models/bert/precision_check.h"
 #include "models/bert/sentence_transformers_files.h"
 #include "models/cpu_auto_precision.h"
 #include "models/staged_batch.h"
@@ -20,72 +21,7 @@
 #include "runtime/status_macros.h"
 
 namespace infer {
-namespace {
-
-struct PrecisionCheck {
-  std::string description;  // what the model's description says of it
-  bool use_fp32 = false;    // auto's choice failed: load the FP32 encoder instead
-};
-
-// The quality gate for a reduced precision (models/transformer/precision_gate.h):
-// BF16 and INT8 on the CPU, FP8 on CUDA, each against the CPU encoder's
-// FP32. A precision the config named that fails is refused
-// (FAILED_PRECONDITION with the figures); one `auto` chose falls back to
-// FP32, saying so.
-absl::StatusOr<PrecisionCheck> CheckPrecision(const BertModelOptions& options,
-                                              const TransformerEncoder& encoder,
-                                              const DeviceContext& context,
-                                              const Tokenizer& tokenizer, int64_t max_length,
-                                              Pooling pooling, const SpladePooling* splade) {
-  const Precision precision = encoder.precision();
-  if (precision != Precision::kBf16 && precision != Precision::kInt8 &&
-      precision != Precision::kFp8) {
-    return PrecisionCheck();
-  }
-  const char* name = PrecisionName(precision);
-  if (!options.precision_gate) {
-    return PrecisionCheck{
-        absl::StrCat("; ", name, " not checked against fp32 (precision_gate false)")};
-  }
-  const auto* cpu = dynamic_cast<const TransformerEncoderCpu*>(&encoder);
-  EncoderCpuOptions fp32;
-  fp32.precision = Precision::kFp32;
-  fp32.threads = cpu != nullptr ? cpu->threads() : 0;  // 0: every core, for a GPU's gate
-  fp32.masked_lm_head = splade != nullptr;
-  INFER_ASSIGN_OR_RETURN(std::unique_ptr<TransformerEncoderCpu> reference,
-                         TransformerEncoderCpu::Load(options.checkpoint_dir, fp32));
-  GateFigures figures;
-  if (splade != nullptr) {  // judged by its sparse vectors
-    if (cpu != nullptr) {
-      INFER_ASSIGN_OR_RETURN(figures,
-                             MeasureSparseGate(*reference, *cpu, tokenizer, max_length, *splade));
-    } else {
-      INFER_ASSIGN_OR_RETURN(
-          figures, MeasureSparseGate(*reference, SparseEmbedder(encoder, context, *splade),
-                                     tokenizer, max_length, *splade));
-    }
-  } else if (cpu != nullptr) {
-    INFER_ASSIGN_OR_RETURN(figures, MeasureGate(*reference, *cpu, tokenizer, max_length, pooling));
-  } else {
-    INFER_ASSIGN_OR_RETURN(
-        figures, MeasureGate(*reference, DeviceEmbedder(encoder, context, pooling), tokenizer,
-                             max_length, pooling));
-  }
-  if (const std::string missed = GateFailure(figures); !missed.empty()) {
-    if (options.precision == Precision::kAuto) {
-      return PrecisionCheck{
-          absl::StrCat("; auto chose ", name, ", which fails the quality gate against fp32 (",
-                       missed, "; ", DescribeGate(figures), "): computing fp32"),
-          true};
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "precision ", name, " fails the quality gate against fp32: ", missed, " (",
-        DescribeGate(figures), "); parameter precision_gate: false serves it unchecked"));
-  }
-  return PrecisionCheck{absl::StrCat("; ", name, " against fp32: ", DescribeGate(figures))};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOptions& options,
                                                              const DeviceContext& context) {
@@ -200,6 +136,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const BertModelOpti
   }
   m->prompt_ = prompt.second;
   m->spec_.name = options.name;
+  m->spec_.quality_check = gate.summary;
+  if (gate.checked) {
+    m->spec_.check_min_cosine = gate.figures.min_cosine;
+    m->spec_.check_neighbour_overlap = gate.figures.neighbour_overlap;
+    m->spec_.check_spearman = gate.figures.spearman;
+  }
   m->spec_.platform = "infer_" + options.backend;
   m->spec_.backend = options.backend;
   std::string task = absl::StrCat(PoolingName(m->pooling_), " pooling",

@@ -156,6 +156,12 @@ TEST_P(BertModelOnDevice, PrecisionIsResolvedAtLoad) {
     EXPECT_NE((*int8)->spec().description.find("int8 against fp32: 1050 texts: cosine mean"),
               std::string::npos)
         << (*int8)->spec().description;
+    // And to /info and the gauge.
+    EXPECT_EQ((*int8)->spec().quality_check.rfind("int8 against fp32: 1050 texts", 0), 0u)
+        << (*int8)->spec().quality_check;
+    ASSERT_TRUE((*int8)->spec().check_min_cosine.has_value());
+    EXPECT_GE(*(*int8)->spec().check_min_cosine, 0.97);
+    EXPECT_GE((*int8)->spec().check_neighbour_overlap.value_or(0), 0.9);
   } else {
     EXPECT_THAT(BertModel::Create(o, (*d)->context()),
                 StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -259,6 +265,9 @@ TEST(BertModelGateTest, AnInt8ThatLosesTheModelIsRefusedUnlessForced) {
   ASSERT_THAT(unchecked, IsOk());
   EXPECT_NE((*unchecked)->spec().description.find("int8 not checked against fp32"),
             std::string::npos);
+  EXPECT_EQ((*unchecked)->spec().quality_check,
+            "int8 not checked against fp32 (precision_gate false)");
+  EXPECT_FALSE((*unchecked)->spec().check_min_cosine.has_value());
   // FP32 is what the gate compares with: never gated.
   o.precision = Precision::kFp32;
   o.precision_gate = true;

@@ -274,6 +274,9 @@ json InfoOf(const Engine& engine, const std::string& name, const ModelSpec& spec
     info["max_client_batch_size"] = l->max_client_batch_size;
   }
   info["prompts"] = spec.prompts;
+  // What the model's outputs were checked against at load (or that they
+  // were not).
+  if (!spec.quality_check.empty()) info["quality_check"] = spec.quality_check;
   info["version"] = INFER_VERSION;
   info["sha"] = nullptr;
   info["docker_label"] = nullptr;
