@@ -29,10 +29,78 @@
 # packed_attention_cuda_test" GPU_RUN_SECTIONS=fp8,families. The summary log goes to $OUT/gpu-run.log (default $OUT: /tmp/gpu-run), and
 # it, the tables and one log per test binary to $OUT/gpu-run.tgz. Exits
 # non-zero on any failure.
+#
+# `scripts/gpu-run.sh --dry-run` (CI, on a machine without a GPU) proves the
+# bundle complete before a GPU is lent: both archives are under the 64 MiB a
+# call carries and unpack; every binary
+# resolves every shared library from the bundle, or is allowed to take it
+# from the GPU machine (the C library and loader, libgcc_s, and CUDA's
+# libcuda, libcudart and cuBLAS), checked with `ldd` in an empty environment;
+# every test binary the run names is there, with the MiniLM weights and the
+# repository files the run reads; and this script and the Python scripts it
+# runs parse.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=/tmp/infer-device
 MODEL=/tmp/infer-device-model
+# The test binaries with GPU tests (the rest are CPU-only and run in CI).
+GPU_TESTS="cuda_runtime_test device_lost_test packed_attention_cuda_test bert_cuda_kernels_test
+  bert_cuda_graphs_test transformer_cuda_kernels_test encoder_cuda_families_test bert_model_test
+  embed_pool_test caching_allocator_test device_lock_test device_test nvml_telemetry_test
+  model_repository_test proto_codec_test metrics_test grpc_server_test device_lost_grpc_test
+  classifier_model_test dense_head_test sparse_model_test"
+if [ "${1:-}" = "--dry-run" ]; then
+  problems=0
+  bad() { echo "gpu-run --dry-run: $*" >&2; problems=$((problems + 1)); }
+  for f in .device/bundle.tar.xz .device/minilm.tar.xz; do
+    [ -e "$f" ] || { echo "gpu-run --dry-run: no $f (scripts/gpu-pack.sh makes it)" >&2; exit 1; }
+    # Each is copied over in one call of the device machine's, 64 MiB at most.
+    [ "$(stat -c %s "$f")" -lt $((64 << 20)) ] || bad "$f is over the 64 MiB a call carries"
+  done
+  DRY=$(mktemp -d)
+  trap 'rm -rf "$DRY"' EXIT
+  tar -C "$DRY" -xJf .device/bundle.tar.xz || bad "bundle.tar.xz does not unpack"
+  tar -C "$DRY" -xJf .device/minilm.tar.xz || bad "minilm.tar.xz does not unpack"
+  # What the GPU machine brings itself.
+  allowed='^(libc|libm|libpthread|libdl|librt|libgcc_s|ld-linux-x86-64|linux-vdso|libcuda|libcudart|libcublas|libcublasLt)\.so'
+  binaries=0
+  for b in "$DRY"/bin/* "$DRY"/tests/*; do
+    binaries=$((binaries + 1))
+    while read -r name arrow path _; do
+      [ "$arrow" = "=>" ] || continue
+      [[ "$name" =~ $allowed ]] && continue
+      case "$path" in
+        "$DRY/lib/"*) ;;
+        not) bad "$(basename "$b") needs $name, which the bundle lacks" ;;
+        *) bad "$(basename "$b") takes $name from $path, outside the bundle" ;;
+      esac
+    done < <(env -i LD_LIBRARY_PATH="$DRY/lib" ldd "$b" 2>&1)
+  done
+  for name in $GPU_TESTS; do [ -x "$DRY/tests/$name" ] || bad "no test binary $name"; done
+  for name in infer-server infer-model-gen encoder-bench overlap-bench allocator-bench \
+      bucketing-bench embedded_engine; do
+    [ -x "$DRY/bin/$name" ] || bad "no binary $name"
+  done
+  for f in config.json model.safetensors; do
+    [ -s "$DRY/minilm/$f" ] || bad "the MiniLM weights lack $f"
+  done
+  [ -s "$DRY/build-dir" ] || bad "no build-dir"
+  for f in examples/model_repository/embed_pool/config.pbtxt tests/fixtures/families-cuda; do
+    [ -e "$f" ] || bad "the repository lacks $f"
+  done
+  bash -n "$0" || bad "$0 does not parse"
+  for py in scripts/make-minilm-fixture.py bench/encoder_vs_torch.py bench/saturation.py \
+      bench/adversarial.py; do
+    python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$py" || bad "$py does not parse"
+  done
+  if [ "$problems" -gt 0 ]; then
+    echo "gpu-run --dry-run: $problems problems" >&2
+    exit 1
+  fi
+  echo "gpu-run --dry-run: the bundle is complete ($binaries binaries, $(ls "$DRY/lib" | wc -l)" \
+    "libraries, $(du -sh .device/bundle.tar.xz | cut -f1) + $(du -sh .device/minilm.tar.xz | cut -f1))"
+  exit 0
+fi
 if [ -e .device/minilm.tar.xz ]; then
   rm -rf "$MODEL" && mkdir -p "$MODEL" && tar -C "$MODEL" -xJf .device/minilm.tar.xz || exit 1
 fi
@@ -74,12 +142,6 @@ if python3 scripts/make-minilm-fixture.py --model "$D/minilm" --device cuda \
 else
   failed+=(make-minilm-fixture)
 fi
-# The binaries with GPU tests (the rest are CPU-only and run in CI).
-GPU_TESTS="cuda_runtime_test device_lost_test packed_attention_cuda_test bert_cuda_kernels_test
-  bert_cuda_graphs_test transformer_cuda_kernels_test encoder_cuda_families_test bert_model_test
-  embed_pool_test caching_allocator_test device_lock_test device_test nvml_telemetry_test
-  model_repository_test proto_codec_test metrics_test grpc_server_test device_lost_grpc_test
-  classifier_model_test dense_head_test sparse_model_test"
 tests="${GPU_RUN_TESTS:-$GPU_TESTS}"
 [ "$tests" = all ] && tests=$(ls "$D/tests")
 for name in $tests; do

@@ -6,9 +6,10 @@
 # Prometheus server for the scrape test, builds everything, and runs every
 # test with CTest; then the unit and integration tests again under ASan and
 # UBSan (scripts/test-sanitizers.sh), and each fuzz target for 30 s
-# (scripts/fuzz.sh). INFER_TEST_SANITIZERS=0 or INFER_TEST_FUZZ=0 leaves
-# those out (each builds the project once more). Each phase's time is
-# printed at the end.
+# (scripts/fuzz.sh). Between them, the GPU bundle is packed and its dry run
+# checks it complete (scripts/gpu-run.sh --dry-run). INFER_TEST_SANITIZERS=0,
+# INFER_TEST_FUZZ=0 or INFER_TEST_GPU_BUNDLE=0 leaves those out (the first
+# two build the project once more). Each phase's time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phases=()
@@ -34,6 +35,11 @@ phase python-env scripts/setup-venv.sh --test
 phase prometheus scripts/get-prometheus.sh
 phase build scripts/build.sh
 phase ctest ctest --test-dir build --output-on-failure -j"${JOBS:-$(nproc)}" --timeout 600
+# The GPU bundle, packed and checked complete on this machine (no GPU
+# needed): what a lent GPU machine would run (scripts/gpu-run.sh).
+if [ "${INFER_TEST_GPU_BUNDLE:-1}" != 0 ]; then
+  phase gpu-bundle bash -c 'scripts/gpu-pack.sh >/dev/null && scripts/gpu-run.sh --dry-run'
+fi
 if [ "${INFER_TEST_SANITIZERS:-1}" != 0 ]; then
   phase sanitizers scripts/test-sanitizers.sh
 fi
