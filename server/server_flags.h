@@ -43,7 +43,7 @@ struct ServerFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
-  bool http_tls = true;  // the TLS files apply to the HTTP and metrics ports too
+  bool http_tls = true;      // the TLS files apply to the HTTP and metrics ports too
   std::string api_key;       // --api-key or API_KEY (never logged)
   std::string api_key_file;  // or its first line
   int64_t memory_budget_bytes = 0;

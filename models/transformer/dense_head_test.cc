@@ -56,8 +56,7 @@ class DenseFolder {
   const fs::path dir_;
 };
 
-absl::StatusOr<std::unique_ptr<BertModel>> Load(testing::TestDevice& device,
-                                                const std::string& dir,
+absl::StatusOr<std::unique_ptr<BertModel>> Load(testing::TestDevice& device, const std::string& dir,
                                                 const std::string& dense_path = "") {
   BertModelOptions o;
   o.name = "dense";

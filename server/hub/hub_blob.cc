@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -132,13 +133,7 @@ absl::StatusOr<std::string> FileDigest(const std::string& path, size_t digest_le
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), out, &len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    hex.push_back(kHex[out[i] >> 4]);
-    hex.push_back(kHex[out[i] & 15]);
-  }
-  return hex;
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(out), len));
 }
 
 absl::Status FetchBlob(const RepoCache& cache, const BlobSource& source,

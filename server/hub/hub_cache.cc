@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/quote.h"
 
 namespace infer::hub {
 namespace {
@@ -31,11 +32,7 @@ std::string Home() {
 }
 
 absl::Status Invalid(absl::string_view what, absl::string_view value, absl::string_view why) {
-  std::string shown(value.substr(0, 120));
-  for (char& c : shown) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  return absl::InvalidArgumentError(absl::StrCat(what, " '", shown, "' ", why));
+  return absl::InvalidArgumentError(absl::StrCat(what, " ", Quote(value), " ", why));
 }
 
 // A part of a repository id: [A-Za-z0-9._-]+, not starting or ending in

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "server/hub/hub_blob.h"
+#include "server/hub/hub_http.h"
 
 namespace infer::hub {
 namespace {
@@ -48,6 +49,11 @@ TEST(HubCacheTest, RevisionsAndPathsStayInsideTheCache) {
   for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "a//b", "./x", "a\\b", "a\tb"}) {
     EXPECT_FALSE(CheckRepoPath(bad).ok()) << bad;
   }
+}
+
+TEST(HubCacheTest, ARevisionIsOnePathSegmentInAUrl) {
+  EXPECT_EQ(UrlEncode("refs/pr/1"), "refs%2Fpr%2F1");
+  EXPECT_EQ(UrlEncode("v1.0_a-b~c d"), "v1.0_a-b~c%20d");
 }
 
 TEST(HubCacheTest, CommitHashesAndEtags) {

@@ -231,17 +231,11 @@ DownloadAnswer Download(const std::string& url, const std::string& token, int fd
 }
 
 std::string UrlEncode(absl::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
+  // libcurl's own escaping: every byte but [A-Za-z0-9._~-] as %XX.
+  char* escaped = curl_easy_escape(nullptr, text.data(), static_cast<int>(text.size()));
+  if (escaped == nullptr) return std::string();
+  std::string out(escaped);
+  curl_free(escaped);
   return out;
 }
 
