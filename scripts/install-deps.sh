@@ -18,6 +18,8 @@ if [ "${1:-}" = "--test" ]; then
   # The load-balancer test runs its own nginx. (On a machine with systemd the
   # package also starts one on port 80: systemctl disable --now nginx.)
   PACKAGES+=(nginx-light curl)
+  # The GPU bundle's archives (scripts/gpu-pack.sh: tar -J).
+  PACKAGES+=(xz-utils)
   # The fuzz targets: clang with libFuzzer and the sanitizers' runtimes, and
   # its OpenMP runtime (scripts/fuzz.sh).
   PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev)

@@ -36,9 +36,14 @@ phase prometheus scripts/get-prometheus.sh
 phase build scripts/build.sh
 phase ctest ctest --test-dir build --output-on-failure -j"${JOBS:-$(nproc)}" --timeout 600
 # The GPU bundle, packed and checked complete on this machine (no GPU
-# needed): what a lent GPU machine would run (scripts/gpu-run.sh).
+# needed): what a lent GPU machine would run (scripts/gpu-run.sh). Only when
+# the CUDA backend is built (nvcc found): without it there is no GPU bundle.
 if [ "${INFER_TEST_GPU_BUNDLE:-1}" != 0 ]; then
-  phase gpu-bundle bash -c 'scripts/gpu-pack.sh >/dev/null && scripts/gpu-run.sh --dry-run'
+  if grep -q "INFER_WITH_CUDA 1" build/generated/runtime/build_config.h; then
+    phase gpu-bundle bash -c 'scripts/gpu-pack.sh >/dev/null && scripts/gpu-run.sh --dry-run'
+  else
+    echo "test.sh: no CUDA backend in this build (no nvcc): the GPU bundle is not packed"
+  fi
 fi
 if [ "${INFER_TEST_SANITIZERS:-1}" != 0 ]; then
   phase sanitizers scripts/test-sanitizers.sh
