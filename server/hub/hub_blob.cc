@@ -56,12 +56,18 @@ absl::Status Transfer(int fd, const BlobSource& source, TransferProgress* progre
   std::string last_error;
   for (int attempt = 1; attempt <= kTries && offset < source.size; ++attempt) {
     int64_t reported = 0;
-    const DownloadAnswer d = Download(source.url, source.token, fd, offset, [&](int64_t written) {
-      progress->Add(written - reported);
-      reported = written;
-      return true;
-    });
+    const DownloadAnswer d =
+        Download(source.url, source.token, fd, offset, source.size, [&](int64_t written) {
+          progress->Add(written - reported);
+          reported = written;
+          return true;
+        });
     const int64_t now = FileSize(fd);
+    if (now >= source.size) {  // whole (or cut off at its size): the hash decides
+      if (!d.error.empty()) spdlog::warn("download of {}: {}", source.path, d.error);
+      offset = now;
+      break;
+    }
     if (d.status == 200 || d.status == 206) {
       if (d.error.empty()) {
         offset = now;

@@ -169,11 +169,14 @@ absl::StatusOr<std::vector<RepoFile>> ListTree(const std::string& commit, const 
   std::string url = absl::StrCat(c.options.endpoint, "/api/models/", c.repo, "/tree/", commit,
                                  "?recursive=true&expand=false");
   std::vector<RepoFile> tree;
+  // Bounded whatever the endpoint sends: 1000 pages, 256 MiB of listing.
+  int64_t listed_bytes = 0;
   for (int page = 0; !url.empty(); ++page) {
-    if (page == 1000) {
-      return absl::FailedPreconditionError("the hub's tree listing has over 1000 pages");
+    if (page == 1000 || listed_bytes > (int64_t{256} << 20)) {
+      return absl::FailedPreconditionError("the hub's tree listing has over 1000 pages or 256 MiB");
     }
     const HttpAnswer a = Fetch({.url = url, .token = c.options.token});
+    listed_bytes += static_cast<int64_t>(a.body.size());
     if (Unreachable(a)) {
       return absl::UnavailableError(absl::StrCat(UnreachableReason(a, c), " (listing its files)"));
     }

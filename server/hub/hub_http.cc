@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -92,6 +93,8 @@ struct FileSink {
   CURL* curl;
   int fd;
   int64_t offset;  // bytes the file had before
+  int64_t size_limit;
+  int64_t base = 0;  // where this transfer's bytes start in the file
   const std::map<std::string, std::string>* headers;
   const std::function<bool(int64_t)>* progress;
   DownloadAnswer* answer;
@@ -125,6 +128,7 @@ size_t OnFileData(char* data, size_t size, size_t count, void* user) {
         return 0;
       }
       sink->to_file = lseek(sink->fd, sink->offset, SEEK_SET) == sink->offset;
+      sink->base = sink->offset;
     } else if (code == 200) {
       sink->answer->restarted = sink->offset > 0;
       sink->to_file = ftruncate(sink->fd, 0) == 0 && lseek(sink->fd, 0, SEEK_SET) == 0;
@@ -141,9 +145,13 @@ size_t OnFileData(char* data, size_t size, size_t count, void* user) {
       sink->answer->body.append(data, std::min<size_t>(n, 4096));
     return n;
   }
+  // Bytes past the limit are not written; the transfer stops after those
+  // before it.
+  const int64_t room = std::max<int64_t>(sink->size_limit - sink->base - sink->written, 0);
+  const size_t take = std::min<size_t>(n, static_cast<size_t>(room));
   size_t done = 0;
-  while (done < n) {
-    const ssize_t w = write(sink->fd, data + done, n - done);
+  while (done < take) {
+    const ssize_t w = write(sink->fd, data + done, take - done);
     if (w < 0) {
       if (errno == EINTR) continue;
       sink->answer->error = absl::StrCat("cannot write the file: ", std::strerror(errno));
@@ -151,7 +159,12 @@ size_t OnFileData(char* data, size_t size, size_t count, void* user) {
     }
     done += static_cast<size_t>(w);
   }
-  sink->written += static_cast<int64_t>(n);
+  sink->written += static_cast<int64_t>(take);
+  if (take < n) {
+    sink->answer->error =
+        absl::StrCat("the server sent more than the ", sink->size_limit, " bytes the file has");
+    return 0;
+  }
   if (*sink->progress && !(*sink->progress)(sink->written)) {
     sink->answer->error = "stopped";
     return 0;
@@ -206,7 +219,7 @@ HttpAnswer Fetch(const HttpCall& call) {
 }
 
 DownloadAnswer Download(const std::string& url, const std::string& token, int fd, int64_t offset,
-                        const std::function<bool(int64_t)>& progress) {
+                        int64_t size_limit, const std::function<bool(int64_t)>& progress) {
   DownloadAnswer answer;
   Curl h = NewHandle(url, token, /*follow=*/true);
   if (!h) {
@@ -214,7 +227,7 @@ DownloadAnswer Download(const std::string& url, const std::string& token, int fd
     return answer;
   }
   CURL* c = h.get();
-  FileSink sink{c, fd, offset, &answer.headers, &progress, &answer};
+  FileSink sink{c, fd, offset, size_limit, 0, &answer.headers, &progress, &answer};
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &answer.headers);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnFileData);

@@ -71,11 +71,12 @@ struct DownloadAnswer {
 // `offset` bytes are already there: asks for the rest with `Range:
 // bytes=offset-` and appends what a 206 answer brings (checking that its
 // Content-Range starts at `offset`), or truncates the file and writes from
-// the start when the server sends the whole file (200). `progress` is
-// called with the bytes written so far by this call; returning false aborts
-// the transfer.
+// the start when the server sends the whole file (200). The file never
+// grows past `size_limit` bytes: a server that sends more is cut off with an
+// error. `progress` is called with the bytes written so far by this call;
+// returning false aborts the transfer.
 DownloadAnswer Download(const std::string& url, const std::string& token, int fd, int64_t offset,
-                        const std::function<bool(int64_t)>& progress);
+                        int64_t size_limit, const std::function<bool(int64_t)>& progress);
 
 // `text` with every byte but [A-Za-z0-9._~-] percent-encoded (a revision
 // such as refs/pr/1 is one path segment in the hub's URLs).

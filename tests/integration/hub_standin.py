@@ -18,7 +18,8 @@ Authorization header" for a token it does not know, 404 RevisionNotFound,
 403 GatedRepo for a gated repository's files without an accepted token.
 
 Faults on request, for the tests: cut a storage transfer after some bytes
-(once), corrupt a file's bytes, or slow a transfer down. Every request is
+(once), corrupt a file's bytes, send more bytes than the file has, or slow a
+transfer down. Every request is
 recorded (method, path, Authorization, Range).
 """
 
@@ -66,6 +67,7 @@ class HubStandIn:
         self.cut_once = {}   # sha256 -> bytes sent before the connection is cut
         self.corrupt = set()  # sha256 of files whose bytes are served altered
         self.slow = {}       # sha256 -> seconds between 64 kB chunks
+        self.extra = {}      # sha256 -> bytes of garbage sent after the file's
         self.lock = threading.Lock()
         standin = self
 
@@ -243,7 +245,7 @@ class HubStandIn:
             h.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         else:
             h.send_response(200)
-        body = data[start:]
+        body = data[start:] + b"\0" * self.extra.get(sha, 0)
         h.send_header("Content-Length", str(len(body)))
         h.send_header("Accept-Ranges", "bytes")
         h.end_headers()

@@ -15,7 +15,8 @@ huggingface_hub itself on the same cache.
   the repository and the reason, and a non-zero exit.
 - An interrupted download resumes with a Range request, within a run and
   from the .incomplete file a dead process left; corrupt bytes are never
-  kept; two servers starting at once on one cache download each file once.
+  kept, nor more bytes than the file has; two servers starting at once on
+  one cache download each file once.
 
 Run by CTest; needs INFER_SERVER_BINARY (the path of build/bin/infer-server).
 """
@@ -285,6 +286,21 @@ class HubTest(unittest.TestCase):
         self.assertFalse([b for b in blobs if b.startswith(self.weights_sha)], blobs)
         self.assertFalse(os.path.exists(os.path.join(
             self.cache, "models--org--tiny", "snapshots", COMMIT, "model.safetensors")))
+
+    def test_a_server_that_sends_too_much_fills_no_disk(self):
+        # 64 MiB of garbage after the file: cut off at the listed size.
+        self.hub.extra[self.weights_sha] = 64 << 20
+        try:
+            server = self.serve("--model-id", "tiny=org/tiny")
+        finally:
+            self.hub.extra.pop(self.weights_sha, None)
+        try:
+            self.check_embeddings(server)
+        finally:
+            server.stop()
+        self.assertIn("sent more than the 565288 bytes", "".join(server.log))
+        blob = os.path.join(self.cache, "models--org--tiny", "blobs", self.weights_sha)
+        self.assertEqual(os.path.getsize(blob), len(self.files["model.safetensors"]))
 
     def test_two_servers_on_one_cache_download_each_file_once(self):
         self.hub.slow[self.weights_sha] = 0.05
